@@ -1,0 +1,191 @@
+// Package cli holds loadproof's command tree: the umbrella `loadproof` command and the two
+// seed-compatible trees (`linkkeys-loadtest`, `keycast-loadtest`), their flags, environment wiring and
+// exit codes. The binaries under cmd/ are one-line mains over Main. Nothing imports this package.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// Exit codes, following Go's own tools: 2 for usage errors.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1 // the command ran and reports failure (checks failed, failures counted)
+	ExitUsage       = 2 // bad flags, arguments or configuration
+	ExitCouldNotRun = 3 // the command could not carry out its run (target down, phase error)
+)
+
+// ExitError carries an exit code with an error. Commands return it to choose their exit status.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// usageError marks an error as a usage error (exit 2).
+func usageError(format string, args ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+}
+
+// Env is what commands need from the outside world; tests substitute it.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	// Logger writes to Stderr.
+	Logger *slog.Logger
+}
+
+// OSEnv returns the process's real environment.
+func OSEnv() *Env {
+	return &Env{
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		Getenv: os.Getenv,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+}
+
+// Tree names the command tree a binary exposes.
+type Tree int
+
+const (
+	// Loadproof is the umbrella tree: demo, linkkeys …, keycast ….
+	Loadproof Tree = iota
+	// LinkKeys is the seed-compatible linkkeys-loadtest tree.
+	LinkKeys
+	// Keycast is the seed-compatible keycast-loadtest tree.
+	Keycast
+)
+
+// Main runs the command tree with os.Args and returns the exit code. The first SIGINT or SIGTERM
+// cancels the command's context (commands drain and write partial results); a second exits at once.
+func Main(tree Tree) int {
+	env := OSEnv()
+	ctx, stop := signalContext()
+	defer stop()
+	return Run(ctx, tree, os.Args[1:], env)
+}
+
+// Run executes one command line against env and returns the exit code.
+func Run(ctx context.Context, tree Tree, args []string, env *Env) int {
+	root := NewRoot(tree, env)
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(env.Stderr, "error: %v\n", err)
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	if isFlagError(err) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+type flagError struct{ error }
+
+func isFlagError(err error) bool {
+	var fe flagError
+	return errors.As(err, &fe)
+}
+
+// NewRoot builds the command tree for a binary.
+func NewRoot(tree Tree, env *Env) *cobra.Command {
+	var root *cobra.Command
+	switch tree {
+	case LinkKeys:
+		root = newLinkKeysCmd(env, "linkkeys-loadtest")
+	case Keycast:
+		root = newKeycastCmd(env, "keycast-loadtest")
+	default:
+		root = &cobra.Command{
+			Use:   "loadproof",
+			Short: "Load-test harnesses that turn capacity claims into evidence",
+			Long: "loadproof measures how many connections and requests a key server takes, and records the\n" +
+				"machine and settings the figures were measured on. Subcommands: linkkeys (TCP/TLS/CBOR\n" +
+				"harness and reference server), keycast (HTTP RPC tool and reference server), demo.",
+		}
+		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env))
+	}
+	root.Version = machine.LoadproofVersion()
+	root.SilenceUsage = true
+	root.SilenceErrors = true
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return flagError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	return root
+}
+
+func newLinkKeysCmd(env *Env, use string) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: "LinkKeys TCP/TLS load-test harness and reference server",
+	}
+	c.AddCommand(
+		newLinkKeysServerCmd(env),
+		newLinkKeysConnectionsCmd(env),
+		newLinkKeysHandshakeBenchCmd(env),
+		newLinkKeysRequestBenchCmd(env),
+		newLinkKeysDDoSCmd(env),
+		newLinkKeysSmokeCmd(env),
+	)
+	for _, w := range linkKeysHiddenCmds(env) {
+		w.Hidden = true
+		c.AddCommand(w)
+	}
+	return c
+}
+
+func newKeycastCmd(env *Env, use string) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: "Load testing tool for Keycast HTTP RPC endpoint",
+	}
+	c.PersistentFlags().BoolP("verbose", "v", false, "debug logging")
+	c.AddCommand(
+		newKeycastServerCmd(env),
+		newKeycastSetupCmd(env),
+		newKeycastRunCmd(env),
+		newKeycastReportCmd(env),
+		newKeycastCapacityCmd(env),
+		newKeycastProfileCmd(env),
+	)
+	return c
+}
+
+// signalContext cancels on the first SIGINT/SIGTERM and exits at once on the second.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		<-ch
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}

@@ -1,0 +1,10 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+)
+
+func runDemo(ctx context.Context, env *Env) error {
+	return fmt.Errorf("demo: not built yet")
+}

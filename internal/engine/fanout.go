@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// FanOut describes a run split across worker processes of the same binary. Each worker is started as
+// Executable with Args(seg, resultPath) and must write its result (JSON) to resultPath before it exits
+// 0. The parent merges the results; the split itself is deterministic (Segment), so the merged totals
+// are exact.
+type FanOut struct {
+	// Executable is the program to run; empty means this process's own executable.
+	Executable string
+	// Workers is the number of processes (at least 1).
+	Workers int
+	// Args builds the command line of one worker.
+	Args func(seg Segment, resultPath string) []string
+	// Env, when non-nil, replaces the inherited environment.
+	Env []string
+	// OnLine, when set, receives every stdout line of every worker (with its segment). It is called
+	// from one goroutine per worker.
+	OnLine func(seg Segment, line string)
+	// Stderr receives the workers' stderr; nil means os.Stderr.
+	Stderr io.Writer
+	// Grace is how long workers get to write their results after ctx ends (SIGINT) before SIGKILL;
+	// 0 means 10 s.
+	Grace time.Duration
+}
+
+// WorkerError reports a worker that failed.
+type WorkerError struct {
+	Segment Segment
+	Err     error
+}
+
+func (e *WorkerError) Error() string {
+	return fmt.Sprintf("engine: worker %s failed: %v", e.Segment, e.Err)
+}
+
+func (e *WorkerError) Unwrap() error { return e.Err }
+
+// Run starts every worker, waits for all of them, and returns the result files' contents in segment
+// order. Results of workers that succeeded are returned even when others failed; the error then joins
+// one WorkerError per failed worker. When ctx ends, workers get SIGINT (so they write partial
+// results), then SIGKILL after Grace.
+func (f FanOut) Run(ctx context.Context) ([][]byte, error) {
+	exe := f.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("engine: finding own executable for worker processes: %w", err)
+		}
+	}
+	n := max(f.Workers, 1)
+	dir, err := os.MkdirTemp("", "loadproof-workers-*")
+	if err != nil {
+		return nil, fmt.Errorf("engine: making a directory for worker results: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	stderr := f.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	grace := f.Grace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+
+	results := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, seg := range Split(n) {
+		path := filepath.Join(dir, fmt.Sprintf("worker-%03d.json", i))
+		cmd := exec.Command(exe, f.Args(seg, path)...)
+		if f.Env != nil {
+			cmd.Env = f.Env
+		}
+		cmd.Stderr = stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := cmd.Start(); err != nil {
+			errs[i] = fmt.Errorf("starting %s: %w", exe, err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := make(chan struct{})
+			go func() {
+				select {
+				case <-ctx.Done():
+					_ = cmd.Process.Signal(os.Interrupt)
+					select {
+					case <-done:
+					case <-time.After(grace):
+						_ = cmd.Process.Kill()
+					}
+				case <-done:
+				}
+			}()
+			sc := bufio.NewScanner(stdout)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				if f.OnLine != nil {
+					f.OnLine(seg, sc.Text())
+				}
+			}
+			_, _ = io.Copy(io.Discard, stdout)
+			werr := cmd.Wait()
+			close(done)
+			b, rerr := os.ReadFile(path)
+			switch {
+			case rerr == nil && len(b) > 0:
+				results[i] = b
+				if werr != nil {
+					errs[i] = werr
+				}
+			case werr != nil:
+				errs[i] = werr
+			default:
+				errs[i] = fmt.Errorf("exited without writing its result file: %v", rerr)
+			}
+		}()
+	}
+	wg.Wait()
+	var all []error
+	for i, e := range errs {
+		if e != nil {
+			all = append(all, &WorkerError{Segment: Segment{Index: i, Count: n}, Err: e})
+		}
+	}
+	return results, errors.Join(all...)
+}
+
+// WriteResult writes a worker's result atomically, so a parent never reads half a file.
+func WriteResult(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("engine: writing worker result: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("engine: writing worker result: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package hist
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMergeIsExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	whole := New()
+	parts := []*Histogram{New(), New(), New()}
+	for i := 0; i < 30000; i++ {
+		d := time.Duration(r.IntN(5_000_000)) * time.Microsecond
+		whole.Record(d)
+		parts[i%3].Record(d)
+	}
+	var merged Histogram // zero value must work
+	for _, p := range parts {
+		merged.Merge(p)
+	}
+	if merged.Count() != whole.Count() {
+		t.Fatalf("count %d != %d", merged.Count(), whole.Count())
+	}
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999, 0.9999, 1} {
+		if a, b := merged.Quantile(q), whole.Quantile(q); a != b {
+			t.Errorf("q%.4f: merged %v, whole %v", q, a, b)
+		}
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	h := New()
+	for i := 1; i <= 1000; i++ {
+		h.Record(time.Duration(i) * time.Millisecond)
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Histogram
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Summary() != h.Summary() {
+		t.Fatalf("summary changed: %+v vs %+v", back.Summary(), h.Summary())
+	}
+	if p := back.Quantile(0.5); p < 499*time.Millisecond || p > 501*time.Millisecond {
+		t.Fatalf("p50 %v, want about 500ms", p)
+	}
+}
+
+func TestClampsOutOfRange(t *testing.T) {
+	var h Histogram
+	h.Record(0)
+	h.Record(time.Hour)
+	if h.Count() != 2 || h.Max() < 599*time.Second || h.Min() != time.Microsecond {
+		t.Fatalf("count %d min %v max %v", h.Count(), h.Min(), h.Max())
+	}
+}
+
+func TestUnmarshalRejectsBadInput(t *testing.T) {
+	for name, in := range map[string]string{
+		"not json":       `{`,
+		"missing hdr":    `{"unit":"us"}`,
+		"garbage hdr":    `{"hdr":"!!!notbase64"}`,
+		"count mismatch": "",
+	} {
+		if name == "count mismatch" {
+			h := New()
+			h.Record(time.Millisecond)
+			b, _ := json.Marshal(h)
+			in = strings.Replace(string(b), `"count":1`, `"count":7`, 1)
+		}
+		var h Histogram
+		err := json.Unmarshal([]byte(in), &h)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if name != "not json" && !errors.Is(err, ErrBadEncoding) {
+			t.Errorf("%s: error %v is not ErrBadEncoding", name, err)
+		}
+	}
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	h := New()
+	h.Record(3 * time.Millisecond)
+	b, _ := json.Marshal(h)
+	f.Add(b)
+	f.Add([]byte(`{"hdr":"HISTFAAAACR4nJNpmSzMwMDAwgABzFCaEUzOmQQRAAA0oQJB"}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h Histogram
+		if err := json.Unmarshal(b, &h); err != nil {
+			return
+		}
+		// Whatever is accepted must survive a round trip unchanged.
+		out, err := json.Marshal(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Histogram
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("re-read: %v", err)
+		}
+		if back.Count() != h.Count() {
+			t.Fatalf("count changed %d -> %d", h.Count(), back.Count())
+		}
+	})
+}
+
+func BenchmarkRecord(b *testing.B) {
+	h := New()
+	for i := 0; i < b.N; i++ {
+		h.Record(time.Duration(i%100000) * time.Microsecond)
+	}
+}

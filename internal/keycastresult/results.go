@@ -1,0 +1,357 @@
+// Package keycastresult owns the Keycast results file: the JSON that `keycast-loadtest run` writes, that
+// capacity evidence embeds and that reports are drawn from. Its fields are upstream's newest form
+// (reference keycast.md §1.6) plus loadproof's additions (mergeable latency histograms, open-model
+// figures, stop events, the machine record), so upstream's files read here and ours read upstream.
+package keycastresult
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// ServerMetricsScope is upstream's fixed caveat for endpoint snapshots.
+const ServerMetricsScope = "Endpoint snapshots; calculate deltas only when the metrics endpoint aggregates every serving instance"
+
+// Results is the whole results file.
+type Results struct {
+	Metadata      Metadata                `json:"metadata"`
+	Summary       Summary                 `json:"summary"`
+	Timeline      []TimelinePoint         `json:"timeline"`
+	ServerMetrics *ServerMetricsSnapshots `json:"server_metrics"`
+
+	// loadproof additions; absent in upstream files.
+
+	// Latency is every sample's latency (from the intended send time in the open model).
+	Latency *hist.Histogram `json:"latency_histogram,omitempty"`
+	// UncorrectedLatency, open model only: latency from the actual send time.
+	UncorrectedLatency *hist.Histogram `json:"uncorrected_latency_histogram,omitempty"`
+	// OpenModel is set for --rate runs.
+	OpenModel *OpenModel `json:"open_model,omitempty"`
+	// FailureCauses counts failures by cause ("http_503_admission_rejected", "network_econnrefused", ...).
+	FailureCauses map[string]int64 `json:"failure_causes,omitempty"`
+	// Stop is set when a live stop condition ended the run early, or a signal did.
+	Stop *StopEvent `json:"stop,omitempty"`
+	// Machine is the record of the machine the generator ran on.
+	Machine *machine.Record `json:"machine,omitempty"`
+	// Segments lists the segments merged into this result (empty: one whole run).
+	Segments []string `json:"segments,omitempty"`
+}
+
+// Metadata describes the run's configuration.
+type Metadata struct {
+	URL          string `json:"url"`
+	Scenario     string `json:"scenario"`
+	Method       string `json:"method"`
+	Concurrency  int    `json:"concurrency"`
+	DurationSecs uint64 `json:"duration_secs"`
+	UserCount    int    `json:"user_count"`
+	Timestamp    string `json:"timestamp"`
+	Seed         uint64 `json:"seed"`
+	// loadproof additions
+	Requests   int64   `json:"requests,omitempty"`
+	RampUpSecs uint64  `json:"ramp_up_secs,omitempty"`
+	TargetRate float64 `json:"target_rate,omitempty"`
+}
+
+// Summary holds the aggregate figures.
+type Summary struct {
+	DurationSecs             float64 `json:"duration_secs"`
+	RequestsPerSecond        float64 `json:"requests_per_second"`
+	TotalRequests            uint64  `json:"total_requests"`
+	SuccessfulRequests       uint64  `json:"successful_requests"`
+	FailedRequests           uint64  `json:"failed_requests"`
+	LatencyMinMs             float64 `json:"latency_min_ms"`
+	LatencyP50Ms             float64 `json:"latency_p50_ms"`
+	LatencyP95Ms             float64 `json:"latency_p95_ms"`
+	LatencyP99Ms             float64 `json:"latency_p99_ms"`
+	LatencyMaxMs             float64 `json:"latency_max_ms"`
+	CacheHitRatio            float64 `json:"cache_hit_ratio"`
+	ErrorRate                float64 `json:"error_rate"`
+	UnintentionalErrorRate   float64 `json:"unintentional_error_rate"`
+	ErrorsAuth               uint64  `json:"errors_auth"`
+	ErrorsServer             uint64  `json:"errors_server"`
+	ErrorsClient             uint64  `json:"errors_client"`
+	ErrorsNetwork            uint64  `json:"errors_network"`
+	RateLimitedRequests      uint64  `json:"rate_limited_requests"`
+	IntentionalRejections    uint64  `json:"intentional_rejections"`
+	IntentionalRejectionRate float64 `json:"intentional_rejection_rate"`
+	// loadproof additions
+	LatencyP90Ms   float64 `json:"latency_p90_ms,omitempty"`
+	LatencyP999Ms  float64 `json:"latency_p99_9_ms,omitempty"`
+	LatencyP9999Ms float64 `json:"latency_p99_99_ms,omitempty"`
+	LatencyMeanMs  float64 `json:"latency_mean_ms,omitempty"`
+	// CacheHitEstimateCount is the number of successful requests under 15 ms (the numerator of
+	// CacheHitRatio), kept so merged results recompute the ratio exactly.
+	CacheHitEstimateCount uint64 `json:"cache_hit_estimate_count,omitempty"`
+	// ErrorsOther counts failures in no upstream bucket (for example 2xx with an error body).
+	ErrorsOther uint64 `json:"errors_other,omitempty"`
+}
+
+// TimelinePoint is one progress sample; percentiles are cumulative over the run so far.
+type TimelinePoint struct {
+	ElapsedSecs     float64 `json:"elapsed_secs"`
+	RequestsTotal   uint64  `json:"requests_total"`
+	RequestsSuccess uint64  `json:"requests_success"`
+	RequestsError   uint64  `json:"requests_error"`
+	LatencyP50Ms    float64 `json:"latency_p50_ms"`
+	LatencyP99Ms    float64 `json:"latency_p99_ms"`
+}
+
+// ServerMetrics are the six server counters upstream reads from /api/metrics.
+type ServerMetrics struct {
+	HTTPRPCRequestsTotal uint64 `json:"http_rpc_requests_total"`
+	HTTPRPCCacheHits     uint64 `json:"http_rpc_cache_hits"`
+	HTTPRPCCacheMisses   uint64 `json:"http_rpc_cache_misses"`
+	HTTPRPCCacheSize     uint64 `json:"http_rpc_cache_size"`
+	HTTPRPCSuccess       uint64 `json:"http_rpc_success"`
+	HTTPRPCAuthErrors    uint64 `json:"http_rpc_auth_errors"`
+}
+
+// ServerMetricsSnapshots holds the before and after snapshots of one run.
+type ServerMetricsSnapshots struct {
+	Scope  string        `json:"scope"`
+	Before ServerMetrics `json:"before"`
+	After  ServerMetrics `json:"after"`
+	// Deltas (loadproof addition): after minus before, saturating at 0; gauges (cache size) are
+	// reported as the after value.
+	Deltas *ServerMetrics `json:"deltas,omitempty"`
+	// Series (loadproof addition): every unlabelled integer series of both snapshots' deltas, by name.
+	SeriesDeltas map[string]float64 `json:"series_deltas,omitempty"`
+}
+
+// OpenModel holds the figures of a constant-arrival-rate run.
+type OpenModel struct {
+	TargetRate float64 `json:"target_rate"`
+	RampFrom   float64 `json:"ramp_from,omitempty"`
+	RampSecs   float64 `json:"ramp_secs,omitempty"`
+	Scheduled  uint64  `json:"scheduled"`
+	// LateSends counts requests sent more than LateThresholdMs after their intended time.
+	LateSends       uint64  `json:"late_sends"`
+	LateThresholdMs float64 `json:"late_threshold_ms"`
+	// Dropped counts scheduled requests never sent because the run ended first.
+	Dropped uint64 `json:"dropped"`
+	// Uncorrected percentiles (from the actual send); the summary's are corrected.
+	UncorrectedP50Ms  float64 `json:"uncorrected_p50_ms"`
+	UncorrectedP95Ms  float64 `json:"uncorrected_p95_ms"`
+	UncorrectedP99Ms  float64 `json:"uncorrected_p99_ms"`
+	UncorrectedP999Ms float64 `json:"uncorrected_p99_9_ms"`
+	UncorrectedMaxMs  float64 `json:"uncorrected_max_ms"`
+}
+
+// StopEvent records why a run ended before its planned end.
+type StopEvent struct {
+	Reason      string  `json:"reason"` // "stop-condition", "signal", "requests-done"
+	Metric      string  `json:"metric,omitempty"`
+	Observed    float64 `json:"observed,omitempty"`
+	Limit       float64 `json:"limit,omitempty"`
+	WindowSecs  float64 `json:"window_secs,omitempty"`
+	ElapsedSecs float64 `json:"elapsed_secs"`
+	At          string  `json:"at"` // RFC 3339
+}
+
+// ErrNoHistogram is returned by Merge for results without a latency histogram (upstream files):
+// their percentiles cannot be combined exactly.
+var ErrNoHistogram = errors.New("keycastresult: result has no latency histogram; percentiles cannot be merged exactly")
+
+// Read reads and checks a results file, ours or upstream's.
+func Read(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("keycastresult: reading results %s: %w", path, err)
+	}
+	r, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("keycastresult: %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Parse decodes a results file and checks that its counts are consistent.
+func Parse(b []byte) (*Results, error) {
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("not a results file: %w", err)
+	}
+	s := r.Summary
+	if s.SuccessfulRequests+s.FailedRequests != s.TotalRequests {
+		return nil, fmt.Errorf("inconsistent results: successful %d + failed %d != total %d",
+			s.SuccessfulRequests, s.FailedRequests, s.TotalRequests)
+	}
+	if r.Latency != nil && uint64(r.Latency.Count()) != s.TotalRequests {
+		return nil, fmt.Errorf("inconsistent results: histogram holds %d samples for %d requests",
+			r.Latency.Count(), s.TotalRequests)
+	}
+	return &r, nil
+}
+
+// Write writes results as pretty JSON, atomically.
+func Write(path string, r *Results) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("keycastresult: encoding results: %w", err)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("keycastresult: %w", err)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".results-*")
+	if err != nil {
+		return fmt.Errorf("keycastresult: writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("keycastresult: writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("keycastresult: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("keycastresult: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// Counts is what a run accumulates; Finish turns it into a Summary.
+type Counts struct {
+	Total, Success, Failed                     uint64
+	Auth, Server, Client, Network, Other       uint64
+	RateLimited, Intentional, CacheHitEstimate uint64
+}
+
+// Add adds o into c.
+func (c *Counts) Add(o Counts) {
+	c.Total += o.Total
+	c.Success += o.Success
+	c.Failed += o.Failed
+	c.Auth += o.Auth
+	c.Server += o.Server
+	c.Client += o.Client
+	c.Network += o.Network
+	c.Other += o.Other
+	c.RateLimited += o.RateLimited
+	c.Intentional += o.Intentional
+	c.CacheHitEstimate += o.CacheHitEstimate
+}
+
+// CountsOf recovers the counts from a summary.
+func CountsOf(s Summary) Counts {
+	return Counts{
+		Total: s.TotalRequests, Success: s.SuccessfulRequests, Failed: s.FailedRequests,
+		Auth: s.ErrorsAuth, Server: s.ErrorsServer, Client: s.ErrorsClient, Network: s.ErrorsNetwork,
+		Other: s.ErrorsOther, RateLimited: s.RateLimitedRequests, Intentional: s.IntentionalRejections,
+		CacheHitEstimate: s.CacheHitEstimateCount,
+	}
+}
+
+// Summarize computes the summary from counts, a histogram and the measured duration. Rates are
+// defined as upstream defines them: error_rate = failed/total; unintentional_error_rate = (failed −
+// intentional shedding)/total (a 429 is unintentional: a healthy phase should not see it);
+// intentional_rejection_rate = intentional shedding/total; cache_hit_ratio = successful requests under
+// 15 ms / successful requests.
+func Summarize(c Counts, h *hist.Histogram, duration time.Duration) Summary {
+	s := Summary{
+		DurationSecs:          duration.Seconds(),
+		TotalRequests:         c.Total,
+		SuccessfulRequests:    c.Success,
+		FailedRequests:        c.Failed,
+		ErrorsAuth:            c.Auth,
+		ErrorsServer:          c.Server,
+		ErrorsClient:          c.Client,
+		ErrorsNetwork:         c.Network,
+		ErrorsOther:           c.Other,
+		RateLimitedRequests:   c.RateLimited,
+		IntentionalRejections: c.Intentional,
+		CacheHitEstimateCount: c.CacheHitEstimate,
+	}
+	if duration > 0 {
+		s.RequestsPerSecond = float64(c.Total) / duration.Seconds()
+	}
+	if c.Total > 0 {
+		s.ErrorRate = float64(c.Failed) / float64(c.Total)
+		s.UnintentionalErrorRate = float64(c.Failed-min(c.Intentional, c.Failed)) / float64(c.Total)
+		s.IntentionalRejectionRate = float64(c.Intentional) / float64(c.Total)
+	}
+	if c.Success > 0 {
+		s.CacheHitRatio = float64(c.CacheHitEstimate) / float64(c.Success)
+	}
+	if h != nil && h.Count() > 0 {
+		hs := h.Summary()
+		s.LatencyMinMs, s.LatencyP50Ms, s.LatencyP95Ms, s.LatencyP99Ms, s.LatencyMaxMs = hs.MinMs, hs.P50Ms, hs.P95Ms, hs.P99Ms, hs.MaxMs
+		s.LatencyP90Ms, s.LatencyP999Ms, s.LatencyP9999Ms, s.LatencyMeanMs = hs.P90Ms, hs.P999Ms, hs.P9999Ms, hs.MeanMs
+	}
+	return s
+}
+
+// Merge combines the results of segments of one run (processes or machines) exactly: counts add,
+// histograms merge, the duration is the longest segment's, and rates and percentiles are recomputed
+// from the merged data. Metadata comes from the first part, with concurrency summed.
+func Merge(parts []*Results) (*Results, error) {
+	if len(parts) == 0 {
+		return nil, errors.New("keycastresult: nothing to merge")
+	}
+	out := &Results{Metadata: parts[0].Metadata, Timeline: []TimelinePoint{}}
+	out.Metadata.Concurrency = 0
+	var c Counts
+	lat, unc := hist.New(), (*hist.Histogram)(nil)
+	var dur float64
+	causes := map[string]int64{}
+	for _, p := range parts {
+		if p.Latency == nil {
+			return nil, ErrNoHistogram
+		}
+		out.Metadata.Concurrency += p.Metadata.Concurrency
+		c.Add(CountsOf(p.Summary))
+		lat.Merge(p.Latency)
+		if p.UncorrectedLatency != nil {
+			if unc == nil {
+				unc = hist.New()
+			}
+			unc.Merge(p.UncorrectedLatency)
+		}
+		dur = max(dur, p.Summary.DurationSecs)
+		for k, v := range p.FailureCauses {
+			causes[k] += v
+		}
+		if p.Stop != nil && out.Stop == nil {
+			out.Stop = p.Stop
+		}
+		if p.OpenModel != nil {
+			if out.OpenModel == nil {
+				om := *p.OpenModel
+				om.TargetRate, om.Scheduled, om.LateSends, om.Dropped = 0, 0, 0, 0
+				out.OpenModel = &om
+			}
+			out.OpenModel.TargetRate += p.OpenModel.TargetRate
+			out.OpenModel.Scheduled += p.OpenModel.Scheduled
+			out.OpenModel.LateSends += p.OpenModel.LateSends
+			out.OpenModel.Dropped += p.OpenModel.Dropped
+		}
+		out.Segments = append(out.Segments, p.Segments...)
+		if out.Machine == nil {
+			out.Machine = p.Machine
+		}
+	}
+	out.Summary = Summarize(c, lat, time.Duration(dur*float64(time.Second)))
+	out.Latency = lat
+	if unc != nil {
+		out.UncorrectedLatency = unc
+		if out.OpenModel != nil {
+			us := unc.Summary()
+			out.OpenModel.UncorrectedP50Ms, out.OpenModel.UncorrectedP95Ms = us.P50Ms, us.P95Ms
+			out.OpenModel.UncorrectedP99Ms, out.OpenModel.UncorrectedP999Ms, out.OpenModel.UncorrectedMaxMs = us.P99Ms, us.P999Ms, us.MaxMs
+		}
+	}
+	if len(causes) > 0 {
+		out.FailureCauses = causes
+	}
+	return out, nil
+}
