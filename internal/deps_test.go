@@ -1,0 +1,126 @@
+// Package internal_test enforces the layout rules of docs/architecture.md: which packages may import
+// which, and that every package documents itself.
+package internal_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/loadproof/loadproof/internal/"
+
+// forbidden lists, for each package, the internal packages its non-test files must not import.
+var forbidden = map[string][]string{
+	// Servers never import the load side: load always crosses a real socket.
+	"linkkeysserver": {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	"keycastserver":  {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	"keycaststore":   {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli", "keycastserver"},
+	// Load drivers never import servers.
+	"linkkeysload": {"linkkeysserver", "keycastserver", "cli"},
+	"keycastload":  {"linkkeysserver", "keycastserver", "cli"},
+	"capacity":     {"linkkeysserver", "keycastserver", "cli"},
+	// Reports are drawn from result files alone.
+	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli"},
+	// The protocol-free core imports no protocol.
+	"engine":  {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
+	"hist":    {"linkkeys", "keycast", "engine", "machine", "admit", "cli"},
+	"machine": {"linkkeys", "keycast", "engine", "hist", "admit", "cli"},
+	"admit":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "cli"},
+	// Protocol packages stay below servers and drivers.
+	"linkkeys": {"linkkeysserver", "linkkeysload", "admit", "engine", "cli"},
+	"keycast":  {"keycastserver", "keycastload", "capacity", "engine", "cli"},
+}
+
+type pkgInfo struct {
+	imports map[string]bool
+	doc     bool
+	files   int
+}
+
+func scan(t *testing.T) map[string]*pkgInfo {
+	t.Helper()
+	pkgs := map[string]*pkgInfo{}
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == "testdata" || strings.HasPrefix(name, ".") && path != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if dir == "." {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		p := pkgs[dir]
+		if p == nil {
+			p = &pkgInfo{imports: map[string]bool{}}
+			pkgs[dir] = p
+		}
+		p.files++
+		if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" {
+			p.doc = true
+		}
+		for _, imp := range f.Imports {
+			ip, _ := strconv.Unquote(imp.Path.Value)
+			if rest, ok := strings.CutPrefix(ip, module); ok {
+				p.imports[rest] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+// top returns the first path element: "keycastserver/store" belongs to "keycastserver".
+func top(p string) string {
+	first, _, _ := strings.Cut(p, "/")
+	return first
+}
+
+func TestDependencyRules(t *testing.T) {
+	pkgs := scan(t)
+	dirs := make([]string, 0, len(pkgs))
+	for d := range pkgs {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, dir := range dirs {
+		for imp := range pkgs[dir].imports {
+			if top(imp) == "cli" && top(dir) != "cli" {
+				t.Errorf("%s imports internal/cli: nothing may import the command tree", dir)
+			}
+			for _, bad := range forbidden[top(dir)] {
+				if top(imp) == bad && top(dir) != bad {
+					t.Errorf("%s imports internal/%s, which docs/architecture.md forbids", dir, imp)
+				}
+			}
+		}
+	}
+}
+
+func TestEveryPackageHasADocComment(t *testing.T) {
+	for dir, p := range scan(t) {
+		if !p.doc {
+			t.Errorf("package %s has no package doc comment (add a doc.go)", dir)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The project's test command (README "Run the tests"; .ci/run calls exactly this).
+# Unit and integration tests against real servers on loopback, real SQLite files and a real
+# PostgreSQL, short fuzz runs of every fuzz target, and the LinkKeys smoke run. Long benchmarks and
+# scale runs live under bench/ and are run by hand.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+FUZZTIME="${FUZZTIME:-4s}"
+
+command -v go >/dev/null || { echo "test.sh: Go is not on PATH; install Go 1.26 (see README)" >&2; exit 1; }
+
+# PostgreSQL for the Keycast store tests: start the local cluster when it is down.
+scripts/postgres.sh
+
+echo "== go vet"
+go vet ./...
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+echo "== go test"
+go test -count=1 -timeout 40m ./...
+
+echo "== fuzz (${FUZZTIME} per target)"
+# Every FuzzXxx target runs briefly: a seed-corpus pass already ran in go test above.
+grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(' internal | xargs -n1 dirname | sort -u | while read -r dir; do
+  for name in $(grep -h -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$dir"/*_test.go | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/' | sort -u); do
+    echo "-- $dir $name"
+    go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "./$dir" >/tmp/loadproof-fuzz.log 2>&1 || { cat /tmp/loadproof-fuzz.log; exit 1; }
+  done
+done
+
+echo "== LinkKeys smoke run"
+go build -o /tmp/loadproof-ci-bin/linkkeys-loadtest ./cmd/linkkeys-loadtest
+/tmp/loadproof-ci-bin/linkkeys-loadtest smoke
+
+echo "== all tests passed"
