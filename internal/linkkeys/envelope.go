@@ -217,6 +217,29 @@ func readUint(d *decoder, key string) (uint64, error) {
 	return 0, fmt.Errorf("key %q has CBOR major type %d, want an unsigned integer", key, major>>5)
 }
 
+// readName reads a text value that is usually one of the well-known names,
+// which need neither UTF-8 validation nor a new string.
+func readName(d *decoder, key string) (string, error) {
+	major, n, err := d.head()
+	if err != nil {
+		return "", err
+	}
+	if major != majText {
+		return "", fmt.Errorf("key %q has CBOR major type %d, want a text string", key, major>>5)
+	}
+	s, err := d.take(n)
+	if err != nil {
+		return "", err
+	}
+	if name, ok := knownName(s); ok {
+		return name, nil
+	}
+	if !utf8.Valid(s) {
+		return "", fmt.Errorf("key %q is not valid UTF-8", key)
+	}
+	return string(s), nil
+}
+
 func readText(d *decoder, key string) ([]byte, error) {
 	major, n, err := d.head()
 	if err != nil {
@@ -293,17 +316,11 @@ func DecodeRequest(b []byte) (Request, error) {
 			}
 		case "service":
 			if err = checkSeen(&seen, seenService, "service"); err == nil {
-				var s []byte
-				if s, err = readText(&d, "service"); err == nil {
-					r.Service = internName(s)
-				}
+				r.Service, err = readName(&d, "service")
 			}
 		case "op":
 			if err = checkSeen(&seen, seenOp, "op"); err == nil {
-				var s []byte
-				if s, err = readText(&d, "op"); err == nil {
-					r.Op = internName(s)
-				}
+				r.Op, err = readName(&d, "op")
 			}
 		case "payload":
 			if err = checkSeen(&seen, seenPayload, "payload"); err == nil {
@@ -396,10 +413,7 @@ func DecodeResponse(b []byte) (Response, error) {
 			}
 		case "variant":
 			if err = checkSeen(&seen, seenVariant, "variant"); err == nil {
-				var s []byte
-				if s, err = readText(&d, "variant"); err == nil {
-					r.Variant = internName(s)
-				}
+				r.Variant, err = readName(&d, "variant")
 			}
 		case "id":
 			if err = checkSeen(&seen, seenID, "id"); err == nil {
@@ -427,34 +441,34 @@ func DecodeResponse(b []byte) (Response, error) {
 	return r, nil
 }
 
-// internName returns well-known service, op and variant names without
+// knownName returns well-known service, op and variant names without
 // allocating; the compiler does not allocate for string(b) in a switch.
-func internName(b []byte) string {
+func knownName(b []byte) (string, bool) {
 	switch string(b) {
 	case "DomainKeys":
-		return "DomainKeys"
+		return "DomainKeys", true
 	case "get-domain-keys":
-		return "get-domain-keys"
+		return "get-domain-keys", true
 	case "get-revocations":
-		return "get-revocations"
+		return "get-revocations", true
 	case "Hello":
-		return "Hello"
+		return "Hello", true
 	case "hello":
-		return "hello"
+		return "hello", true
 	case "Ops":
-		return "Ops"
+		return "Ops", true
 	case "healthcheck":
-		return "healthcheck"
+		return "healthcheck", true
 	case "readiness":
-		return "readiness"
+		return "readiness", true
 	case "Handshake":
-		return "Handshake"
+		return "Handshake", true
 	case "handshake":
-		return "handshake"
+		return "handshake", true
 	case "GetDomainKeysResponse":
-		return "GetDomainKeysResponse"
+		return "GetDomainKeysResponse", true
 	}
-	return string(b)
+	return "", false
 }
 
 // internMessage avoids allocating for the rate-limit message, which a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 )
 
@@ -135,6 +136,27 @@ func AppendFrame(dst, body []byte) []byte {
 	return append(dst, body...)
 }
 
+// AppendRequestFrame appends r as a complete frame (prefix and envelope)
+// to dst without an intermediate buffer.
+func AppendRequestFrame(dst []byte, r *Request) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = AppendRequest(dst, r)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-frameHeaderSize))
+	return dst
+}
+
+// AppendResponseFrame appends r as a complete frame (prefix and envelope)
+// to dst without an intermediate buffer. The caller checks the result
+// against MaxFrameSize+4 when the payload size is not bounded.
+func AppendResponseFrame(dst []byte, r *Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = AppendResponse(dst, r)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-frameHeaderSize))
+	return dst
+}
+
 var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // WriteFrame writes prefix and body with a single Write call, so that a
@@ -142,7 +164,7 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b
 // bodies larger than MaxFrameSize, which the peer would reject anyway.
 func WriteFrame(w io.Writer, body []byte) error {
 	if len(body) > MaxFrameSize {
-		return fmt.Errorf("linkkeys: writing frame: %w", FrameTooLargeError{Len: uint32(min(len(body), 1<<32-1)), Max: MaxFrameSize})
+		return fmt.Errorf("linkkeys: writing frame: %w", FrameTooLargeError{Len: uint32(min(uint64(len(body)), math.MaxUint32)), Max: MaxFrameSize})
 	}
 	bp := framePool.Get().(*[]byte)
 	b := AppendFrame((*bp)[:0], body)

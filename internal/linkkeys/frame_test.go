@@ -192,3 +192,19 @@ func TestWriteFrame(t *testing.T) {
 		t.Fatalf("oversized body: %v, want ErrFrameTooLarge", err)
 	}
 }
+
+func TestAppendEnvelopeFrames(t *testing.T) {
+	req := Request{Service: "DomainKeys", Op: "get-domain-keys", Payload: []byte{0xa0}}
+	resp := Response{Status: StatusUnavailable, Error: RateLimitedMessage(1), HasError: true}
+	head := []byte("already there")
+	if got, want := AppendRequestFrame(head, &req), AppendFrame(head, AppendRequest(nil, &req)); !bytes.Equal(got, want) {
+		t.Fatalf("AppendRequestFrame = %x\nwant                %x", got, want)
+	}
+	if got, want := AppendResponseFrame(head, &resp), AppendFrame(head, AppendResponse(nil, &resp)); !bytes.Equal(got, want) {
+		t.Fatalf("AppendResponseFrame = %x\nwant                 %x", got, want)
+	}
+	frame := AppendRequestFrame(nil, &req)
+	if !bytes.Equal(frame[:4], []byte{0, 0, 0, 0x36}) {
+		t.Fatalf("prefix %x, want 00000036", frame[:4])
+	}
+}

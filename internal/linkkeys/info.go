@@ -23,11 +23,16 @@ type Info struct {
 // keys port, domain, fingerprint, pid in that order and no trailing newline,
 // byte for byte what the upstream server writes.
 func MarshalInfo(info Info) ([]byte, error) {
-	b, err := json.MarshalIndent(info, "", "  ")
-	if err != nil {
+	// Like serde_json, and unlike json.Marshal's default, leave <, > and &
+	// unescaped.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(info); err != nil {
 		return nil, fmt.Errorf("linkkeys: encoding info file: %w", err)
 	}
-	return b, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // WriteInfo writes info to path atomically: a temporary file in the same
