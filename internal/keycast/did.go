@@ -3,6 +3,8 @@ package keycast
 import (
 	"fmt"
 	"strings"
+
+	"github.com/btcsuite/btcd/btcec/v2"
 )
 
 // DIDPrefix starts every Keycast did:key ("z" is the multibase base58btc tag).
@@ -38,26 +40,35 @@ func DIDKey(pk PublicKey) string {
 // the prefix, the base58 alphabet, the 0xE7 0x01 multicodec, the 32-byte
 // length and that the key is a curve point.
 func ParseDIDKey(s string) (PublicKey, error) {
+	pk, _, err := parseDIDKeyPoint(s)
+	return pk, err
+}
+
+// parseDIDKeyPoint is ParseDIDKey that also returns the lifted point, so a
+// verifier does not compute the square root twice.
+func parseDIDKeyPoint(s string) (PublicKey, btcec.JacobianPoint, error) {
+	var none btcec.JacobianPoint
 	if !strings.HasPrefix(s, DIDPrefix) {
-		return PublicKey{}, fmt.Errorf("keycast: DID %q does not start with %q", truncate(s, 80), DIDPrefix)
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q does not start with %q", truncate(s, 80), DIDPrefix)
 	}
 	enc := s[len(DIDPrefix):]
 	if len(enc) == 0 || len(enc) > 60 {
-		return PublicKey{}, fmt.Errorf("keycast: DID %q has a base58 part of %d characters; want about 47", truncate(s, 80), len(enc))
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q has a base58 part of %d characters; want about 47", truncate(s, 80), len(enc))
 	}
 	raw, err := base58Decode(enc)
 	if err != nil {
-		return PublicKey{}, fmt.Errorf("keycast: DID %q: %w", truncate(s, 80), err)
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q: %w", truncate(s, 80), err)
 	}
 	if len(raw) != 34 || raw[0] != didMulticodec[0] || raw[1] != didMulticodec[1] {
-		return PublicKey{}, fmt.Errorf("keycast: DID %q is not a secp256k1 x-only key (want multicodec 0xe7 0x01 and 32 key bytes, got %d bytes)", truncate(s, 80), len(raw))
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q is not a secp256k1 x-only key (want multicodec 0xe7 0x01 and 32 key bytes, got %d bytes)", truncate(s, 80), len(raw))
 	}
 	var pk PublicKey
 	copy(pk[:], raw[2:])
-	if _, ok := liftX(&pk); !ok {
-		return PublicKey{}, fmt.Errorf("keycast: DID %q holds a key that is not a secp256k1 point", truncate(s, 80))
+	pt, ok := liftX(&pk)
+	if !ok {
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q holds a key that is not a secp256k1 point", truncate(s, 80))
 	}
-	return pk, nil
+	return pk, pt, nil
 }
 
 // base58Encode is the Bitcoin base58 encoding (leading zero bytes become '1').

@@ -166,6 +166,11 @@ func verifySchnorr(pk *PublicKey, msg []byte, sig *[64]byte) bool {
 	if !ok {
 		return false
 	}
+	return verifySchnorrPoint(pk, &p, msg, sig)
+}
+
+// verifySchnorrPoint is BIP-340 Verify with P = lift_x(pk) already computed.
+func verifySchnorrPoint(pk *PublicKey, p *btcec.JacobianPoint, msg []byte, sig *[64]byte) bool {
 	var r btcec.FieldVal
 	if r.SetBytes((*[32]byte)(sig[:32])) != 0 {
 		return false
@@ -180,7 +185,7 @@ func verifySchnorr(pk *PublicKey, msg []byte, sig *[64]byte) bool {
 	e.Negate()
 	var sg, ep, rr btcec.JacobianPoint
 	btcec.ScalarBaseMultNonConst(&sc, &sg)
-	btcec.ScalarMultNonConst(&e, &p, &ep)
+	btcec.ScalarMultNonConst(&e, p, &ep)
 	btcec.AddNonConst(&sg, &ep, &rr)
 	if (rr.X.IsZero() && rr.Y.IsZero()) || rr.Z.IsZero() {
 		return false

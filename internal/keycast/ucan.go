@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/btcsuite/btcd/btcec/v2"
 )
 
 // UCAN constants as Keycast (rs-ucan 0.7.0-alpha.1) writes them.
@@ -82,12 +84,25 @@ type UCAN struct {
 	Signature  [64]byte
 	// Token is the whole token string.
 	Token string
+
+	// issuerPoint caches lift_x(pointFor) from ParseUCAN; Verify uses it only
+	// while Issuer still equals pointFor.
+	issuerPoint btcec.JacobianPoint
+	pointFor    PublicKey
+	havePoint   bool
 }
 
 // Verify checks the BIP-340 signature of SHA-256(SignedData) by the issuer.
 func (u *UCAN) Verify() error {
 	h := sha256.Sum256([]byte(u.SignedData))
-	if !verifySchnorr(&u.Issuer, h[:], &u.Signature) {
+	p := u.issuerPoint
+	if !u.havePoint || u.pointFor != u.Issuer {
+		var ok bool
+		if p, ok = liftX(&u.Issuer); !ok {
+			return ErrBadSignature
+		}
+	}
+	if !verifySchnorrPoint(&u.Issuer, &p, h[:], &u.Signature) {
 		return ErrBadSignature
 	}
 	return nil
@@ -273,10 +288,10 @@ func ParseUCAN(token string) (*UCAN, error) {
 			return nil, malformed("payload has no %q field", f.name)
 		}
 	}
-	if u.Issuer, err = ParseDIDKey(*p.Iss); err != nil {
+	if u.Issuer, u.issuerPoint, err = parseDIDKeyPoint(*p.Iss); err != nil {
 		return nil, malformed("iss: %v", strings.TrimPrefix(err.Error(), "keycast: "))
 	}
-	u.IssuerDID = *p.Iss
+	u.IssuerDID, u.pointFor, u.havePoint = *p.Iss, u.Issuer, true
 	if u.Audience, err = ParseDIDKey(*p.Aud); err != nil {
 		return nil, malformed("aud: %v", strings.TrimPrefix(err.Error(), "keycast: "))
 	}

@@ -1,0 +1,114 @@
+package keycast
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// UsersFile is the credentials file written by setup and read by run (§1.2).
+type UsersFile struct {
+	URL       string     `json:"url"`
+	CreatedAt string     `json:"created_at"`
+	Users     []TestUser `json:"users"`
+}
+
+// TestUser is one prepared user: x-only pubkey hex, email and access token.
+type TestUser struct {
+	Pubkey    string `json:"pubkey"`
+	Email     string `json:"email"`
+	UcanToken string `json:"ucan_token"`
+}
+
+// ReadUsersFile reads and checks a users file: valid JSON with a "users"
+// array, each user with a 64-hex pubkey and a non-empty ucan_token. An empty
+// list gives "No users found in <path>", as the Keycast tool says.
+func ReadUsersFile(path string) (*UsersFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("keycast: reading users file: %w; create it with the setup command", err)
+	}
+	return ParseUsersFile(path, data)
+}
+
+// ParseUsersFile is ReadUsersFile on bytes already read; path is used in
+// messages only.
+func ParseUsersFile(path string, data []byte) (*UsersFile, error) {
+	var uf UsersFile
+	if err := json.Unmarshal(data, &uf); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := lineCol(data, se.Offset)
+			return nil, fmt.Errorf("keycast: users file %s is not valid JSON at line %d column %d: %v", path, line, col, se)
+		}
+		return nil, fmt.Errorf("keycast: users file %s does not have the setup format: %s", path, jsonErrText(err))
+	}
+	if len(uf.Users) == 0 {
+		return nil, fmt.Errorf("No users found in %s", path)
+	}
+	for i, u := range uf.Users {
+		if len(u.Pubkey) != 64 || !isHex(u.Pubkey) {
+			return nil, fmt.Errorf("keycast: users file %s: user %d has pubkey %q; want 64 hex characters", path, i, truncate(u.Pubkey, 80))
+		}
+		if u.UcanToken == "" {
+			return nil, fmt.Errorf("keycast: users file %s: user %d (%s) has an empty ucan_token; run setup again", path, i, u.Pubkey)
+		}
+	}
+	return &uf, nil
+}
+
+func lineCol(data []byte, off int64) (line, col int) {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	before := data[:off]
+	line = bytes.Count(before, []byte{'\n'}) + 1
+	col = int(off) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}
+
+// WriteUsersFile writes uf as 2-space indented JSON, atomically (temporary
+// file in the same directory, fsync, rename) with mode 0600, because the
+// tokens are credentials.
+func WriteUsersFile(path string, uf *UsersFile) error {
+	data, err := json.MarshalIndent(uf, "", "  ")
+	if err != nil {
+		return fmt.Errorf("keycast: encoding users file: %w", err)
+	}
+	return writeFileAtomic(path, data, 0o600)
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("keycast: creating a temporary file next to %s: %w", path, err)
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("keycast: writing %s: %w", path, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fail(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("keycast: writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("keycast: renaming into %s: %w", path, err)
+	}
+	return nil
+}
