@@ -19,6 +19,7 @@ type EnvError struct {
 	Accepted string // what would have been accepted
 }
 
+// Error returns `NAME="value": what is accepted`.
 func (e *EnvError) Error() string {
 	return fmt.Sprintf("%s=%q: %s", e.Name, e.Value, e.Accepted)
 }
@@ -47,16 +48,19 @@ func EnvUint(getenv func(string) string, name string, def uint64) (uint64, error
 	return v, nil
 }
 
-// EnvRate reads name as a finite number greater than 0. A blank value means
-// def; surrounding white space is ignored. 0, negatives, NaN and infinities
+// EnvRate reads name as a finite decimal number greater than 0 (exponents
+// allowed, hex floats and digit underscores not). A blank value means def;
+// surrounding white space is ignored. 0, negatives, NaN and infinities
 // are an *EnvError.
 func EnvRate(getenv func(string) string, name string, def float64) (float64, error) {
 	raw := getenv(name)
 	if isBlank(raw) {
 		return def, nil
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+	s := strings.TrimSpace(raw)
+	v, err := strconv.ParseFloat(s, 64)
+	// Go also reads hex floats and digit underscores; LinkKeys does not.
+	if err != nil || strings.ContainsAny(s, "_xXpP") || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
 		return def, &EnvError{Name: name, Value: raw, Accepted: acceptRate}
 	}
 	return v, nil

@@ -639,3 +639,61 @@ func ExampleLimiter() {
 	fmt.Println(d.Reason, d.RetryAfterSecs)
 	// Output: per_source 1
 }
+
+// TestMillionDistinctSourcesStayBounded runs the 1,000,000-source flood
+// through a default limiter, spread over two windows, and checks that every
+// structure stays within its bound.
+func TestMillionDistinctSourcesStayBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000,000 sources; skipped with -short")
+	}
+	cfg := PublicReadDefaults()
+	l, clk := newTestLimiter(t, cfg)
+	for i := range uint32(1_000_000) {
+		if i%10_000 == 0 {
+			clk.Advance(time.Second) // 100 s in all: two window rotations
+		}
+		l.CheckAddr(v4n(i + 1<<24))
+	}
+	s := l.Stats()
+	if s.TrackedSources > 10_000 || s.BucketEntries > s.MaxBucketEntries || s.MaxBucketEntries != 16*625 {
+		t.Fatalf("unbounded: %+v", s)
+	}
+	if s.ProtectionModeEntries != 2 {
+		t.Fatalf("protection entries = %d, want 2 (one per window that filled)", s.ProtectionModeEntries)
+	}
+	if total := s.Accepted + s.RejectedPerSource + s.RejectedOverflow + s.RejectedGlobal; total != 1_000_000 {
+		t.Fatalf("decisions sum to %d", total)
+	}
+	t.Logf("after 1,000,000 sources: %+v; heap held by a fresh run: %d bytes", s, heapAfterSources(t, 1_000_000, time.Minute/2))
+}
+
+// TestConcurrentChecksNeverOverAdmit hammers one limiter from many
+// goroutines with the clock stopped: exactly the global burst is admitted.
+func TestConcurrentChecksNeverOverAdmit(t *testing.T) {
+	cfg := generous()
+	cfg.GlobalBurst = 500
+	cfg.GlobalRatePerSecond = 1
+	cfg.DistinctSourceThreshold = 32
+	cfg.OverflowBurst = 1e6 // so only the global bucket limits
+	l, _ := newTestLimiter(t, cfg)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				l.CheckAddr(v4n(uint32(w*1000 + i%64)))
+			}
+		})
+	}
+	wg.Wait()
+	s := l.Stats()
+	if s.Accepted != 500 {
+		t.Fatalf("accepted = %d, want exactly the global burst 500", s.Accepted)
+	}
+	if total := s.Accepted + s.RejectedPerSource + s.RejectedOverflow + s.RejectedGlobal; total != 16*200 {
+		t.Fatalf("decisions sum to %d, want %d", total, 16*200)
+	}
+	if s.TrackedSources != 32 || s.ProtectionModeEntries != 1 {
+		t.Fatalf("window: %+v", s)
+	}
+}
