@@ -1,0 +1,39 @@
+-- wrk script for the Keycast reference server's POST /api/nostr.
+-- Environment: KC_TOKEN (access token, required), KC_METHOD (get_public_key | sign_event |
+-- nip44_encrypt; default get_public_key), KC_PUBKEY (the user's hex pubkey, for sign_event),
+-- KC_PEER (a hex pubkey, for nip44_encrypt). Bodies are exactly what the Keycast load tool sends
+-- (reference keycast.md §1.5); they are built once, so wrk spends no Lua time per request.
+local token = os.getenv("KC_TOKEN")
+if token == nil or token == "" then
+  io.stderr:write("keycast-rpc.lua: set KC_TOKEN to an access token\n")
+  os.exit(2)
+end
+local method = os.getenv("KC_METHOD") or "get_public_key"
+local now = os.time()
+local body
+if method == "get_public_key" then
+  body = '{"method":"get_public_key","params":[]}'
+elseif method == "sign_event" then
+  local pk = os.getenv("KC_PUBKEY") or ""
+  body = '{"method":"sign_event","params":[{"content":"Load test ' .. now .. '","created_at":' .. now ..
+    ',"kind":1,"pubkey":"' .. pk .. '","tags":[]}]}'
+elseif method == "nip44_encrypt" then
+  local peer = os.getenv("KC_PEER") or ""
+  body = '{"method":"nip44_encrypt","params":["' .. peer .. '","test message for load testing"]}'
+else
+  io.stderr:write("keycast-rpc.lua: unknown KC_METHOD " .. method .. "\n")
+  os.exit(2)
+end
+wrk.method = "POST"
+wrk.path = "/api/nostr"
+wrk.body = body
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. token
+
+local statuses = {}
+function done(summary, latency, requests)
+  local s = summary.errors
+  io.write(string.format("keycast-rpc: method=%s requests=%d duration_s=%.2f rps=%.0f non2xx=%d connect_err=%d read_err=%d timeouts=%d p50_us=%d p99_us=%d\n",
+    method, summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6), s.status, s.connect, s.read,
+    s.timeout, latency:percentile(50), latency:percentile(99)))
+end

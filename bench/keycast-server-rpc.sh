@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Throughput of the Keycast reference server's POST /api/nostr, measured with an independent
+# generator (wrk + bench/keycast-rpc.lua), next to the raw BIP-340 signing bound measured with
+# a Go benchmark on the same core(s) in the same run.
+#
+# Usage: bench/keycast-server-rpc.sh [duration_seconds] [connections]
+#   default 10 s, 50 connections. Needs taskset, curl, python3 and wrk (installed with apt-get
+#   when missing and running as root). Output: the machine record, then one line per
+#   measurement, then a summary with the ratios docs/benchmarks.md quotes.
+#
+# Two layouts are measured:
+#   pinned:   server on core 1 (GOMAXPROCS=1), wrk on core 0 (1 thread). The signing bound is
+#             BenchmarkSchnorrSign with -cpu 1 pinned to core 1.
+#   shared:   server and wrk both on cores 0-1 (GOMAXPROCS=2, wrk 2 threads), as a user would run
+#             them on this 2-core machine. The bound is BenchmarkSchnorrSign with -cpu 2.
+set -euo pipefail
+
+DUR=${1:-10}
+CONN=${2:-50}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+if ! command -v wrk >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y wrk >/dev/null 2>&1; }
+  fi
+  command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)" >&2; exit 1; }
+fi
+for tool in taskset curl python3; do
+  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
+done
+
+WORK=$(mktemp -d)
+SERVER_PID=""
+cleanup() {
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK" "$ROOT/bench/.machine-record"
+}
+trap cleanup EXIT
+
+# Machine record (internal/machine), printed first.
+mkdir -p "$ROOT/bench/.machine-record"
+cat > "$ROOT/bench/.machine-record/main.go" <<'EOF'
+package main
+
+import (
+	"encoding/json"
+	"os"
+
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+func main() {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(machine.Collect("KEYCAST_", "HANDLER_CACHE_SIZE", "GOMAXPROCS"))
+}
+EOF
+echo "== machine"
+go run ./bench/.machine-record
+echo "== wrk $(wrk --version 2>&1 | head -1)"
+
+go build -o "$WORK/kl" ./cmd/keycast-loadtest
+
+# start_server <cpu list> <gomaxprocs>: starts the server, waits for /health, sets SERVER_PID and URL.
+PORT=$((20000 + RANDOM % 20000))
+URL="http://127.0.0.1:$PORT"
+start_server() {
+  local cpus=$1 procs=$2
+  GOMAXPROCS=$procs KEYCAST_BCRYPT_COST=4 PORT=$PORT taskset -c "$cpus" "$WORK/kl" server --data-dir "$WORK/data" \
+    >"$WORK/server.out" 2>"$WORK/server.err" &
+  SERVER_PID=$!
+  for _ in $(seq 1 100); do
+    curl -fsS "$URL/health" >/dev/null 2>&1 && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.err" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "server did not come up" >&2
+  exit 1
+}
+stop_server() {
+  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
+}
+
+# One user through register → authorize (PKCE S256) → token; sets TOKEN and PUBKEY.
+make_user() {
+  local reg code verifier challenge
+  reg=$(curl -fsS -i -X POST "$URL/api/auth/register" -H 'Content-Type: application/json' -H "Origin: $URL" \
+    -d "{\"email\":\"bench-$RANDOM@test.local\",\"password\":\"bench-password\"}")
+  PUBKEY=$(printf '%s' "$reg" | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["pubkey"])')
+  local session
+  session=$(printf '%s' "$reg" | tr -d '\r' | sed -n 's/^[Ss]et-[Cc]ookie: keycast_session=\([^;]*\);.*/\1/p')
+  verifier=$(python3 -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode())')
+  challenge=$(python3 -c 'import base64,hashlib,sys; print(base64.urlsafe_b64encode(hashlib.sha256(sys.argv[1].encode()).digest()).rstrip(b"=").decode())' "$verifier")
+  code=$(curl -fsS -X POST "$URL/api/oauth/authorize" -H 'Content-Type: application/json' -H "Cookie: keycast_session=$session" \
+    -d "{\"approved\":true,\"client_id\":\"loadtest\",\"redirect_uri\":\"$URL/callback\",\"scope\":\"policy:social\",\"code_challenge\":\"$challenge\",\"code_challenge_method\":\"S256\"}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["code"])')
+  TOKEN=$(curl -fsS -X POST "$URL/api/oauth/token" -H 'Content-Type: application/json' \
+    -d "{\"grant_type\":\"authorization_code\",\"code\":\"$code\",\"client_id\":\"loadtest\",\"redirect_uri\":\"$URL/callback\",\"code_verifier\":\"$verifier\"}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+}
+
+# run_wrk <cpus> <threads> <method>: prints wrk's summary line, returns rps in RPS.
+run_wrk() {
+  local cpus=$1 threads=$2 method=$3 out
+  # Warm the handler cache (one miss) before measuring.
+  KC_TOKEN=$TOKEN KC_METHOD=$method KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
+    taskset -c "$cpus" wrk -t1 -c1 -d1s -s bench/keycast-rpc.lua "$URL" >/dev/null
+  out=$(KC_TOKEN=$TOKEN KC_METHOD=$method KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
+    taskset -c "$cpus" wrk -t"$threads" -c"$CONN" -d"${DUR}s" -s bench/keycast-rpc.lua "$URL")
+  printf '%s\n' "$out" | grep -E 'keycast-rpc:|Non-2xx|Socket errors' || true
+  RPS=$(printf '%s\n' "$out" | sed -n 's/.* rps=\([0-9]*\) .*/\1/p')
+  local non2xx
+  non2xx=$(printf '%s\n' "$out" | sed -n 's/.* non2xx=\([0-9]*\) .*/\1/p')
+  if [ "${non2xx:-0}" != 0 ]; then echo "WARNING: $non2xx non-2xx answers in $method" >&2; fi
+}
+
+sign_bound() { # <cpus> <gomaxprocs> → SIGN_NS (ns per signature per core-second share)
+  local out
+  out=$(taskset -c "$1" go test -run XXX -bench '^BenchmarkSchnorrSign$' -benchtime 3s -cpu "$2" ./internal/keycastserver/)
+  printf '%s\n' "$out" | grep Benchmark
+  SIGN_NS=$(printf '%s\n' "$out" | awk '/^BenchmarkSchnorrSign/ {print $3}')
+}
+
+declare -A R
+for layout in pinned shared; do
+  if [ $layout = pinned ]; then scpu=1; procs=1; wcpu=0; threads=1; else scpu=0-1; procs=2; wcpu=0-1; threads=2; fi
+  echo "== $layout: server cpus $scpu (GOMAXPROCS=$procs), wrk cpus $wcpu ($threads threads, $CONN connections, ${DUR}s)"
+  rm -rf "$WORK/data"
+  start_server "$scpu" "$procs"
+  make_user
+  run_wrk "$wcpu" "$threads" get_public_key; R[$layout.gpk]=$RPS
+  run_wrk "$wcpu" "$threads" sign_event; R[$layout.sign]=$RPS
+  run_wrk "$wcpu" "$threads" nip44_encrypt; R[$layout.nip44]=$RPS
+  curl -fsS "$URL/api/metrics" | grep -E '^keycast_(http_rpc_(requests|success|auth_errors|cache_hits|cache_misses)_total|expensive_resource_rejections_total)' || true
+  stop_server
+  sign_bound "$scpu" "$procs"
+  R[$layout.bound]=$(python3 -c "print(round(1e9/$SIGN_NS))")
+done
+
+echo "== summary"
+for layout in pinned shared; do
+  python3 - "$layout" "${R[$layout.gpk]}" "${R[$layout.sign]}" "${R[$layout.nip44]}" "${R[$layout.bound]}" <<'EOF'
+import sys
+layout, gpk, sign, nip44, bound = sys.argv[1], *map(float, sys.argv[2:])
+print(f"{layout}: get_public_key {gpk:.0f} req/s; sign_event {sign:.0f} req/s = {100*sign/bound:.1f}% of the "
+      f"Schnorr bound {bound:.0f} signatures/s; nip44_encrypt {nip44:.0f} req/s")
+EOF
+done

@@ -1,0 +1,211 @@
+package capacity
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// SchemaVersion is the evidence schema version; upstream uses 1 in every version, and loadproof's
+// additions are new fields only, so upstream readers keep working.
+const SchemaVersion = 1
+
+// EvidenceScope is the fixed scope statement of every bundle.
+const EvidenceScope = "synthetic non-production capacity rehearsal"
+
+// EvidenceFile and ManifestFile are the fixed file names in a bundle.
+const (
+	EvidenceFile = "evidence.json"
+	ManifestFile = "manifest.json"
+)
+
+// Why a run ended before its last phase (Evidence.StopReason).
+const (
+	// StopReasonStopCondition: a stop check failed on a phase's totals, or a live stop condition
+	// ended a phase early.
+	StopReasonStopCondition = "stop-condition"
+	// StopReasonPhaseError: a phase could not run (missing users file, unreachable target, …).
+	StopReasonPhaseError = "phase-error"
+	// StopReasonSignal: SIGINT or SIGTERM (the context ended).
+	StopReasonSignal = "signal"
+)
+
+// Evidence is evidence.json: upstream's a8d40c9 fields first, in upstream's order and spelling
+// (reference keycast.md §2.6), then loadproof's additions.
+type Evidence struct {
+	SchemaVersion        int             `json:"schema_version"`
+	EvidenceScope        string          `json:"evidence_scope"`
+	GeneratedAt          string          `json:"generated_at"`
+	ExecutionEnvironment Environment     `json:"execution_environment"`
+	Plan                 *Plan           `json:"plan"`
+	Passed               bool            `json:"passed"`
+	CertificationReady   bool            `json:"certification_ready"`
+	StoppedAfterPhase    *string         `json:"stopped_after_phase"`
+	Phases               []PhaseEvidence `json:"phases"`
+
+	// CertificationBlockers says, one line each, why CertificationReady is false; empty when it is true.
+	CertificationBlockers []string `json:"certification_blockers"`
+	// StopReason says why the run ended before its last phase (StopReason* constants); empty when
+	// every phase ran.
+	StopReason string `json:"stop_reason,omitempty"`
+	// Machine is the record of the machine the load ran from.
+	Machine *machine.Record `json:"machine,omitempty"`
+}
+
+// PhaseEvidence is one phase's entry.
+type PhaseEvidence struct {
+	Name         string                 `json:"name"`
+	Kind         Kind                   `json:"kind"`
+	Passed       bool                   `json:"passed"`
+	Checks       []Check                `json:"checks"`
+	StopBreached bool                   `json:"stop_breached"`
+	StopChecks   []Check                `json:"stop_checks"`
+	Results      *keycastresult.Results `json:"results"`
+	// Error is the phase's error chain, rebuilt from safe parts only (see ScrubError); null when none.
+	Error *string `json:"error"`
+
+	// ResultsFile is the phase's results file in the bundle (phase-{i:02}-{name}.json).
+	ResultsFile string `json:"results_file,omitempty"`
+	// LiveStop is the live stop condition that ended the phase early, with its time and figures.
+	// It makes StopBreached true even when the phase's totals stayed inside the stop limits.
+	LiveStop *keycastresult.StopEvent `json:"live_stop,omitempty"`
+	// Interrupted says SIGINT/SIGTERM ended the phase before its planned end.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Conclusion is §2.7's verdict with the reasons certification is not ready.
+type Conclusion struct {
+	Passed             bool
+	CertificationReady bool
+	Blockers           []string
+}
+
+// Conclude applies reference keycast.md §2.7: passed when every planned phase has an entry and every
+// entry passed; certification_ready when passed, at least one phase declares intentional shedding,
+// and no intentional_rejection_rate check failed. Blockers lists, in plain words, everything that
+// keeps certification_ready false (it is empty exactly when certification_ready is true). stopReason
+// is Evidence.StopReason.
+func Conclude(plan *Plan, phases []PhaseEvidence, stopReason string) Conclusion {
+	var c Conclusion
+	c.Passed = len(phases) == len(plan.Phases)
+	for _, ph := range phases {
+		if !ph.Passed {
+			c.Passed = false
+		}
+	}
+	declared := false
+	for _, ph := range plan.Phases {
+		if ph.IntentionalShedding != nil {
+			declared = true
+		}
+	}
+	sheddingFailed := false
+	for _, ph := range phases {
+		for _, ch := range ph.Checks {
+			if ch.Metric == MetricIntentionalRejectionRate && ch.Outcome == Failed {
+				sheddingFailed = true
+			}
+		}
+	}
+	c.CertificationReady = c.Passed && declared && !sheddingFailed
+
+	var b []string
+	for _, ph := range phases {
+		switch {
+		case ph.Error != nil:
+			b = append(b, strings.TrimPrefix(*ph.Error, "capacity: "))
+		case ph.Interrupted:
+			b = append(b, fmt.Sprintf("phase %q was interrupted by a signal before its planned end", ph.Name))
+		}
+		for _, ch := range ph.Checks {
+			if ch.Outcome == Failed {
+				b = append(b, fmt.Sprintf("phase %q failed check %s", ph.Name, describeCheck(ch)))
+			}
+		}
+		for _, ch := range ph.StopChecks {
+			if ch.Outcome == Failed {
+				b = append(b, fmt.Sprintf("phase %q breached stop condition %s", ph.Name, describeCheck(ch)))
+			}
+		}
+		if s := ph.LiveStop; s != nil {
+			b = append(b, fmt.Sprintf("phase %q was ended early by a live stop condition: %s", ph.Name, describeStop(s)))
+		}
+	}
+	if len(phases) < len(plan.Phases) {
+		var names []string
+		for _, ph := range plan.Phases[len(phases):] {
+			names = append(names, strconv.Quote(ph.Name))
+		}
+		why := "the run ended early"
+		switch stopReason {
+		case StopReasonSignal:
+			why = "the run was interrupted by a signal"
+		case StopReasonPhaseError:
+			why = "a phase could not run"
+		case StopReasonStopCondition:
+			why = "a stop condition was breached"
+		}
+		b = append(b, fmt.Sprintf("%d of %d planned phases did not run because %s: %s", len(names), len(plan.Phases), why, strings.Join(names, ", ")))
+	}
+	if !declared {
+		b = append(b, "no phase declares intentional_shedding, so shedding was not tested; declare it on the spike phase "+
+			"(status 503, error_code admission_rejected, min_rate above 0) against a target that sheds")
+	}
+	if c.CertificationReady {
+		b = nil
+	} else if len(b) == 0 {
+		// Conclude's rules above cover every way to be not ready; keep the list honest if they drift.
+		b = append(b, "certification is not ready for a reason this version does not describe; see the phases")
+	}
+	c.Blockers = b
+	if c.Blockers == nil {
+		c.Blockers = []string{}
+	}
+	return c
+}
+
+func describeCheck(c Check) string {
+	rel := "above the at-most"
+	if c.Comparison == AtLeast {
+		rel = "below the at-least"
+	}
+	return fmt.Sprintf("%s: observed %s is %s limit %s", c.Metric, formatNum(float64(c.Observed)), rel, formatNum(float64(c.Limit)))
+}
+
+func describeStop(s *keycastresult.StopEvent) string {
+	var b strings.Builder
+	b.WriteString(s.Metric)
+	if b.Len() == 0 {
+		b.WriteString("a stop metric")
+	}
+	fmt.Fprintf(&b, " reached %s against limit %s", formatNum(s.Observed), formatNum(s.Limit))
+	if s.WindowSecs > 0 {
+		fmt.Fprintf(&b, " over a %s s window", formatNum(s.WindowSecs))
+	}
+	fmt.Fprintf(&b, " at %s s into the phase", formatNum(s.ElapsedSecs))
+	return b.String()
+}
+
+func formatNum(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }
+
+// Encode returns the evidence as pretty JSON (two-space indent, as upstream's to_string_pretty).
+func (e *Evidence) Encode() ([]byte, error) {
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("capacity: encoding evidence: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// ReadEvidence decodes evidence.json bytes (ours or upstream's).
+func ReadEvidence(b []byte) (*Evidence, error) {
+	var e Evidence
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("capacity: not an evidence file: %w", err)
+	}
+	return &e, nil
+}

@@ -1,0 +1,360 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycastload"
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// DefaultOutputDir is upstream's default evidence directory.
+const DefaultOutputDir = "./capacity-evidence"
+
+// DefaultStopWindow is the sliding window over which live stop conditions are judged.
+const DefaultStopWindow = 5 * time.Second
+
+var (
+	// ErrLimitsExceeded is returned (joined) whenever the evidence did not pass; its text is upstream's.
+	ErrLimitsExceeded = errors.New("capacity: one or more capacity phases exceeded their predeclared limits")
+	// ErrIncomplete is joined to ErrLimitsExceeded when the profile could not run to its end: a phase
+	// error or SIGINT/SIGTERM. Commands map it to "could not run", distinct from "checks failed".
+	ErrIncomplete = errors.New("capacity: the profile could not run to completion")
+	// ErrInvalidPlan wraps validation problems returned by Execute (see Problems).
+	ErrInvalidPlan = errors.New("capacity: the plan is invalid")
+	// ErrOutputNotEmpty: the output directory already holds files, which would mix two runs in one
+	// bundle. Choose a new directory or remove the old one.
+	ErrOutputNotEmpty = errors.New("capacity: the evidence directory is not empty")
+)
+
+// PhaseRun is what Execute asks of the load engine for one phase (reference keycast.md §2.4).
+type PhaseRun struct {
+	// Index is the phase's 0-based position in the plan.
+	Index int
+	Phase *Phase
+	// URL is the plan's target_url.
+	URL string
+	// Users are the users file's users, loaded once per profile.
+	Users     []keycast.TestUser
+	UsersFile string
+	// Seed is the plan's seed: the same for every phase, so every phase follows the same user order.
+	Seed uint64
+	// ReportInterval is clamp(duration_seconds, 1, 5) seconds, as upstream.
+	ReportInterval time.Duration
+	// Stop are the plan's absolute stop conditions, to be evaluated live.
+	Stop LiveStop
+}
+
+// LiveStop are the live stop conditions of one phase.
+type LiveStop struct {
+	MaxUnintentionalErrorRate float64
+	MaxLatencyP95Ms           float64
+	// Window is the sliding window the conditions are judged over.
+	Window time.Duration
+	// MinRequests: a window with fewer requests is not judged (0 = the engine's default).
+	MinRequests int64
+}
+
+// Runner runs one phase. It returns results even when ctx ends early (partial, Stop.Reason "signal")
+// or a live stop condition ends the phase (Stop.Reason "stop-condition"), and an error only when the
+// phase could not be carried out. KeycastloadRunner is the real one; tests substitute their own.
+type Runner func(ctx context.Context, run PhaseRun) (*keycastresult.Results, error)
+
+// Options configure Execute. The zero value runs against keycastload with upstream's defaults.
+type Options struct {
+	// OutputDir is the evidence directory; default DefaultOutputDir. It must be absent or empty.
+	OutputDir string
+	// Validate holds the host authorizations.
+	Validate ValidateOptions
+	// Runner runs each phase; nil uses KeycastloadRunner(Progress, Logger, 0).
+	Runner Runner
+	// StopWindow is the live stop window; default DefaultStopWindow.
+	StopWindow time.Duration
+	// StopMinRequests: windows with fewer requests are not judged; 0 = the engine's default.
+	StopMinRequests int64
+	// Progress receives one line as each phase starts and ends (stderr in the CLI); nil discards.
+	Progress io.Writer
+	// Logger receives the full, unscrubbed errors that the evidence only summarises; nil discards.
+	Logger *slog.Logger
+	// Machine is the machine record for the bundle; nil collects it.
+	Machine *machine.Record
+	// Now is the clock for time stamps; nil is time.Now.
+	Now func() time.Time
+}
+
+// Execute runs a capacity profile (reference keycast.md §2.4): it validates the plan (before touching
+// the output directory), creates the directory, runs every phase in order with the plan's seed and
+// live stop conditions, records each phase's checks, continues past ordinary misses, stops at a stop
+// breach, a phase error or ctx's end, and writes the bundle: one results file per phase that
+// produced results, evidence.json and manifest.json.
+//
+// The returned evidence is non-nil exactly when evidence.json was written. The error is nil when the
+// evidence passed; otherwise it joins ErrLimitsExceeded with ErrIncomplete when the run could not
+// finish (phase error, signal). Validation problems come back wrapped in ErrInvalidPlan, an occupied
+// directory as ErrOutputNotEmpty, and failures to write the bundle as plain errors.
+func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
+	env, err := Validate(plan, opts.Validate)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	runner := opts.Runner
+	if runner == nil {
+		runner = KeycastloadRunner(opts.Progress, opts.Logger, 0)
+	}
+	window := opts.StopWindow
+	if window <= 0 {
+		window = DefaultStopWindow
+	}
+	dir := opts.OutputDir
+	if dir == "" {
+		dir = DefaultOutputDir
+	}
+	if err := prepareDir(dir); err != nil {
+		return nil, err
+	}
+	var rec machine.Record
+	if opts.Machine != nil {
+		rec = *opts.Machine
+	} else {
+		rec = machine.Collect("KEYCAST_", "HANDLER_CACHE_SIZE")
+	}
+	rec.Target = plan.TargetURL
+	rec = scrubMachine(rec)
+
+	b := &bundle{dir: dir}
+	var (
+		phases       []PhaseEvidence
+		stoppedAfter *string
+		stopReason   string
+		users        []keycast.TestUser
+	)
+	stop := func(name, reason string) {
+		n := name
+		stoppedAfter, stopReason = &n, reason
+	}
+	for i := range plan.Phases {
+		ph := &plan.Phases[i]
+		if ctx.Err() != nil {
+			stopReason = StopReasonSignal
+			if len(phases) > 0 {
+				n := phases[len(phases)-1].Name
+				stoppedAfter = &n
+			}
+			fmt.Fprintf(progress, "capacity: interrupted before phase %d/%d %s\n", i+1, len(plan.Phases), ph.Name)
+			break
+		}
+		fmt.Fprintf(progress, "capacity: phase %d/%d %s (%s, %s, %s, concurrency %d, %d s, ramp-up %d s)\n",
+			i+1, len(plan.Phases), ph.Name, ph.Kind, ph.Method, ph.Scenario, ph.Concurrency, ph.DurationSeconds, ph.RampUpSeconds)
+		pe := PhaseEvidence{Name: ph.Name, Kind: ph.Kind, Checks: []Check{}, StopChecks: []Check{}}
+		phaseError := func(err error, interrupted bool) {
+			logger.Error("capacity phase could not run", "phase", ph.Name, "error", err)
+			msg := fmt.Sprintf("capacity: phase %q could not run: %s", ph.Name, ScrubError(err))
+			pe.Error = &msg
+			pe.Interrupted = interrupted
+			phases = append(phases, pe)
+			if interrupted {
+				stop(ph.Name, StopReasonSignal)
+			} else {
+				stop(ph.Name, StopReasonPhaseError)
+			}
+			fmt.Fprintf(progress, "capacity: phase %s could not run: %s\n", ph.Name, ScrubError(err))
+		}
+		if users == nil {
+			u, err := loadUsers(plan.UsersFile)
+			if err != nil {
+				phaseError(err, false)
+				break
+			}
+			users = u
+		}
+		res, err := runner(ctx, PhaseRun{
+			Index: i, Phase: ph, URL: plan.TargetURL, Users: users, UsersFile: plan.UsersFile, Seed: plan.Seed,
+			ReportInterval: time.Duration(min(max(ph.DurationSeconds, 1), 5)) * time.Second,
+			Stop: LiveStop{
+				MaxUnintentionalErrorRate: plan.StopConditions.MaxErrorRate,
+				MaxLatencyP95Ms:           plan.StopConditions.MaxLatencyP95Ms,
+				Window:                    window,
+				MinRequests:               opts.StopMinRequests,
+			},
+		})
+		if err == nil && res == nil {
+			err = &SafeError{Msg: "the load engine returned no results and no error"}
+		}
+		if err != nil {
+			phaseError(err, ctx.Err() != nil)
+			break
+		}
+		scrubResults(res)
+		name := PhaseFileName(i, ph.Name)
+		rb, err := json.MarshalIndent(res, "", "  ")
+		if err == nil {
+			err = b.write(name, append(rb, '\n'))
+		}
+		if err != nil {
+			phaseError(&SafeError{Msg: "could not write the phase results file " + name, Err: err}, false)
+			break
+		}
+		pe.ResultsFile = name
+		pe.Results = res
+		pe.Checks, pe.StopChecks = PhaseChecks(plan, ph, res.Summary)
+		pe.Passed, pe.StopBreached = PhaseOutcome(pe.Checks, pe.StopChecks)
+		interrupted := false
+		if s := res.Stop; s != nil {
+			switch s.Reason {
+			case keycastload.StopCondition:
+				ls := *s
+				pe.LiveStop = &ls
+				pe.Passed, pe.StopBreached = false, true
+			case keycastload.StopSignal:
+				interrupted = true
+			}
+		}
+		if ctx.Err() != nil {
+			interrupted = true
+		}
+		if interrupted {
+			msg := fmt.Sprintf("capacity: phase %q was interrupted by a signal after %.1f s of its %d s", ph.Name, res.Summary.DurationSecs, ph.DurationSeconds)
+			pe.Error, pe.Interrupted, pe.Passed = &msg, true, false
+		}
+		phases = append(phases, pe)
+		fmt.Fprintf(progress, "capacity: phase %s %s: %d requests, p95 %.1f ms, unintentional errors %.2f%%, shedding %.2f%%\n",
+			ph.Name, verdictWord(pe), res.Summary.TotalRequests, res.Summary.LatencyP95Ms,
+			res.Summary.UnintentionalErrorRate*100, res.Summary.IntentionalRejectionRate*100)
+		if interrupted {
+			stop(ph.Name, StopReasonSignal)
+			break
+		}
+		if pe.StopBreached {
+			stop(ph.Name, StopReasonStopCondition)
+			break
+		}
+	}
+	if phases == nil {
+		phases = []PhaseEvidence{}
+	}
+	c := Conclude(plan, phases, stopReason)
+	ev := &Evidence{
+		SchemaVersion:         SchemaVersion,
+		EvidenceScope:         EvidenceScope,
+		GeneratedAt:           now().UTC().Format(time.RFC3339Nano),
+		ExecutionEnvironment:  env,
+		Plan:                  plan,
+		Passed:                c.Passed,
+		CertificationReady:    c.CertificationReady,
+		StoppedAfterPhase:     stoppedAfter,
+		Phases:                phases,
+		CertificationBlockers: c.Blockers,
+		StopReason:            stopReason,
+		Machine:               &rec,
+	}
+	eb, err := ev.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.write(EvidenceFile, eb); err != nil {
+		return nil, err
+	}
+	if err := WriteManifest(dir, b.files, now()); err != nil {
+		return nil, err
+	}
+	if c.Passed {
+		return ev, nil
+	}
+	if stopReason == StopReasonPhaseError || stopReason == StopReasonSignal {
+		detail := "interrupted by a signal before the first phase"
+		if n := len(phases); n > 0 {
+			detail = "interrupted by a signal after phase " + strconv.Quote(phases[n-1].Name)
+			if e := phases[n-1].Error; e != nil {
+				detail = *e
+			}
+		}
+		return ev, errors.Join(ErrLimitsExceeded, fmt.Errorf("%w: %s", ErrIncomplete, strings.TrimPrefix(detail, "capacity: ")))
+	}
+	return ev, ErrLimitsExceeded
+}
+
+func verdictWord(pe PhaseEvidence) string {
+	switch {
+	case pe.Interrupted:
+		return "interrupted"
+	case pe.LiveStop != nil:
+		return "stopped by a live stop condition"
+	case pe.StopBreached:
+		return "breached a stop condition"
+	case pe.Passed:
+		return "passed"
+	default:
+		return "failed"
+	}
+}
+
+// prepareDir creates dir, or accepts it when it exists and is empty.
+func prepareDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case err == nil:
+		if len(entries) > 0 {
+			return fmt.Errorf("%w: %s holds %d entries (for example %s); write the evidence to a new directory or remove the old bundle",
+				ErrOutputNotEmpty, dir, len(entries), entries[0].Name())
+		}
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("capacity: failed to create evidence directory %q: %w", dir, err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("capacity: failed to create evidence directory %q: %w", dir, err)
+	}
+}
+
+// loadUsers reads the plan's users file; its errors are SafeErrors naming the cause without quoting
+// the file's content.
+func loadUsers(path string) ([]keycast.TestUser, error) {
+	uf, err := keycast.ReadUsersFile(path)
+	if err == nil {
+		return uf.Users, nil
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &SafeError{Msg: fmt.Sprintf("users file %q does not exist; create it with the setup command", path), Err: err}
+	case errors.Is(err, fs.ErrPermission):
+		return nil, &SafeError{Msg: fmt.Sprintf("users file %q is not readable", path), Err: err}
+	case errors.As(err, &se):
+		return nil, &SafeError{Msg: fmt.Sprintf("users file %q is not valid JSON (error at byte %d)", path, se.Offset)}
+	case errors.As(err, &te):
+		return nil, &SafeError{Msg: fmt.Sprintf("users file %q does not have the setup format (field %s)", path, te.Field)}
+	case strings.HasPrefix(err.Error(), "No users found"):
+		return nil, &SafeError{Msg: "No users found in " + path}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, &SafeError{Msg: fmt.Sprintf("users file %q could not be read", path), Err: pe.Err}
+	}
+	return nil, &SafeError{Msg: fmt.Sprintf("users file %q is not a valid setup users file (run setup again)", path)}
+}

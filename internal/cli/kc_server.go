@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loadproof/loadproof/internal/keycastserver"
+)
+
+// newKeycastServerCmd is `keycast-loadtest server` / `loadproof keycast server`: the Keycast
+// reference server.
+func newKeycastServerCmd(env *Env) *cobra.Command {
+	var (
+		addr, dataDir, pprofAddr string
+	)
+	c := &cobra.Command{
+		Use:   "server",
+		Short: "Run the Keycast reference server (accounts, OAuth with PKCE, UCAN tokens, signing RPC, metrics)",
+		Long: "Runs a Keycast-compatible HTTP server that the setup, run and capacity commands (ours and\n" +
+			"upstream's) work against. Configuration comes from the environment (DATABASE_URL, SERVER_NSEC,\n" +
+			"MASTER_KEY_PATH, ALLOWED_ORIGINS, HANDLER_CACHE_SIZE, KEYCAST_CPU_SLOTS, KEYCAST_CPU_QUEUE,\n" +
+			"KEYCAST_QUEUE_TIMEOUT_MS, KEYCAST_RPC_RATE_PER_SECOND, KEYCAST_RPC_BURST, KEYCAST_BCRYPT_COST,\n" +
+			"TOKEN_EXPIRY_SECONDS, BUNKER_RELAYS, HTTP_BODY_LIMIT, PORT) and the flags below.\n" +
+			"SIGINT or SIGTERM drains in-flight requests and stops.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := keycastserver.ConfigFromEnv(env.Getenv)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			if cmd.Flags().Changed("addr") || cfg.Addr == "" {
+				cfg.Addr = addr
+			}
+			cfg.DataDir = dataDir
+			return runKeycastServer(cmd.Context(), env, cfg, pprofAddr)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&addr, "addr", keycastserver.DefaultAddr, "listen address (env PORT sets the port of the default)")
+	f.StringVar(&dataDir, "data-dir", keycastserver.DefaultDataDir, "directory for the SQLite database, the server key and the master key")
+	f.StringVar(&pprofAddr, "pprof-addr", "", "serve net/http/pprof on this address (off when empty), e.g. 127.0.0.1:6060")
+	return c
+}
+
+func runKeycastServer(ctx context.Context, env *Env, cfg keycastserver.Config, pprofAddr string) error {
+	log := env.Logger
+	srv, err := keycastserver.New(cfg, log)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("keycast server: listening on %s: %w (pick another --addr or PORT)", cfg.Addr, err)}
+	}
+	var pprofSrv *http.Server
+	if pprofAddr != "" {
+		pln, err := net.Listen("tcp", pprofAddr)
+		if err != nil {
+			ln.Close()
+			srv.Shutdown(context.Background())
+			return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("keycast server: --pprof-addr %s: %w", pprofAddr, err)}
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		pprofSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go pprofSrv.Serve(pln)
+		log.Info("pprof listening", "addr", "http://"+pln.Addr().String()+"/debug/pprof/")
+	}
+	fmt.Fprintf(env.Stdout, "keycast server listening on http://%s (pid %d)\n", ln.Addr(), os.Getpid())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		srv.Shutdown(context.Background())
+		if pprofSrv != nil {
+			pprofSrv.Close()
+		}
+		if errors.Is(err, keycastserver.ErrServerClosed) {
+			return nil
+		}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("keycast server: %w", err)}
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if pprofSrv != nil {
+		pprofSrv.Close()
+	}
+	<-errc
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("keycast server: shutdown: %w", err)}
+	}
+	log.Info("keycast server stopped")
+	return nil
+}

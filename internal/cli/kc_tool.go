@@ -1,0 +1,586 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycastload"
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/report"
+)
+
+// Defaults of the Keycast tool commands that are not keycastload's.
+const (
+	defaultResultsFile = "./loadtest-results.json"
+)
+
+// kcLogger returns the logger for a Keycast tool command: debug with -v/--verbose (unless RUST_LOG
+// names another level, as upstream's EnvFilter lets it), info otherwise.
+func kcLogger(cmd *cobra.Command, env *Env) *slog.Logger {
+	verbose, _ := cmd.Flags().GetBool("verbose")
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	switch env.Getenv("RUST_LOG") {
+	case "debug", "trace":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	if level == slog.LevelInfo && env.Logger != nil {
+		return env.Logger
+	}
+	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func envOr(env *Env, name, def string) string {
+	if v := env.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// newKeycastSetupCmd is `setup` (reference keycast.md §1.2).
+func newKeycastSetupCmd(env *Env) *cobra.Command {
+	var (
+		cfg    keycastload.SetupConfig
+		output string
+	)
+	c := &cobra.Command{
+		Use:   "setup",
+		Short: "Create test users with OAuth authorizations",
+		Long: "Creates test users and writes their access tokens to the users file (mode 0600).\n\n" +
+			"HTTP mode registers each user through the API (register, authorize with PKCE S256, token).\n" +
+			"DB mode writes users, their sealed personal keys and authorizations straight into the server's\n" +
+			"SQLite or PostgreSQL database; it needs the server's master key file (--master-key-path).\n" +
+			"Without --mode, DB mode is used when --url names localhost or 127.0.0.1 and a database URL\n" +
+			"is given (--database-url or DATABASE_URL); otherwise HTTP mode.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := kcLogger(cmd, env)
+			if !cmd.Flags().Changed("database-url") {
+				cfg.DatabaseURL = env.Getenv("DATABASE_URL")
+			}
+			if !cmd.Flags().Changed("master-key-path") {
+				cfg.MasterKeyPath = envOr(env, "MASTER_KEY_PATH", keycastload.DefaultMasterKeyPath)
+			}
+			if cfg.Users <= 0 || cfg.Concurrency <= 0 {
+				return usageError("setup: --users and --concurrency must be at least 1")
+			}
+			cfg.Progress, cfg.Logger, cfg.Bar = env.Stderr, log, isTerminal(env.Stderr)
+			return runSetup(cmd.Context(), env, cfg, output)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&cfg.URL, "url", "u", keycastload.DefaultURL, "target base URL")
+	f.IntVarP(&cfg.Users, "users", "n", keycastload.DefaultSetupUsers, "number of users")
+	f.IntVarP(&cfg.Concurrency, "concurrency", "c", keycastload.DefaultSetupConcurrency, "concurrent registrations (HTTP mode)")
+	f.StringVar(&cfg.DatabaseURL, "database-url", "", "the server's database (SQLite path or postgres:// URL; env DATABASE_URL); enables DB mode")
+	f.StringVar(&cfg.MasterKeyPath, "master-key-path", keycastload.DefaultMasterKeyPath, "the server's master key file, used by DB mode (env MASTER_KEY_PATH)")
+	f.StringVar(&cfg.Mode, "mode", "", "db or http (default: chosen from --url and the database URL)")
+	f.StringVarP(&output, "output", "o", keycastload.DefaultUsersFile, "credentials file to write")
+	return c
+}
+
+func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output string) error {
+	res, err := keycastload.Setup(ctx, cfg)
+	if res == nil {
+		if err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+	}
+	if err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	if err := keycast.WriteUsersFile(output, res.File); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+	failed := len(res.Failures)
+	cfg.Logger.Info(fmt.Sprintf("Created %d users (%s mode) in %s; saved to %s", len(res.File.Users), res.Mode,
+		res.Duration.Round(time.Millisecond), output))
+	if failed > 0 {
+		fmt.Fprintf(env.Stderr, "%d users failed%s\n", res.Attempted-len(res.File.Users), keycastload.FormatFailures(res.Failures))
+	}
+	if res.Interrupted {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("setup: interrupted after %d of %d users; the users created so far are saved in %s", res.Attempted, cfg.Users, output)}
+	}
+	return nil
+}
+
+// runFlags are `run`'s flags.
+type runFlags struct {
+	url, scenario, method, usersFile, output string
+	concurrency                              int
+	requests                                 int64
+	duration, rampUp, reportInterval         uint64
+	seed                                     uint64
+	rate, rateFrom                           float64
+	timeout                                  time.Duration
+}
+
+// newKeycastRunCmd is `run` (reference keycast.md §1.3).
+func newKeycastRunCmd(env *Env) *cobra.Command {
+	var fl runFlags
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Run load test against the HTTP RPC endpoint",
+		Long: "Sends POST /api/nostr requests as the users of the users file and writes the results file.\n\n" +
+			"Closed model (default): --concurrency workers, each sending its next request when the previous\n" +
+			"one ends. --duration 0 with --requests N runs until exactly N requests are done.\n" +
+			"Open model (--rate R): requests arrive at R per second (ramping from --rate-from over --ramp-up),\n" +
+			"at most --concurrency in flight; latency is measured from each request's intended send time, so\n" +
+			"a slow server cannot hide its queueing (coordinated omission).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRun(cmd.Context(), env, kcLogger(cmd, env), fl)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&fl.url, "url", "u", keycastload.DefaultURL, "target base URL")
+	f.IntVarP(&fl.concurrency, "concurrency", "c", keycastload.DefaultConcurrency, "workers (closed model) or most requests in flight (open model)")
+	f.Int64VarP(&fl.requests, "requests", "n", 0, "total requests (0 = unlimited, stop by duration)")
+	f.Uint64VarP(&fl.duration, "duration", "d", 60, "duration in seconds (0 = until --requests are done)")
+	f.Uint64Var(&fl.rampUp, "ramp-up", 5, "ramp-up in seconds")
+	f.StringVarP(&fl.scenario, "scenario", "s", string(keycast.ScenarioMixed), "warm-cache, cold-start or mixed")
+	f.StringVarP(&fl.method, "method", "m", string(keycast.MethodSignEvent), "sign-event, get-public-key, nip44-encrypt or register")
+	f.StringVar(&fl.usersFile, "users-file", keycastload.DefaultUsersFile, "users file written by setup")
+	f.StringVarP(&fl.output, "output", "o", defaultResultsFile, "results file to write")
+	f.Uint64Var(&fl.reportInterval, "report-interval", 5, "seconds between progress lines and timeline points (at least 1)")
+	f.Uint64Var(&fl.seed, "seed", 0, "seed used to offset the deterministic user schedule")
+	f.Float64Var(&fl.rate, "rate", 0, "open model: arrival rate in requests per second (0 = closed model)")
+	f.Float64Var(&fl.rateFrom, "rate-from", 0, "open model: starting rate of the ramp to --rate over --ramp-up")
+	f.DurationVar(&fl.timeout, "timeout", keycastload.DefaultHTTPTimeout, "per-request timeout")
+	return c
+}
+
+func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error {
+	scenario, err := keycast.ParseScenario(fl.scenario)
+	if err != nil {
+		return usageError("run: %v", err)
+	}
+	method, err := keycast.ParseMethod(fl.method)
+	if err != nil {
+		return usageError("run: %v", err)
+	}
+	if fl.concurrency <= 0 {
+		return usageError("run: --concurrency %d must be at least 1", fl.concurrency)
+	}
+	if fl.duration == 0 && fl.requests <= 0 {
+		return usageError("run: --duration 0 runs until the requests are done, so it needs --requests N > 0")
+	}
+	cfg := keycastload.RunConfig{
+		URL: fl.url, Concurrency: fl.concurrency, Requests: fl.requests,
+		Duration: time.Duration(fl.duration) * time.Second, RampUp: time.Duration(fl.rampUp) * time.Second,
+		Scenario: scenario, Method: method, UsersFile: fl.usersFile,
+		ReportInterval: time.Duration(max(fl.reportInterval, 1)) * time.Second,
+		Seed:           fl.seed, Rate: fl.rate, RateFrom: fl.rateFrom,
+		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout,
+	}
+	if method != keycast.MethodRegister {
+		uf, err := keycast.ReadUsersFile(fl.usersFile)
+		if err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+		cfg.Users = uf.Users
+		log.Info(fmt.Sprintf("Loaded %d users from %s", len(uf.Users), fl.usersFile))
+	}
+	res, err := keycastload.Run(ctx, cfg)
+	if err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	return finishRun(env, log, res, fl.output)
+}
+
+// finishRun prints upstream's cache block and text report and writes the results file.
+func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output string) error {
+	if sm := res.ServerMetrics; sm != nil {
+		fmt.Fprint(env.Stdout, keycastload.CacheBlock(sm.Before, sm.After))
+	}
+	fmt.Fprintf(env.Stdout, "\n%s\n", report.Text(res))
+	if err := keycastresult.Write(output, res); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+	log.Info("Results saved to " + output)
+	if res.Stop != nil && res.Stop.Reason == keycastload.StopSignal {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run: interrupted after %.1fs; partial results saved to %s", res.Stop.ElapsedSecs, output)}
+	}
+	return nil
+}
+
+// newKeycastReportCmd is `report` (reference keycast.md §1.7).
+func newKeycastReportCmd(env *Env) *cobra.Command {
+	var input, format, compare string
+	c := &cobra.Command{
+		Use:   "report",
+		Short: "Display results from a previous test run",
+		Long: "Prints a results file (ours or the upstream tool's) as text, json or csv, in the upstream\n" +
+			"layouts; --compare adds the comparison against a baseline results file.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch format {
+			case report.FormatText, report.FormatJSON, report.FormatCSV:
+			default:
+				return usageError("report: unknown --format %q; want text, json or csv", format)
+			}
+			cur, err := keycastresult.Read(input)
+			if err != nil {
+				return &ExitError{Code: ExitFailure, Err: err}
+			}
+			var base *keycastresult.Results
+			if compare != "" {
+				if base, err = keycastresult.Read(compare); err != nil {
+					return &ExitError{Code: ExitFailure, Err: err}
+				}
+			}
+			out, err := report.Render(cur, format)
+			if err != nil {
+				return &ExitError{Code: ExitFailure, Err: err}
+			}
+			fmt.Fprintln(env.Stdout, out)
+			if base != nil {
+				fmt.Fprintf(env.Stdout, "\n%s\n", report.Compare(cur, base))
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&input, "input", "i", defaultResultsFile, "results file")
+	f.StringVarP(&format, "format", "f", report.FormatText, "text, json or csv")
+	f.StringVar(&compare, "compare", "", "baseline results file to compare against")
+	return c
+}
+
+// profileFlags are `profile`'s flags (the seed's flamegraph.sh, without sudo or dtrace).
+type profileFlags struct {
+	users, concurrency    int
+	duration              uint64
+	scenario, method      string
+	output, url, pprofURL string
+	skipSetup             bool
+}
+
+// newKeycastProfileCmd is `profile`: the seed's flamegraph.sh as a Go command. It starts the
+// reference server with its pprof endpoint (or profiles a running server through --pprof-url),
+// runs setup and run with the script's defaults, captures a CPU profile over the run and a heap
+// profile after it, writes them with the results and users files into --output, and prints the
+// top functions and how to open the flame graph.
+func newKeycastProfileCmd(env *Env) *cobra.Command {
+	var fl profileFlags
+	c := &cobra.Command{
+		Use:   "profile",
+		Short: "Profile the server under load: CPU and heap profiles over a setup and run (flamegraph.sh)",
+		Long: "Without --url, starts the reference server (this binary's `server` command) on free local\n" +
+			"ports with a temporary data directory and its pprof endpoint. With --url, profiles that server\n" +
+			"through --pprof-url (its net/http/pprof address, e.g. http://127.0.0.1:6060). Writes\n" +
+			"keycast-cpu-<ts>.pprof, keycast-heap-<ts>.pprof, flamegraph-results-<ts>.json and\n" +
+			"flamegraph-users.json into --output, prints the top functions (go tool pprof -top, when go is\n" +
+			"on PATH) and the command that opens the flame graph (go tool pprof -http).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runProfile(cmd.Context(), cmd, env, kcLogger(cmd, env), fl)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&fl.users, "users", 50, "number of test users to create")
+	f.IntVar(&fl.concurrency, "concurrency", 50, "concurrent requests")
+	f.Uint64Var(&fl.duration, "duration", 30, "test duration in seconds")
+	f.StringVar(&fl.scenario, "scenario", string(keycast.ScenarioWarmCache), "warm-cache, cold-start or mixed")
+	f.StringVar(&fl.method, "method", string(keycast.MethodGetPublicKey), "get-public-key, sign-event or nip44-encrypt")
+	f.StringVar(&fl.output, "output", "./keycast-profile", "output directory")
+	f.BoolVar(&fl.skipSetup, "skip-setup", false, "reuse the users file in --output when it exists")
+	f.StringVar(&fl.url, "url", "", "profile a running server at this base URL instead of starting one (needs --pprof-url)")
+	f.StringVar(&fl.pprofURL, "pprof-url", "", "net/http/pprof base URL of the running server, e.g. http://127.0.0.1:6060")
+	return c
+}
+
+func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Logger, fl profileFlags) error {
+	scenario, err := keycast.ParseScenario(fl.scenario)
+	if err != nil {
+		return usageError("profile: %v", err)
+	}
+	method, err := keycast.ParseMethod(fl.method)
+	if err != nil || method == keycast.MethodRegister {
+		return usageError("profile: --method %q: want get-public-key, sign-event or nip44-encrypt", fl.method)
+	}
+	if fl.users <= 0 || fl.concurrency <= 0 || fl.duration == 0 {
+		return usageError("profile: --users, --concurrency and --duration must be at least 1")
+	}
+	if fl.url != "" && fl.pprofURL == "" {
+		return usageError("profile: --url names a running server; give its pprof address with --pprof-url too")
+	}
+	if err := os.MkdirAll(fl.output, 0o755); err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: creating --output %s: %w", fl.output, err)}
+	}
+	ts := time.Now().Format("20060102-150405")
+	usersPath := filepath.Join(fl.output, "flamegraph-users.json")
+	resultsPath := filepath.Join(fl.output, "flamegraph-results-"+ts+".json")
+	cpuPath := filepath.Join(fl.output, "keycast-cpu-"+ts+".pprof")
+	heapPath := filepath.Join(fl.output, "keycast-heap-"+ts+".pprof")
+	fmt.Fprintf(env.Stderr, "=== Keycast profile ===\nUsers: %d  Concurrency: %d  Duration: %ds  Scenario: %s  Method: %s\nOutput: %s\n",
+		fl.users, fl.concurrency, fl.duration, scenario, method, fl.output)
+
+	base, pprofBase := strings.TrimRight(fl.url, "/"), strings.TrimRight(fl.pprofURL, "/")
+	started := base == ""
+	if started {
+		srv, err := startProfiledServer(ctx, cmd, env, fl.output)
+		if err != nil {
+			return &ExitError{Code: ExitCouldNotRun, Err: err}
+		}
+		defer srv.stop(log)
+		base, pprofBase = srv.url, srv.pprofURL
+		log.Info("reference server started", "url", base, "pprof", pprofBase, "log", srv.logPath)
+	}
+	if err := waitHealthy(ctx, base, 30*time.Second); err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+
+	var users []keycast.TestUser
+	if uf, err := keycast.ReadUsersFile(usersPath); fl.skipSetup && err == nil {
+		users = uf.Users
+		log.Info(fmt.Sprintf("Reusing %d users from %s", len(users), usersPath))
+	} else {
+		scfg := keycastload.SetupConfig{URL: base, Users: fl.users, Progress: env.Stderr, Logger: log, Bar: isTerminal(env.Stderr)}
+		if started {
+			scfg.Mode = keycastload.ModeHTTP
+		} else {
+			scfg.DatabaseURL = env.Getenv("DATABASE_URL")
+			scfg.MasterKeyPath = envOr(env, "MASTER_KEY_PATH", keycastload.DefaultMasterKeyPath)
+		}
+		res, err := keycastload.Setup(ctx, scfg)
+		if err != nil {
+			return &ExitError{Code: ExitCouldNotRun, Err: err}
+		}
+		if err := keycast.WriteUsersFile(usersPath, res.File); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		users = res.File.Users
+	}
+
+	// The CPU profile covers the run: it starts with it and lasts its duration.
+	type fetched struct {
+		b   []byte
+		err error
+	}
+	cpuc := make(chan fetched, 1)
+	go func() {
+		b, err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofBase, fl.duration), time.Duration(fl.duration)*time.Second+30*time.Second)
+		cpuc <- fetched{b, err}
+	}()
+	res, err := keycastload.Run(ctx, keycastload.RunConfig{
+		URL: base, Concurrency: fl.concurrency, Duration: time.Duration(fl.duration) * time.Second,
+		RampUp: keycastload.DefaultRampUp, Scenario: scenario, Method: method, Users: users, UsersFile: usersPath,
+		Progress: env.Stderr, Logger: log,
+	})
+	if err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	if err := keycastresult.Write(resultsPath, res); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+	cpu := <-cpuc
+	if cpu.err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: CPU profile from %s: %w", pprofBase, cpu.err)}
+	}
+	if err := os.WriteFile(cpuPath, cpu.b, 0o644); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+	heap, err := fetchProfile(ctx, pprofBase+"/debug/pprof/heap", 30*time.Second)
+	if err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: heap profile from %s: %w", pprofBase, err)}
+	}
+	if err := os.WriteFile(heapPath, heap, 0o644); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+
+	fmt.Fprintf(env.Stdout, "\n=== Results ===\n%s\n", report.Text(res))
+	if goBin, err := exec.LookPath("go"); err == nil {
+		top, err := exec.CommandContext(ctx, goBin, "tool", "pprof", "-top", "-nodecount=25", cpuPath).Output()
+		if err == nil {
+			fmt.Fprintf(env.Stdout, "\n=== Top functions (CPU) ===\n%s", top)
+		} else {
+			log.Warn("go tool pprof -top failed; open the profile by hand", "err", err)
+		}
+	}
+	fmt.Fprintf(env.Stdout, "\nOutput files:\n  CPU profile:  %s\n  Heap profile: %s\n  Results:      %s\n  Users:        %s\n",
+		cpuPath, heapPath, resultsPath, usersPath)
+	fmt.Fprintf(env.Stdout, "\nFlame graph: go tool pprof -http=:8080 %s\n", cpuPath)
+	return nil
+}
+
+// profiledServer is a reference server child process.
+type profiledServer struct {
+	cmd      *exec.Cmd
+	url      string
+	pprofURL string
+	logPath  string
+	dataDir  string
+	logFile  *os.File
+}
+
+// startProfiledServer starts this binary's `server` command on free local ports with a temporary
+// data directory and pprof on, and waits for its startup line.
+func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out string) (*profiledServer, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("profile: finding this binary to start the reference server: %w", err)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	paddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	dataDir, err := os.MkdirTemp("", "keycast-profile-*")
+	if err != nil {
+		return nil, fmt.Errorf("profile: making a data directory: %w", err)
+	}
+	// The server command sits beside this one: `keycast-loadtest server` or `loadproof keycast server`.
+	args := strings.Fields(cmd.Parent().CommandPath())[1:]
+	args = append(args, "server", "--addr", addr, "--data-dir", dataDir, "--pprof-addr", paddr)
+	logPath := filepath.Join(out, "server.log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		os.RemoveAll(dataDir)
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	c := exec.Command(exe, args...)
+	c.Env = os.Environ()
+	c.Stderr = lf
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		lf.Close()
+		os.RemoveAll(dataDir)
+		return nil, err
+	}
+	if err := c.Start(); err != nil {
+		lf.Close()
+		os.RemoveAll(dataDir)
+		return nil, fmt.Errorf("profile: starting %s %s: %w", exe, strings.Join(args, " "), err)
+	}
+	ps := &profiledServer{cmd: c, url: "http://" + addr, pprofURL: "http://" + paddr, logPath: logPath, dataDir: dataDir, logFile: lf}
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case line <- sc.Text():
+			default:
+			}
+			fmt.Fprintln(lf, sc.Text())
+		}
+	}()
+	select {
+	case l := <-line:
+		if !strings.HasPrefix(l, "keycast server listening on ") {
+			ps.stop(nil)
+			return nil, fmt.Errorf("profile: the reference server said %q instead of its startup line; see %s", l, logPath)
+		}
+	case <-time.After(30 * time.Second):
+		ps.stop(nil)
+		return nil, fmt.Errorf("profile: the reference server did not start within 30s; see %s", logPath)
+	case <-ctx.Done():
+		ps.stop(nil)
+		return nil, ctx.Err()
+	}
+	return ps, nil
+}
+
+// stop interrupts the server (it drains and exits), kills it if it lingers, and removes its data.
+func (p *profiledServer) stop(log *slog.Logger) {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil && log != nil {
+			log.Warn("reference server exited with an error", "err", err, "log", p.logPath)
+		}
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+	p.logFile.Close()
+	os.RemoveAll(p.dataDir)
+}
+
+// freeAddr returns a local address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("profile: finding a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitHealthy polls GET <base>/health until it answers 200, as flamegraph.sh does.
+func waitHealthy(ctx context.Context, base string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+keycast.PathHealth, nil)
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("profile: %s%s did not answer 200 within %s; is the server running?", base, keycast.PathHealth, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// fetchProfile GETs a pprof endpoint.
+func fetchProfile(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
+	hc := &http.Client{Timeout: timeout}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b[:min(len(b), 200)])))
+	}
+	return b, nil
+}

@@ -1,0 +1,407 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// The LinkKeys load clients (seed §5.3–5.7): flags and defaults are the seed's; --json, --workers,
+// --server-metrics, --resume, --pipeline and --rate are ours.
+
+// lkCommon are the flags every client shares.
+type lkCommon struct {
+	infoFile string
+	jsonPath string
+	workers  int
+}
+
+func (c *lkCommon) bind(f *pflag.FlagSet) {
+	f.StringVar(&c.infoFile, "info-file", linkkeysload.DefaultInfoFile, "info file written by the `server` subcommand")
+	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts, failure reasons, HDR latency histograms, machine record) as JSON to this file")
+	f.IntVar(&c.workers, "workers", 0, "worker processes of this binary to spread the sockets over (0: enough to stay under the open-file soft limit)")
+}
+
+// lkStdoutIsTerminal reports whether the command's stdout is a terminal (the live bar replaces the
+// progress lines there).
+func lkStdoutIsTerminal(env *Env) bool {
+	f, ok := env.Stdout.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// lkWorkerArgs is the command line, after the executable, that reaches this tree's hidden worker
+// command: the path of cmd's parent below the root, then "worker".
+func lkWorkerArgs(cmd *cobra.Command) []string {
+	var path []string
+	for c := cmd.Parent(); c != nil && c.HasParent(); c = c.Parent() {
+		path = append([]string{c.Name()}, path...)
+	}
+	return append(path, "worker")
+}
+
+// lkServerArgs is the command line of this tree's server subcommand.
+func lkServerArgs(cmd *cobra.Command) []string {
+	args := lkWorkerArgs(cmd)
+	args[len(args)-1] = "server"
+	return args
+}
+
+// lkFlags records every flag of cmd (given or default) for the result file.
+func lkFlags(cmd *cobra.Command) map[string]string {
+	m := map[string]string{}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" {
+			m[f.Name] = f.Value.String()
+		}
+	})
+	return m
+}
+
+// lkRun prepares the Run of a client: target from the info file, worker count, bar, flags.
+func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Target, linkkeysload.ServerHints, linkkeysload.Run, error) {
+	target, hints, err := linkkeysload.LoadTarget(c.infoFile)
+	if err != nil {
+		return target, hints, linkkeysload.Run{}, &ExitError{Code: ExitFailure, Err: err}
+	}
+	soft, err := machine.RaiseNofile()
+	if err != nil {
+		env.Logger.Warn("could not raise the open-file soft limit", "err", err)
+		var lim uint64 = 1024
+		if r := machine.Collect(); r.NofileSoft > 0 {
+			lim = r.NofileSoft
+		}
+		soft = lim
+	}
+	workers := c.workers
+	if workers < 0 {
+		return target, hints, linkkeysload.Run{}, usageError("--workers %d: must be 0 (automatic) or more", workers)
+	}
+	if workers == 0 {
+		workers = linkkeysload.DefaultWorkers(fds, soft)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return target, hints, linkkeysload.Run{}, &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	if workers > 1 {
+		env.Logger.Info("fanning out to worker processes", "workers", workers, "sockets", fds, "nofile_soft", soft)
+	}
+	return target, hints, linkkeysload.Run{
+		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
+		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
+		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
+	}, nil
+}
+
+func lkBase(flag, s string) (linkkeysload.IPv4, error) {
+	a, err := linkkeysload.ParseIPv4(flag, s)
+	if err != nil {
+		return 0, usageError("%v", err)
+	}
+	return a, nil
+}
+
+func atLeastOne(name string, v uint32) error {
+	if v < 1 {
+		return usageError("%s 0: must be at least 1", name)
+	}
+	return nil
+}
+
+// lkResult maps a client's error to its exit status: setup failures and unreadable info files exit
+// 1 as in the seed, interrupted runs too.
+func lkResult(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return &ExitError{Code: ExitFailure, Err: err}
+}
+
+func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
+	var (
+		common               lkCommon
+		count, conc, ipCount uint32
+		hold, timeout        uint64
+		base, serverMetrics  string
+		progressEvery        uint32
+	)
+	c := &cobra.Command{
+		Use:   "connections",
+		Short: "Open and hold N established, mostly idle TLS connections",
+		Long: "Opens --count connections (at most --concurrency attempts in flight) from --client-ip-count source\n" +
+			"addresses starting at --client-ip-base, holds every established one at the same time for --hold-secs\n" +
+			"without sending a request, then closes them. Past the open-file limit it fans out to worker\n" +
+			"processes (--workers). With --server-metrics (a METRICS log file or a http://…/metrics URL), or a\n" +
+			"metrics_addr/metrics_log key in the info file, the server's own accounting is printed beside the\n" +
+			"client's.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := atLeastOne("--concurrency", conc); err != nil {
+				return err
+			}
+			b, err := lkBase("--client-ip-base", base)
+			if err != nil {
+				return err
+			}
+			target, hints, run, err := lkRun(cmd, env, common, int64(count))
+			if err != nil {
+				return err
+			}
+			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
+			cfg := linkkeysload.ConnectionsConfig{Target: target, Count: count, Concurrency: conc, HoldSecs: hold,
+				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
+				ProgressEvery: progressEvery}
+			_, err = linkkeysload.Connections(cmd.Context(), cfg, run)
+			return lkResult(err)
+		},
+	}
+	f := c.Flags()
+	common.bind(f)
+	f.Uint32Var(&count, "count", 1000, "target number of established connections to open and hold")
+	f.Uint32Var(&conc, "concurrency", 2000, "maximum connection attempts in flight (does not bound how many are held)")
+	f.Uint64Var(&hold, "hold-secs", 20, "how long to hold the established connections idle, from the moment the last attempt finished")
+	f.Uint64Var(&timeout, "attempt-timeout-secs", 10, "per-attempt (connect + TLS handshake) timeout")
+	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultConnectionsBase, "first loopback source address; attempts round-robin over --client-ip-count addresses")
+	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
+	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
+	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, read before and after the run")
+	return c
+}
+
+func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
+	var (
+		common        lkCommon
+		duration, tmo uint64
+		conc, ipCount uint32
+		base          string
+		resume        bool
+	)
+	c := &cobra.Command{
+		Use:   "handshake-bench",
+		Short: "Measure the TLS handshake rate in isolation: connect, handshake, close, repeat",
+		Long: "Runs --concurrency loops of connect + TLS handshake + close for --duration-secs and reports the\n" +
+			"rate (completed / duration-secs). With --resume each loop keeps a TLS session cache, so after its\n" +
+			"first full handshake it resumes; full and resumed handshakes are reported apart.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := atLeastOne("--concurrency", conc); err != nil {
+				return err
+			}
+			b, err := lkBase("--client-ip-base", base)
+			if err != nil {
+				return err
+			}
+			target, _, run, err := lkRun(cmd, env, common, int64(conc))
+			if err != nil {
+				return err
+			}
+			cfg := linkkeysload.HandshakeConfig{Target: target, DurationSecs: duration, Concurrency: conc,
+				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
+			_, err = linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
+			return lkResult(err)
+		},
+	}
+	f := c.Flags()
+	common.bind(f)
+	f.Uint64Var(&duration, "duration-secs", 10, "how long to run the benchmark")
+	f.Uint32Var(&conc, "concurrency", 64, "concurrent connect+handshake+close loops")
+	f.Uint64Var(&tmo, "attempt-timeout-secs", 10, "per-attempt (connect + TLS handshake) timeout")
+	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultHandshakeBase, "first loopback source address")
+	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
+	f.BoolVar(&resume, "resume", false, "resume TLS sessions (a session cache per loop); report resumed next to full handshakes")
+	return c
+}
+
+func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
+	var (
+		common             lkCommon
+		conns, ipCount     uint32
+		duration, tmo      uint64
+		op, base, rateText string
+		pipeline           uint32
+	)
+	c := &cobra.Command{
+		Use:   "request-bench",
+		Short: "Measure request throughput over persistent connections",
+		Long: "Opens --connections connections one after another, then sends --op requests over them for\n" +
+			"--duration-secs: one at a time per connection (the seed's closed loop), --pipeline K in flight per\n" +
+			"connection (answers matched by order), or with --rate R at a constant total arrival rate (open\n" +
+			"model: latency counted from each request's intended send time, so coordinated omission is\n" +
+			"corrected; corrected and uncorrected percentiles and late sends are reported).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if op != linkkeysload.OpDomainKeys && op != linkkeysload.OpHello {
+				return usageError("invalid value %q for --op: possible values are %s, %s", op, linkkeysload.OpDomainKeys, linkkeysload.OpHello)
+			}
+			if err := atLeastOne("--pipeline", max(pipeline, 1)); err != nil {
+				return err
+			}
+			rate, err := parseRate(rateText)
+			if err != nil {
+				return err
+			}
+			b, err := lkBase("--client-ip-base", base)
+			if err != nil {
+				return err
+			}
+			target, _, run, err := lkRun(cmd, env, common, int64(conns))
+			if err != nil {
+				return err
+			}
+			cfg := linkkeysload.RequestConfig{Target: target, Connections: conns, DurationSecs: duration, Op: op,
+				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
+				Pipeline: pipeline, Rate: rate}
+			_, err = linkkeysload.RequestBench(cmd.Context(), cfg, run)
+			return lkResult(err)
+		},
+	}
+	f := c.Flags()
+	common.bind(f)
+	f.Uint32Var(&conns, "connections", 32, "persistent connections to open once and reuse")
+	f.Uint64Var(&duration, "duration-secs", 10, "how long to send requests")
+	f.StringVar(&op, "op", linkkeysload.OpDomainKeys, "operation: domain-keys (DomainKeys/get-domain-keys) or hello (Hello/hello)")
+	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultRequestBase, "first loopback source address")
+	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
+	f.Uint64Var(&tmo, "attempt-timeout-secs", 10, "per-connection (connect + TLS handshake) timeout of the setup phase")
+	f.Uint32Var(&pipeline, "pipeline", 1, "requests in flight per connection (1: the seed's one at a time)")
+	f.StringVar(&rateText, "rate", "", "open model: total requests per second across all connections (default: closed model)")
+	return c
+}
+
+// parseRate reads --rate: empty for the closed model, else a finite number above 0.
+func parseRate(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || r <= 0 || r != r || r > 1e9 {
+		return 0, usageError("invalid --rate %q: want requests per second, a number above 0 and at most 1e9", s)
+	}
+	return r, nil
+}
+
+func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
+	var (
+		common              lkCommon
+		sources, conc       uint32
+		tmo                 uint64
+		base, serverMetrics string
+		progressEvery       uint32
+	)
+	c := &cobra.Command{
+		Use:   "ddos",
+		Short: "Exercise the distinct-source protection: one connection attempt from each of many source addresses",
+		Long: "Makes one connection attempt from each of --sources distinct loopback addresses (base + i inside\n" +
+			"127.0.0.0/8). With --server-metrics (a METRICS log file or a http://…/metrics URL), or a\n" +
+			"metrics_addr/metrics_log key in the info file, the server's counters are read before and after the\n" +
+			"run and every attempt is checked against them (accepted, admitted, shed, handshake failures).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := atLeastOne("--concurrency", conc); err != nil {
+				return err
+			}
+			b, err := lkBase("--client-ip-base", base)
+			if err != nil {
+				return err
+			}
+			target, hints, run, err := lkRun(cmd, env, common, int64(conc))
+			if err != nil {
+				return err
+			}
+			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
+			cfg := linkkeysload.DDoSConfig{Target: target, Sources: sources, Concurrency: conc,
+				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
+			_, err = linkkeysload.DDoS(cmd.Context(), cfg, run)
+			return lkResult(err)
+		},
+	}
+	f := c.Flags()
+	common.bind(f)
+	f.Uint32Var(&sources, "sources", 12000, "distinct simulated sources, one attempt each (default above the 10,000 distinct-source threshold)")
+	f.Uint32Var(&conc, "concurrency", 1000, "attempts in flight")
+	f.Uint64Var(&tmo, "attempt-timeout-secs", linkkeysload.DefaultDDoSTimeoutSecs, "per-attempt (connect + TLS handshake) timeout")
+	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultDDoSBase, "first source address")
+	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
+	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, read before and after the run")
+	return c
+}
+
+func newLinkKeysSmokeCmd(env *Env) *cobra.Command {
+	var jsonPath string
+	c := &cobra.Command{
+		Use:   "smoke",
+		Short: "Start a server on a temporary directory and run the four clients with small counts against it",
+		Long: "The smoke run of tools.sh load-test: starts this binary's server subcommand on a temporary\n" +
+			"directory (METRICS every 3 s, auto-exit after 60 s), runs connections (500), handshake-bench (5 s),\n" +
+			"request-bench (16 connections, 5 s) and ddos (500 sources) with the server's default limits, prints a\n" +
+			"summary, stops the server and removes the directory. It exits non-zero when a client errors, when a\n" +
+			"client succeeds zero times, or when the server's METRICS do not account for every connections and\n" +
+			"ddos attempt. It proves the harness works end to end; it is not a capacity claim.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sum, err := linkkeysload.Smoke(cmd.Context(), linkkeysload.SmokeOptions{
+				ServerArgs: lkServerArgs(cmd), Stdout: env.Stdout, Stderr: env.Stderr, Log: env.Logger,
+			})
+			if jsonPath != "" {
+				if werr := writeJSONFile(jsonPath, sum); werr != nil && err == nil {
+					err = werr
+				}
+			}
+			if errors.Is(err, linkkeysload.ErrSmokeFailed) {
+				return &ExitError{Code: ExitFailure, Err: err}
+			}
+			if err != nil {
+				return &ExitError{Code: ExitCouldNotRun, Err: err}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&jsonPath, "json", "", "also write the summary with every client's result as JSON to this file")
+	return c
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", path, err)
+	}
+	b = append(b, '\n')
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// linkKeysHiddenCmds are the worker command that fanned-out client runs start.
+func linkKeysHiddenCmds(env *Env) []*cobra.Command {
+	var spec, result string
+	c := &cobra.Command{
+		Use:   "worker",
+		Short: "Run one worker's segment of a fanned-out client run (started by the client commands)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if spec == "" || result == "" {
+				return usageError("worker: --spec and --result are required (this command is started by the client commands)")
+			}
+			return lkResult(linkkeysload.RunWorker(cmd.Context(), spec, result, env.Stdout))
+		},
+	}
+	c.Flags().StringVar(&spec, "spec", "", "the worker's segment and configuration (JSON)")
+	c.Flags().StringVar(&result, "result", "", "where to write the worker's result")
+	return []*cobra.Command{c}
+}

@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysserver"
+)
+
+func lkTestEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errOut bytes.Buffer
+	return &Env{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(&errOut, nil))}, &out, &errOut
+}
+
+func TestLinkKeysClientUsageErrors(t *testing.T) {
+	info := filepath.Join(t.TempDir(), "info.json")
+	if err := linkkeys.WriteInfo(info, linkkeys.Info{Port: 1, Domain: "loadtest.local", Fingerprint: strings.Repeat("a", 64), PID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"connections", "--info-file", info, "--client-ip-base", "127.0.1"}, ExitUsage,
+			`error: invalid --client-ip-base "127.0.1": invalid IPv4 address syntax`},
+		{[]string{"ddos", "--info-file", info, "--client-ip-base", "::1"}, ExitUsage, `error: invalid --client-ip-base "::1": invalid IPv4 address syntax`},
+		{[]string{"request-bench", "--info-file", info, "--op", "nope"}, ExitUsage, `invalid value "nope" for --op`},
+		{[]string{"request-bench", "--info-file", info, "--rate", "-5"}, ExitUsage, `invalid --rate "-5"`},
+		{[]string{"connections", "--info-file", info, "--concurrency", "0"}, ExitUsage, "--concurrency 0: must be at least 1"},
+		{[]string{"connections", "--count", "-1"}, ExitUsage, "invalid argument"},
+		{[]string{"worker"}, ExitUsage, "--spec and --result are required"},
+	}
+	for _, c := range cases {
+		env, _, errOut := lkTestEnv()
+		code := Run(context.Background(), LinkKeys, c.args, env)
+		if code != c.code || !strings.Contains(errOut.String(), c.msg) {
+			t.Errorf("%v: exit %d (want %d), stderr %q (want %q)", c.args, code, c.code, errOut.String(), c.msg)
+		}
+	}
+	// The missing-file message is the seed's.
+	env, _, errOut := lkTestEnv()
+	missing := filepath.Join(t.TempDir(), "nope.json")
+	code := Run(context.Background(), LinkKeys, []string{"handshake-bench", "--info-file", missing}, env)
+	if code != ExitFailure || !strings.Contains(errOut.String(), "error: reading info file "+missing+": no such file or directory (is the `server` subcommand running?)") {
+		t.Errorf("stderr %q", errOut.String())
+	}
+}
+
+func TestLinkKeysWorkerArgs(t *testing.T) {
+	env, _, _ := lkTestEnv()
+	for _, c := range []struct {
+		tree Tree
+		path []string
+		want string
+	}{
+		{LinkKeys, []string{"connections"}, "worker"},
+		{Loadproof, []string{"linkkeys", "connections"}, "linkkeys worker"},
+	} {
+		root := NewRoot(c.tree, env)
+		cmd, _, err := root.Find(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(lkWorkerArgs(cmd), " "); got != c.want {
+			t.Errorf("%v: worker args %q, want %q", c.path, got, c.want)
+		}
+		if got := strings.Join(lkServerArgs(cmd), " "); got != strings.Replace(c.want, "worker", "server", 1) {
+			t.Errorf("%v: server args %q", c.path, got)
+		}
+	}
+}
+
+func TestLinkKeysClientsRunAgainstServer(t *testing.T) {
+	lim := map[string]string{"TCP_HANDSHAKE_BURST": "1000000", "TCP_HANDSHAKE_GLOBAL_BURST": "1000000",
+		"PUBLIC_READ_BURST": "1000000000", "PUBLIC_READ_GLOBAL_BURST": "1000000000"}
+	cfg, err := linkkeysserver.ConfigFromEnv(func(k string) string { return lim[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	dir := t.TempDir()
+	info := filepath.Join(dir, "info.json")
+	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args  []string
+		first string
+	}{
+		{[]string{"connections", "--count", "40", "--concurrency", "8", "--hold-secs", "0", "--client-ip-count", "4"},
+			"connections: target=40 concurrency=8 hold_secs=0 client_ips=4 (base 127.0.1.0)"},
+		{[]string{"handshake-bench", "--duration-secs", "1", "--concurrency", "2", "--resume"}, "handshake-bench: duration_secs=1 concurrency=2"},
+		{[]string{"request-bench", "--connections", "2", "--duration-secs", "1", "--pipeline", "4"}, "request-bench: op=domain-keys connections=2 duration_secs=1"},
+		{[]string{"request-bench", "--connections", "2", "--duration-secs", "1", "--rate", "500", "--op", "hello"}, "request-bench: op=hello connections=2 duration_secs=1"},
+		{[]string{"ddos", "--sources", "30", "--concurrency", "5"}, "ddos: sources=30 concurrency=5 (one connection attempt per distinct source address)"},
+	}
+	for i, c := range cases {
+		env, out, errOut := lkTestEnv()
+		jsonPath := filepath.Join(dir, c.args[0]+".json")
+		args := append(append([]string(nil), c.args...), "--info-file", info, "--json", jsonPath)
+		if code := Run(context.Background(), LinkKeys, args, env); code != ExitOK {
+			t.Fatalf("case %d %v: exit %d\n%s%s", i, args, code, out.String(), errOut.String())
+		}
+		if first, _, _ := strings.Cut(out.String(), "\n"); first != c.first {
+			t.Errorf("%v: first line %q, want %q", c.args, first, c.first)
+		}
+		b, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := linkkeysload.ReadResult(b)
+		if err != nil || res.Command != c.args[0] || res.Flags["info-file"] != info || res.Machine.GoVersion == "" {
+			t.Fatalf("%v: result %v %+v", c.args, err, res.Flags)
+		}
+	}
+}
+
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"", "1000", "0", "-1", "NaN", "inf", "1e9", "1e10", " 5 ", "0x10"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := parseRate(s)
+		if err != nil {
+			return
+		}
+		if s == "" && r != 0 {
+			t.Fatal("empty rate must be the closed model")
+		}
+		if s != "" && !(r > 0 && r <= 1e9) {
+			t.Fatalf("rate %v accepted from %q", r, s)
+		}
+	})
+}

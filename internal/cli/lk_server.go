@@ -1,0 +1,534 @@
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// lkServerFlags are the `server` command's flags (reference §5.2 plus ours).
+type lkServerFlags struct {
+	dbPath            string
+	domain            string
+	infoFile          string
+	metricsInterval   uint64
+	durationSecs      uint64
+	metricsAddr       string
+	emptyDomainKeys   bool
+	listen            string
+	processes         int
+	perProcessMetrics bool
+	childIndex        int
+	childCount        int
+}
+
+func newLinkKeysServerCmd(env *Env) *cobra.Command {
+	var f lkServerFlags
+	c := &cobra.Command{
+		Use:   "server",
+		Short: "Run the LinkKeys reference TCP/TLS server (prints METRICS lines)",
+		Long: "server runs the LinkKeys reference server: a self-signed Ed25519 certificate, the full admission control\n" +
+			"(TCP_* and PUBLIC_READ_* variables), a real SQLite file, and a METRICS line on stdout every interval.\n" +
+			"It writes an info file (port, domain, fingerprint, pid) for the client subcommands. By default the\n" +
+			"server's own key is stored as an active signing key, so get-domain-keys returns one key;\n" +
+			"--empty-domain-keys serves the upstream load test's empty list. DOMAIN_KEY_PASSPHRASE, when set,\n" +
+			"stores the key encrypted and reuses it on later starts.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.childCount > 0 {
+				return runLinkKeysServerChild(cmd.Context(), env, f)
+			}
+			prefix := strings.Fields(cmd.CommandPath())[1:]
+			return runLinkKeysServer(cmd.Context(), env, f, cmd.Flags().Changed("listen"), prefix)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.dbPath, "db-path", "loadtest-data/loadtest.sqlite3", "SQLite database file (created and migrated if missing)")
+	fl.StringVar(&f.domain, "domain", "loadtest.local", "domain name: certificate SAN/CN and get-domain-keys' domain")
+	fl.StringVar(&f.infoFile, "info-file", "loadtest-data/loadtest-info.json", "info file written once the listener is bound")
+	fl.Uint64Var(&f.metricsInterval, "metrics-interval-secs", 5, "seconds between METRICS lines (at least 1)")
+	fl.Uint64Var(&f.durationSecs, "duration-secs", 0, "exit after this many seconds; 0 runs until Ctrl-C or SIGTERM")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this address (off when empty)")
+	fl.BoolVar(&f.emptyDomainKeys, "empty-domain-keys", false, "do not store the server key: get-domain-keys on a fresh database returns the upstream load test's empty list")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "listen address (default 127.0.0.1 and a free port, or TCP_PORT when set)")
+	fl.IntVar(&f.processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
+	fl.BoolVar(&f.perProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's line as `PROCESS_METRICS <i> {json}`")
+	fl.IntVar(&f.childIndex, "child-index", 0, "internal: index of this child process")
+	fl.IntVar(&f.childCount, "child-count", 0, "internal: number of child processes")
+	_ = fl.MarkHidden("child-index")
+	_ = fl.MarkHidden("child-count")
+	hold := newLinkKeysHoldIdleCmd(env)
+	hold.Hidden = true
+	c.AddCommand(hold)
+	return c
+}
+
+// serverStop waits for the end of the METRICS loop and reports why it
+// stopped: a signal (SIGINT or SIGTERM), the context, or the duration.
+type serverStop struct {
+	sigs chan os.Signal
+	mu   sync.Mutex
+	got  os.Signal
+}
+
+func newServerStop() *serverStop {
+	s := &serverStop{sigs: make(chan os.Signal, 2)}
+	signal.Notify(s.sigs, os.Interrupt, syscall.SIGTERM)
+	return s
+}
+
+func (s *serverStop) stop() { signal.Stop(s.sigs) }
+
+// loopContext returns a context cancelled by ctx or by the first signal.
+func (s *serverStop) loopContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	lctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case sig := <-s.sigs:
+			s.mu.Lock()
+			s.got = sig
+			s.mu.Unlock()
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	return lctx, cancel
+}
+
+// signal returns the signal that ended the loop, if any. When the parent
+// context was cancelled by cli.Main's own handler, the same signal reaches
+// our channel within moments; wait briefly for it.
+func (s *serverStop) signal(ctxDone bool) os.Signal {
+	s.mu.Lock()
+	got := s.got
+	s.mu.Unlock()
+	if got != nil || !ctxDone {
+		return got
+	}
+	select {
+	case sig := <-s.sigs:
+		return sig
+	case <-time.After(100 * time.Millisecond):
+		return nil
+	}
+}
+
+func printStopLine(w io.Writer, sig os.Signal) {
+	switch sig {
+	case os.Interrupt:
+		fmt.Fprintln(w, "received ctrl-c, shutting down")
+	case syscall.SIGTERM:
+		fmt.Fprintln(w, "received SIGTERM, shutting down")
+	}
+}
+
+func lkServerConfig(env *Env, f lkServerFlags) (linkkeysserver.Config, error) {
+	cfg, err := linkkeysserver.ConfigFromEnv(env.Getenv)
+	if err != nil {
+		return cfg, &ExitError{Code: ExitUsage, Err: err}
+	}
+	cfg.Domain = f.domain
+	if f.domain == "" {
+		return cfg, usageError("--domain must not be empty")
+	}
+	return cfg, nil
+}
+
+func mkParents(paths ...string) error {
+	for _, p := range paths {
+		if d := filepath.Dir(p); d != "" {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return fmt.Errorf("creating directory %s: %w", d, err)
+			}
+		}
+	}
+	return nil
+}
+
+func listenAddr(cfg linkkeysserver.Config, f lkServerFlags, changed bool) string {
+	if !changed && cfg.Port != 0 {
+		return "127.0.0.1:" + strconv.Itoa(int(cfg.Port))
+	}
+	return f.listen
+}
+
+func startPrometheus(addr string, src func() linkkeysserver.Snapshot, process bool, logger *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.Handle("/metrics", linkkeysserver.PrometheusHandler(linkkeysserver.NewPrometheusRegistry(src, process)))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("prometheus endpoint stopped", "err", err)
+		}
+	}()
+	logger.Info("prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return hs, nil
+}
+
+// runLinkKeysServer is the single-process server, or the parent of
+// --processes children. Startup order follows reference §5.2.
+func runLinkKeysServer(ctx context.Context, env *Env, f lkServerFlags, listenChanged bool, cmdPrefix []string) error {
+	logger := env.Logger
+	cfg, err := lkServerConfig(env, f)
+	if err != nil {
+		return err
+	}
+	if f.processes < 1 {
+		return usageError("--processes must be at least 1, got %d", f.processes)
+	}
+	stop := newServerStop()
+	defer stop.stop()
+	if err := mkParents(f.dbPath, f.infoFile); err != nil {
+		return err
+	}
+	store, err := linkkeysserver.OpenStore(ctx, f.dbPath)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	key, err := store.PrepareServerKey(ctx, linkkeysserver.ServerKeyOptions{
+		Passphrase: []byte(env.Getenv("DOMAIN_KEY_PASSPHRASE")),
+		DontStore:  f.emptyDomainKeys,
+	})
+	if err != nil {
+		return err
+	}
+	fingerprint := linkkeys.Fingerprint(key.Public().(ed25519.PublicKey))
+	fmt.Fprintln(env.Stdout, linkkeysserver.ConfigLine(cfg))
+	linkkeysserver.RaiseAndReportFDLimit(logger, cfg.MaxConnections)
+	addr := listenAddr(cfg, f, listenChanged)
+	if f.processes > 1 {
+		return runLinkKeysServerParent(ctx, env, f, cfg, stop, key, fingerprint, addr, cmdPrefix)
+	}
+
+	cert, err := linkkeys.SelfSignedCert(cfg.Domain, key, time.Time{}, time.Time{})
+	if err != nil {
+		return err
+	}
+	ln, backlogErr, err := linkkeysserver.Listen(ctx, addr, linkkeysserver.ListenOptions{Backlog: cfg.ListenBacklog})
+	if err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	if backlogErr != nil {
+		logger.Warn("could not set the listen backlog", "err", backlogErr)
+	}
+	srv := &linkkeysserver.Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: store, Logger: logger}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	if f.metricsAddr != "" {
+		hs, err := startPrometheus(f.metricsAddr, srv.Metrics, true, logger)
+		if err != nil {
+			srv.Close()
+			return &ExitError{Code: ExitCouldNotRun, Err: err}
+		}
+		defer hs.Close()
+	}
+	tcp := ln.Addr().(*net.TCPAddr)
+	if err := linkkeys.WriteInfo(f.infoFile, linkkeys.Info{Port: uint16(tcp.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid())}); err != nil {
+		srv.Close()
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "listening on %s pid=%d (info written to %s)\n", tcp.AddrPort(), os.Getpid(), f.infoFile)
+
+	lctx, cancel := stop.loopContext(ctx)
+	loopErr := make(chan error, 1)
+	go func() {
+		loopErr <- linkkeysserver.MetricsLoop(lctx, env.Stdout, time.Duration(f.metricsInterval)*time.Second,
+			time.Duration(f.durationSecs)*time.Second, srv.Metrics)
+	}()
+	var runErr error
+	select {
+	case err := <-loopErr:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			runErr = err
+		}
+	case err := <-serveErr:
+		runErr = fmt.Errorf("server stopped: %w", err)
+		cancel()
+		<-loopErr
+	}
+	cancel()
+	printStopLine(env.Stdout, stop.signal(ctx.Err() != nil))
+	final := srv.Metrics()
+	final.Label = "final"
+	if err := linkkeysserver.WriteMetricsLine(env.Stdout, final); err != nil && runErr == nil {
+		runErr = err
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return runErr
+}
+
+// runLinkKeysServerParent starts --processes children on one SO_REUSEPORT
+// port, prints the summed METRICS lines and forwards SIGINT/SIGTERM.
+func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg linkkeysserver.Config, stop *serverStop,
+	key ed25519.PrivateKey, fingerprint, addr string, cmdPrefix []string) error {
+	logger := env.Logger
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageError("--listen %q: %v", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return usageError("--listen %q: port %q is not a number", addr, portStr)
+	}
+	res, err := linkkeysserver.ReservePort(host, port)
+	if err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		res.Release()
+		return fmt.Errorf("finding this binary to start --processes children: %w", err)
+	}
+	childAddr := net.JoinHostPort(host, strconv.Itoa(res.Port))
+	sv, err := linkkeysserver.StartSupervisor(linkkeysserver.SupervisorOptions{
+		Count: f.processes,
+		Seed:  key.Seed(),
+		Command: func(i int) *exec.Cmd {
+			args := append(append([]string{}, cmdPrefix...),
+				"--child-index", strconv.Itoa(i), "--child-count", strconv.Itoa(f.processes),
+				"--listen", childAddr, "--db-path", f.dbPath, "--domain", f.domain)
+			cmd := exec.Command(exe, args...)
+			cmd.Stderr = env.Stderr
+			return cmd
+		},
+		Logger: logger,
+	})
+	res.Release()
+	if err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	logger.Info("started server processes", "count", sv.Count(), "pids", fmt.Sprint(sv.PIDs()))
+	start := time.Now()
+	var (
+		lastMu sync.Mutex
+		last   linkkeysserver.Snapshot
+	)
+	collect := func(final bool) linkkeysserver.Snapshot {
+		per, err := sv.Snapshot(final, 10*time.Second)
+		if err != nil {
+			logger.Warn("collecting child metrics", "err", err)
+		}
+		sum := linkkeysserver.SumSnapshots(per...)
+		sum.ElapsedSecs = time.Since(start).Seconds()
+		sum.Label = "running"
+		if final {
+			sum.Label = "final"
+		}
+		if f.perProcessMetrics {
+			for i, s := range per {
+				b := linkkeysserver.AppendMetricsLine(nil, s)
+				fmt.Fprintf(env.Stdout, "PROCESS_METRICS %d %s\n", i, strings.TrimPrefix(string(b), linkkeysserver.MetricsPrefix))
+			}
+		}
+		lastMu.Lock()
+		last = sum
+		lastMu.Unlock()
+		return sum
+	}
+	if f.metricsAddr != "" {
+		hs, err := startPrometheus(f.metricsAddr, func() linkkeysserver.Snapshot {
+			lastMu.Lock()
+			defer lastMu.Unlock()
+			return last
+		}, false, logger)
+		if err != nil {
+			sv.Kill()
+			return &ExitError{Code: ExitCouldNotRun, Err: err}
+		}
+		defer hs.Close()
+	}
+	if err := linkkeys.WriteInfo(f.infoFile, linkkeys.Info{Port: uint16(res.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid())}); err != nil {
+		sv.Kill()
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "listening on %s pid=%d (info written to %s)\n", childAddr, os.Getpid(), f.infoFile)
+
+	lctx, cancel := stop.loopContext(ctx)
+	err = linkkeysserver.MetricsLoop(lctx, env.Stdout, time.Duration(f.metricsInterval)*time.Second,
+		time.Duration(f.durationSecs)*time.Second, func() linkkeysserver.Snapshot { return collect(false) })
+	cancel()
+	var runErr error
+	if err != nil && !errors.Is(err, context.Canceled) {
+		runErr = err
+	}
+	sig := stop.signal(ctx.Err() != nil)
+	printStopLine(env.Stdout, sig)
+	if sig != nil {
+		sv.Signal(sig) // children print their final line on it, as on "final"
+	}
+	final := collect(true)
+	if err := linkkeysserver.WriteMetricsLine(env.Stdout, final); err != nil && runErr == nil {
+		runErr = err
+	}
+	if err := sv.Wait(10 * time.Second); err != nil {
+		logger.Warn("server processes did not exit cleanly", "err", err)
+	}
+	return runErr
+}
+
+// runLinkKeysServerChild is one --processes child (hidden flags).
+func runLinkKeysServerChild(ctx context.Context, env *Env, f lkServerFlags) error {
+	cfg, err := lkServerConfig(env, f)
+	if err != nil {
+		return err
+	}
+	store, err := linkkeysserver.OpenStore(ctx, f.dbPath)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	return linkkeysserver.RunChild(ctx, linkkeysserver.ChildOptions{
+		Index: f.childIndex, Count: f.childCount, Addr: f.listen, Config: cfg, Keys: store,
+		Stdin: os.Stdin, Stdout: env.Stdout, Signals: sigs, Logger: env.Logger.With("child", f.childIndex),
+	})
+}
+
+// newLinkKeysHoldIdleCmd is the hidden `server hold-idle` client used by
+// bench/linkkeys-idle-rss.sh: it opens N TLS connections, sends nothing, and
+// holds them.
+func newLinkKeysHoldIdleCmd(env *Env) *cobra.Command {
+	var (
+		infoFile    string
+		count       int
+		concurrency int
+		holdSecs    uint64
+		ipBase      string
+		ipCount     int
+	)
+	c := &cobra.Command{
+		Use:   "hold-idle",
+		Short: "Open N idle TLS connections to the server and hold them (benchmark helper)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			info, err := linkkeys.ReadInfo(infoFile)
+			if err != nil {
+				return err
+			}
+			base := net.ParseIP(ipBase).To4()
+			if base == nil {
+				return usageError("invalid --client-ip-base %q: not an IPv4 address", ipBase)
+			}
+			if count < 0 || concurrency < 1 || ipCount < 1 {
+				return usageError("--count must be >= 0, --concurrency and --client-ip-count >= 1")
+			}
+			return holdIdle(cmd.Context(), env, info, count, concurrency, time.Duration(holdSecs)*time.Second, base, ipCount)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&infoFile, "info-file", "loadtest-data/loadtest-info.json", "server info file")
+	fl.IntVar(&count, "count", 1000, "connections to open")
+	fl.IntVar(&concurrency, "concurrency", 256, "handshakes in flight")
+	fl.Uint64Var(&holdSecs, "hold-secs", 0, "hold the connections this long after the last one is open (0: until Ctrl-C)")
+	fl.StringVar(&ipBase, "client-ip-base", "127.0.9.0", "first source address (connections cycle over 127.0.0.0/8 addresses from here)")
+	fl.IntVar(&ipCount, "client-ip-count", 16, "number of source addresses")
+	return c
+}
+
+func holdIdle(ctx context.Context, env *Env, info linkkeys.Info, count, concurrency int, hold time.Duration, base net.IP, ipCount int) error {
+	machine.RaiseNofile()
+	if rec, err := json.Marshal(machine.Collect("TCP_", "PUBLIC_READ_")); err == nil {
+		fmt.Fprintf(env.Stdout, "machine: %s\n", rec)
+	}
+	tcfg := linkkeys.ClientTLSConfig(info.Domain, info.Fingerprint)
+	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(info.Port)))
+	b := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	conns := make([]*tls.Conn, count)
+	var mu sync.Mutex
+	failures := map[string]int{}
+	sem := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < count && ctx.Err() == nil; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a := (b+uint32(i%ipCount))&0x00FFFFFF | 0x7F000000
+			d := net.Dialer{Timeout: 20 * time.Second,
+				LocalAddr: &net.TCPAddr{IP: net.IPv4(byte(a>>24), byte(a>>16), byte(a>>8), byte(a))}}
+			actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			nc, err := d.DialContext(actx, "tcp", target)
+			if err != nil {
+				mu.Lock()
+				failures["tcp_connect_error"]++
+				mu.Unlock()
+				return
+			}
+			tc := tls.Client(nc, tcfg)
+			if err := tc.HandshakeContext(actx); err != nil {
+				nc.Close()
+				mu.Lock()
+				failures["tls_handshake_error_or_server_reject"]++
+				mu.Unlock()
+				return
+			}
+			conns[i] = tc
+		}(i)
+	}
+	wg.Wait()
+	held := 0
+	for _, c := range conns {
+		if c != nil {
+			held++
+		}
+	}
+	fmt.Fprintf(env.Stdout, "hold-idle: established=%d failed=%d in %s; holding\n", held, count-held, time.Since(start).Round(time.Millisecond))
+	if len(failures) > 0 {
+		fmt.Fprintf(env.Stdout, "  failure reasons: %v\n", failures)
+	}
+	if hold > 0 {
+		t := time.NewTimer(hold)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	} else {
+		<-ctx.Done()
+	}
+	for _, c := range conns {
+		if c != nil {
+			c.NetConn().Close()
+		}
+	}
+	fmt.Fprintf(env.Stdout, "hold-idle: released %d connections\n", held)
+	return nil
+}

@@ -1,0 +1,193 @@
+package keycastload
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/keycast"
+)
+
+// Defaults of the run flags (reference §1.3) and of loadproof's additions.
+const (
+	DefaultURL            = "http://localhost:3000"
+	DefaultConcurrency    = 10
+	DefaultDuration       = 60 * time.Second
+	DefaultRampUp         = 5 * time.Second
+	DefaultReportInterval = 5 * time.Second
+	DefaultHTTPTimeout    = 30 * time.Second
+	DefaultStopWindow     = 5 * time.Second
+	DefaultStopMinimum    = 20
+	// LateThreshold is how far behind its intended time an open-model send may start before it
+	// counts as late. One millisecond is well above the scheduler's wake-up jitter on an idle
+	// machine and well below any latency worth reporting.
+	LateThreshold = time.Millisecond
+)
+
+// RunConfig mirrors `run`'s flags (reference keycast.md §1.3) plus loadproof's additions. The zero
+// value of each field means the documented default.
+type RunConfig struct {
+	// URL is the target base URL; a trailing "/" is trimmed. Empty means DefaultURL.
+	URL string
+	// Concurrency is the number of workers (closed model) or the most requests in flight (open
+	// model). 0 means DefaultConcurrency.
+	Concurrency int
+	// Requests caps the number of requests; 0 means unlimited. With Duration 0 the run lasts until
+	// exactly Requests requests are done.
+	Requests int64
+	// Duration is the run length. 0 with Requests > 0 means "until the requests are done"; 0 with
+	// Requests 0 is an error (the run would never end). Callers wanting upstream's 60 s default set it.
+	Duration time.Duration
+	// RampUp spreads worker starts (closed model) or ramps the arrival rate from RateFrom to Rate
+	// (open model) over this long. 0 means no ramp.
+	RampUp time.Duration
+	// Scenario selects users (§1.4). Empty means mixed.
+	Scenario keycast.Scenario
+	// Method is the RPC to send, or register. Empty means sign-event.
+	Method keycast.Method
+	// Users are the prepared users (loaded by the caller from the users file). Required unless
+	// Method is register.
+	Users []keycast.TestUser
+	// UsersFile names the users file in messages only.
+	UsersFile string
+	// ReportInterval is the progress and timeline interval; values below 1 s are clamped to 1 s.
+	// 0 means DefaultReportInterval.
+	ReportInterval time.Duration
+	// Seed offsets the deterministic user schedule (§1.4).
+	Seed uint64
+	// Rate > 0 selects the open model: requests arrive at Rate per second regardless of responses.
+	Rate float64
+	// RateFrom is the open model's starting rate; the rate ramps linearly from RateFrom to Rate over
+	// RampUp. 0 with RampUp > 0 ramps from zero.
+	RateFrom float64
+	// Stop holds live stop conditions (capacity); nil means none.
+	Stop *StopConditions
+	// Segment is this process's share of a split run; the zero value is the whole run. Requests,
+	// Concurrency and Rate are divided with Segment.Share and Segment.Rate, and request numbers are
+	// interleaved (local n is global n·Count+Index), so the segments of a split run together send
+	// exactly what one whole run would.
+	Segment engine.Segment
+	// Progress receives progress lines (the upstream "Progress: …" line); nil discards them.
+	Progress io.Writer
+	// Logger receives log records; nil discards them.
+	Logger *slog.Logger
+	// HTTPTimeout bounds each request (connect, write and read). 0 means DefaultHTTPTimeout.
+	HTTPTimeout time.Duration
+}
+
+// StopConditions are evaluated every second over a sliding window; a breach ends the run early.
+// A limit is breached when the observed value is above it.
+type StopConditions struct {
+	// MaxUnintentionalErrorRate limits (failed − intentional shedding)/total over the window. Zero is
+	// a real limit (any unintentional failure breaches); to disable it, set it to 1.
+	MaxUnintentionalErrorRate float64
+	// MaxLatencyP95Ms limits the window's 95th percentile latency; 0 disables it.
+	MaxLatencyP95Ms float64
+	// Window is the sliding window; 0 means DefaultStopWindow. It is rounded up to whole seconds.
+	Window time.Duration
+	// MinRequests is the fewest requests a window needs to be judged; 0 means DefaultStopMinimum.
+	MinRequests int64
+}
+
+// ErrNoUsers is returned when an RPC method is run without users.
+var ErrNoUsers = errors.New("keycastload: no users to send requests as; create them with `setup` and pass the users file")
+
+// normalize fills defaults and checks the configuration. It returns a copy.
+func (c RunConfig) normalize() (RunConfig, error) {
+	var errs []error
+	if c.URL == "" {
+		c.URL = DefaultURL
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Scenario == "" {
+		c.Scenario = keycast.ScenarioMixed
+	}
+	if c.Method == "" {
+		c.Method = keycast.MethodSignEvent
+	}
+	if c.ReportInterval == 0 {
+		c.ReportInterval = DefaultReportInterval
+	}
+	c.ReportInterval = max(c.ReportInterval, time.Second)
+	if c.HTTPTimeout <= 0 {
+		c.HTTPTimeout = DefaultHTTPTimeout
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("keycastload: concurrency %d must be at least 1", c.Concurrency))
+	}
+	if c.Requests < 0 {
+		errs = append(errs, fmt.Errorf("keycastload: requests %d must be 0 (unlimited) or more", c.Requests))
+	}
+	if c.Duration < 0 {
+		errs = append(errs, fmt.Errorf("keycastload: duration %v must be 0 or more", c.Duration))
+	}
+	if c.Duration == 0 && c.Requests == 0 {
+		errs = append(errs, errors.New("keycastload: duration 0 runs until the requests are done, so it needs --requests N > 0"))
+	}
+	if c.RampUp < 0 {
+		errs = append(errs, fmt.Errorf("keycastload: ramp-up %v must be 0 or more", c.RampUp))
+	}
+	if _, err := keycast.ParseScenario(string(c.Scenario)); err != nil {
+		errs = append(errs, fmt.Errorf("keycastload: %w", err))
+	}
+	if _, err := keycast.ParseMethod(string(c.Method)); err != nil {
+		errs = append(errs, fmt.Errorf("keycastload: %w", err))
+	}
+	if c.Method != keycast.MethodRegister && len(c.Users) == 0 {
+		if c.UsersFile != "" {
+			errs = append(errs, fmt.Errorf("keycastload: no users found in %s; create them with `setup`", c.UsersFile))
+		} else {
+			errs = append(errs, ErrNoUsers)
+		}
+	}
+	if c.Rate != 0 {
+		if err := engine.ValidateRate("rate", c.Rate); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.RateFrom != 0 {
+		if c.Rate == 0 {
+			errs = append(errs, errors.New("keycastload: rate-from needs --rate (the open model)"))
+		} else if math.IsNaN(c.RateFrom) || math.IsInf(c.RateFrom, 0) || c.RateFrom < 0 {
+			errs = append(errs, fmt.Errorf("keycastload: rate-from %v must be a finite rate of 0 or more", c.RateFrom))
+		}
+	}
+	if err := c.Segment.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if s := c.Stop; s != nil {
+		if math.IsNaN(s.MaxUnintentionalErrorRate) || s.MaxUnintentionalErrorRate < 0 || s.MaxUnintentionalErrorRate > 1 {
+			errs = append(errs, fmt.Errorf("keycastload: stop condition max unintentional error rate %v must be between 0 and 1", s.MaxUnintentionalErrorRate))
+		}
+		if math.IsNaN(s.MaxLatencyP95Ms) || s.MaxLatencyP95Ms < 0 {
+			errs = append(errs, fmt.Errorf("keycastload: stop condition max p95 latency %v ms must be 0 (off) or more", s.MaxLatencyP95Ms))
+		}
+		if s.Window < 0 || s.MinRequests < 0 {
+			errs = append(errs, errors.New("keycastload: stop condition window and minimum requests must not be negative"))
+		}
+		sc := *s
+		if sc.Window == 0 {
+			sc.Window = DefaultStopWindow
+		}
+		if sc.MinRequests == 0 {
+			sc.MinRequests = DefaultStopMinimum
+		}
+		c.Stop = &sc
+	}
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
+	}
+	return c, nil
+}

@@ -1,0 +1,197 @@
+package keycastload_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycastload"
+	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
+)
+
+// End-to-end tests against the reference server on 127.0.0.1:0.
+
+func setupUsers(t *testing.T, cfg keycastload.SetupConfig) *keycastload.SetupResult {
+	t.Helper()
+	res, err := keycastload.Setup(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if len(res.File.Users) != cfg.Users || len(res.Failures) != 0 {
+		t.Fatalf("setup made %d of %d users; failures %v", len(res.File.Users), cfg.Users, res.Failures)
+	}
+	return res
+}
+
+func TestSetupHTTPThenRunEveryMethod(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{})
+	res := setupUsers(t, keycastload.SetupConfig{URL: srv.URL, Users: 6, Concurrency: 3})
+	if res.Mode != keycastload.ModeHTTP || res.File.URL != srv.URL || res.File.CreatedAt == "" {
+		t.Fatalf("setup result %+v", res)
+	}
+	for _, u := range res.File.Users {
+		if _, err := keycast.ParsePublicKey(u.Pubkey); err != nil || !strings.HasSuffix(u.Email, "@test.local") {
+			t.Fatalf("user %+v", u)
+		}
+		tok, err := keycast.ParseUCAN(u.UcanToken)
+		if err != nil || tok.Facts.BunkerPubkey == "" || tok.SelfIssued() {
+			t.Fatalf("access token of %s: %v (self-issued %v)", u.Email, err, tok != nil && tok.SelfIssued())
+		}
+	}
+	// The users file round-trips with mode 0600.
+	path := filepath.Join(t.TempDir(), "users.json")
+	if err := keycast.WriteUsersFile(path, res.File); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("users file mode %v %v", fi.Mode(), err)
+	}
+	uf, err := keycast.ReadUsersFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, m := range []keycast.Method{keycast.MethodGetPublicKey, keycast.MethodSignEvent, keycast.MethodNIP44Encrypt} {
+		for _, sc := range keycast.Scenarios {
+			t.Run(string(m)+"/"+string(sc), func(t *testing.T) {
+				r, err := keycastload.Run(context.Background(), keycastload.RunConfig{
+					URL: srv.URL, Concurrency: 4, Requests: 60, Scenario: sc, Method: m, Users: uf.Users, Seed: 371,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := r.Summary
+				if s.TotalRequests != 60 || s.SuccessfulRequests != 60 {
+					t.Fatalf("summary %+v causes %v", s, r.FailureCauses)
+				}
+				sm := r.ServerMetrics
+				if sm == nil || sm.Deltas.HTTPRPCRequestsTotal != 60 || sm.Deltas.HTTPRPCSuccess != 60 {
+					t.Fatalf("server metrics %+v", sm)
+				}
+				if r.Metadata.Seed != 371 || r.Metadata.UserCount != 6 {
+					t.Fatalf("metadata %+v", r.Metadata)
+				}
+			})
+		}
+	}
+}
+
+func TestRegisterMethodRunsTheWholeFlow(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{})
+	r, err := keycastload.Run(context.Background(), keycastload.RunConfig{
+		URL: srv.URL, Concurrency: 2, Requests: 4, Method: keycast.MethodRegister,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary.SuccessfulRequests != 4 || r.Metadata.UserCount != 0 || r.Metadata.Method != "Register" {
+		t.Fatalf("summary %+v causes %v metadata %+v", r.Summary, r.FailureCauses, r.Metadata)
+	}
+}
+
+func TestSetupDBModeUsersCanSign(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{})
+	dbURL := filepath.Join(srv.DataDir, "keycast.sqlite3")
+	if _, err := os.Stat(dbURL); err != nil {
+		t.Fatalf("reference server's SQLite file: %v", err)
+	}
+	mode, err := keycastload.ChooseMode("", srv.URL, dbURL)
+	if err != nil || mode != keycastload.ModeDB {
+		t.Fatalf("auto mode %q %v; want db for a 127.0.0.1 URL with a database", mode, err)
+	}
+	res := setupUsers(t, keycastload.SetupConfig{URL: srv.URL, Users: 7, DatabaseURL: dbURL,
+		MasterKeyPath: filepath.Join(srv.DataDir, "master.key")})
+	if res.Mode != keycastload.ModeDB {
+		t.Fatalf("mode %s", res.Mode)
+	}
+
+	// Every DB-mode user signs through the server, and the signature verifies.
+	for _, u := range res.File.Users {
+		ev := rpc(t, srv.URL, u.UcanToken, `{"method":"sign_event","params":[{"content":"hi","created_at":1700000000,"kind":1,"pubkey":"`+u.Pubkey+`","tags":[]}]}`)
+		var signed keycast.Event
+		if err := json.Unmarshal(ev, &signed); err != nil {
+			t.Fatalf("sign_event result %s: %v", ev, err)
+		}
+		if err := keycast.VerifyEvent(signed); err != nil || signed.PubKey != u.Pubkey {
+			t.Fatalf("DB-mode user %s: event %+v does not verify: %v", u.Email, signed, err)
+		}
+	}
+
+	r, err := keycastload.Run(context.Background(), keycastload.RunConfig{
+		URL: srv.URL, Concurrency: 3, Requests: 70, Scenario: keycast.ScenarioColdStart, Method: keycast.MethodSignEvent,
+		Users: res.File.Users,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary.SuccessfulRequests != 70 {
+		t.Fatalf("summary %+v causes %v", r.Summary, r.FailureCauses)
+	}
+}
+
+func TestSetupDBModeNeedsTheServersMasterKey(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{})
+	_, err := keycastload.Setup(context.Background(), keycastload.SetupConfig{URL: srv.URL, Users: 1, Mode: keycastload.ModeDB,
+		DatabaseURL: filepath.Join(srv.DataDir, "keycast.sqlite3"), MasterKeyPath: filepath.Join(t.TempDir(), "absent.key")})
+	if err == nil || !strings.Contains(err.Error(), "--master-key-path") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestSetupSummarisesFailuresByCause(t *testing.T) {
+	// Nothing listens on a closed port: every registration fails the same way.
+	_, err := keycastload.Setup(context.Background(), keycastload.SetupConfig{URL: "http://127.0.0.1:1", Users: 3, Concurrency: 2})
+	if err == nil || !strings.Contains(err.Error(), keycast.MsgNoUsersCreated) || !strings.Contains(err.Error(), "3  register: network_econnrefused") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestRunAgainstShedingServerCountsIntentionalRejections(t *testing.T) {
+	// One CPU slot and no queue: concurrent sign_event requests are shed with the 503 contract.
+	srv := kctest.Start(t, keycastserver.Config{CPUSlots: 1, CPUQueue: -1})
+	res := setupUsers(t, keycastload.SetupConfig{URL: srv.URL, Users: 4, Concurrency: 1})
+	r, err := keycastload.Run(context.Background(), keycastload.RunConfig{
+		URL: srv.URL, Concurrency: 16, Requests: 400, Scenario: keycast.ScenarioColdStart, Method: keycast.MethodSignEvent,
+		Users: res.File.Users,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Summary
+	if s.IntentionalRejections == 0 || s.IntentionalRejections != uint64(r.FailureCauses["http_503_admission_rejected"]) ||
+		s.ErrorsServer != 0 || s.SuccessfulRequests+s.IntentionalRejections != 400 {
+		t.Fatalf("summary %+v causes %v", s, r.FailureCauses)
+	}
+	if s.UnintentionalErrorRate != 0 {
+		t.Fatalf("shedding counted as unintentional: %v", s.UnintentionalErrorRate)
+	}
+}
+
+// rpc posts one /api/nostr call and returns its result.
+func rpc(t *testing.T, base, token, body string) json.RawMessage {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+keycast.PathNostr, bytes.NewReader([]byte(body)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out keycast.RPCResponse
+	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 || out.Error != "" {
+		t.Fatalf("rpc %s: HTTP %d %s", body, resp.StatusCode, b)
+	}
+	return out.Result
+}

@@ -1,0 +1,445 @@
+package keycastload
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycastresult"
+)
+
+func baseConfig(url string, users int) RunConfig {
+	return RunConfig{
+		URL:         url + "/",
+		Concurrency: 7,
+		Scenario:    keycast.ScenarioColdStart,
+		Method:      keycast.MethodGetPublicKey,
+		Users:       testUsers(users),
+	}
+}
+
+func TestRunUntilRequestsDoneIsExact(t *testing.T) {
+	f := newFakeServer(t, nil)
+	cfg := baseConfig(f.URL, 10)
+	cfg.Requests = 1000
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if s.TotalRequests != 1000 || s.SuccessfulRequests != 1000 || f.requests.Load() != 1000 {
+		t.Fatalf("total %d success %d server saw %d; want exactly 1000", s.TotalRequests, s.SuccessfulRequests, f.requests.Load())
+	}
+	if res.Latency.Count() != 1000 {
+		t.Fatalf("histogram holds %d samples", res.Latency.Count())
+	}
+	// cold-start sends request r as user r mod 10: 100 each.
+	for i, u := range cfg.Users {
+		if got := f.auths["Bearer "+u.UcanToken]; got != 100 {
+			t.Fatalf("user %d sent %d requests, want 100", i, got)
+		}
+	}
+	if res.Metadata.URL != f.URL || res.Metadata.Method != "GetPublicKey" || res.Metadata.Scenario != "ColdStart" ||
+		res.Metadata.UserCount != 10 || res.Metadata.Concurrency != 7 || res.Metadata.Requests != 1000 {
+		t.Fatalf("metadata %+v", res.Metadata)
+	}
+	if res.ServerMetrics == nil || res.ServerMetrics.Deltas == nil || res.ServerMetrics.Deltas.HTTPRPCRequestsTotal != 1000 {
+		t.Fatalf("server metrics %+v", res.ServerMetrics)
+	}
+	if res.Machine == nil || res.Machine.Target != f.URL {
+		t.Fatalf("machine record %+v", res.Machine)
+	}
+	if len(res.Timeline) < 2 || res.Timeline[len(res.Timeline)-1].RequestsTotal != 1000 {
+		t.Fatalf("timeline %+v", res.Timeline)
+	}
+	if res.Stop != nil {
+		t.Fatalf("stop %+v on a run that ended normally", res.Stop)
+	}
+	// The results survive the file format.
+	if _, err := keycastresult.Parse(mustJSON(t, res)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunRequestBodies(t *testing.T) {
+	for _, m := range []keycast.Method{keycast.MethodGetPublicKey, keycast.MethodSignEvent, keycast.MethodNIP44Encrypt} {
+		t.Run(string(m), func(t *testing.T) {
+			f := newFakeServer(t, nil)
+			cfg := baseConfig(f.URL, 1)
+			cfg.Method, cfg.Requests, cfg.Concurrency = m, 5, 1
+			if _, err := Run(context.Background(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			body := f.bodies[0]
+			pk := cfg.Users[0].Pubkey
+			switch m {
+			case keycast.MethodGetPublicKey:
+				if body != `{"method":"get_public_key","params":[]}` {
+					t.Fatalf("body %s", body)
+				}
+			case keycast.MethodSignEvent:
+				var ts int64
+				want := `{"method":"sign_event","params":[{"content":"Load test %d","created_at":%d,"kind":1,"pubkey":"` + pk + `","tags":[]}]}`
+				if _, err := fmt.Sscanf(body, `{"method":"sign_event","params":[{"content":"Load test %d"`, &ts); err != nil ||
+					body != fmt.Sprintf(want, ts, ts) {
+					t.Fatalf("body %s", body)
+				}
+			case keycast.MethodNIP44Encrypt:
+				rest, ok := strings.CutPrefix(body, `{"method":"nip44_encrypt","params":["`)
+				if !ok || len(rest) < 64 || rest[64:] != `","test message for load testing"]}` {
+					t.Fatalf("body %s", body)
+				}
+				if _, err := keycast.ParsePublicKey(rest[:64]); err != nil {
+					t.Fatalf("recipient is not a public key: %v", err)
+				}
+				if f.bodies[1] == body {
+					t.Fatal("recipient is reused; upstream draws a fresh one per request")
+				}
+			}
+		})
+	}
+}
+
+func TestRunClassifiesEveryOutcome(t *testing.T) {
+	answers := []struct {
+		status int
+		body   string
+	}{
+		{200, `{"result":"x"}`},
+		{200, `{"error":"Operation denied"}`},
+		{401, `{"error":"Invalid or expired token. Please log in again."}`},
+		{403, `{"error":"Operation denied by policy"}`},
+		{429, `{"error":"slow down","code":"rate_limited"}`},
+		{503, `{"error":"server at capacity, retry shortly","code":"admission_rejected"}`},
+		{503, `{"error":"Database temporarily unavailable"}`},
+		{500, `{"error":"Database error"}`},
+		{400, `{"error":"Missing event parameter"}`},
+		{200, `not json`},
+	}
+	f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
+		a := answers[n%int64(len(answers))]
+		return a.status, a.body
+	})
+	cfg := baseConfig(f.URL, 3)
+	cfg.Requests = int64(len(answers)) * 20
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	want := keycastresult.Summary{TotalRequests: 200, SuccessfulRequests: 20, FailedRequests: 180,
+		ErrorsAuth: 40, RateLimitedRequests: 20, IntentionalRejections: 20, ErrorsServer: 40, ErrorsClient: 20, ErrorsOther: 40}
+	if s.TotalRequests != want.TotalRequests || s.SuccessfulRequests != want.SuccessfulRequests || s.FailedRequests != want.FailedRequests ||
+		s.ErrorsAuth != want.ErrorsAuth || s.RateLimitedRequests != want.RateLimitedRequests || s.IntentionalRejections != want.IntentionalRejections ||
+		s.ErrorsServer != want.ErrorsServer || s.ErrorsClient != want.ErrorsClient || s.ErrorsOther != want.ErrorsOther || s.ErrorsNetwork != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.IntentionalRejectionRate != 0.1 || s.ErrorRate != 0.9 || s.UnintentionalErrorRate != 0.8 {
+		t.Fatalf("rates %v %v %v", s.IntentionalRejectionRate, s.ErrorRate, s.UnintentionalErrorRate)
+	}
+	wantCauses := map[string]int64{"rpc_error": 20, "bad_response_body": 20, "http_401": 20, "http_403": 20, "http_429": 20,
+		"http_503_admission_rejected": 20, "http_503": 20, "http_500": 20, "http_400": 20}
+	if fmt.Sprint(res.FailureCauses) != fmt.Sprint(wantCauses) {
+		t.Fatalf("causes %v", res.FailureCauses)
+	}
+}
+
+func TestRunCountsNetworkFailures(t *testing.T) {
+	// A server that accepts and closes every connection: no status, so every request is a network
+	// failure, and none is lost.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			c.Read(buf)
+			c.Close()
+		}
+	}()
+	cfg := baseConfig("http://"+ln.Addr().String(), 2)
+	cfg.Requests = 50
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.TotalRequests != 50 || res.Summary.ErrorsNetwork != 50 || res.ServerMetrics != nil {
+		t.Fatalf("summary %+v, server metrics %+v", res.Summary, res.ServerMetrics)
+	}
+	if res.FailureCauses["network_eof"]+res.FailureCauses["network_econnreset"] != 50 {
+		t.Fatalf("causes %v", res.FailureCauses)
+	}
+}
+
+func TestRunUnreachableTargetIsAnError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := baseConfig("http://"+addr, 1)
+	cfg.Requests = 1
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "cannot be reached") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*RunConfig)
+		want string
+	}{
+		{"no users", func(c *RunConfig) { c.Users = nil }, "no users"},
+		{"never ends", func(c *RunConfig) { c.Requests, c.Duration = 0, 0 }, "needs --requests"},
+		{"bad method", func(c *RunConfig) { c.Method = "sign" }, "unknown method"},
+		{"bad scenario", func(c *RunConfig) { c.Scenario = "hot" }, "unknown scenario"},
+		{"bad url", func(c *RunConfig) { c.URL = "ftp://x" }, "http://"},
+		{"bad rate", func(c *RunConfig) { c.Rate = -1 }, "rate"},
+		{"rate-from alone", func(c *RunConfig) { c.RateFrom = 5 }, "rate-from needs --rate"},
+		{"bad segment", func(c *RunConfig) { c.Segment = engine.Segment{Index: 2, Count: 2} }, "segment"},
+		{"bad stop", func(c *RunConfig) { c.Stop = &StopConditions{MaxUnintentionalErrorRate: 2} }, "between 0 and 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig("http://127.0.0.1:1", 1)
+			cfg.Requests = 1
+			tc.mod(&cfg)
+			_, err := Run(context.Background(), cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunOpenModel(t *testing.T) {
+	f := newFakeServer(t, nil)
+	cfg := baseConfig(f.URL, 4)
+	cfg.Rate, cfg.Requests, cfg.Concurrency = 5000, 300, 4
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	om := res.OpenModel
+	if res.Summary.TotalRequests != 300 || om == nil || om.Scheduled != 300 || om.Dropped != 0 || om.TargetRate != 5000 ||
+		om.LateThresholdMs != 1 || res.UncorrectedLatency == nil || res.UncorrectedLatency.Count() != 300 {
+		t.Fatalf("summary %+v open %+v", res.Summary, om)
+	}
+	// Latency from the intended time is never shorter than from the actual send.
+	if res.Latency.Max() < res.UncorrectedLatency.Max() || res.Metadata.TargetRate != 5000 {
+		t.Fatalf("corrected max %v < uncorrected max %v", res.Latency.Max(), res.UncorrectedLatency.Max())
+	}
+}
+
+func TestRunOpenModelCountsDroppedSends(t *testing.T) {
+	// One request in flight at a time against a server that holds each for a while: the schedule
+	// falls behind, so sends are late and, when the duration ends, some are dropped.
+	f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
+		if n == 0 {
+			time.Sleep(1200 * time.Millisecond) // a server stalled past the end of the run
+		}
+		return 200, `{"result":"x"}`
+	})
+	cfg := baseConfig(f.URL, 1)
+	cfg.Rate, cfg.Duration, cfg.Concurrency = 200, time.Second, 1
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	om := res.OpenModel
+	if res.Summary.TotalRequests != 1 || om.Scheduled != 200 || om.Dropped != 199 {
+		t.Fatalf("total %d scheduled %d dropped %d", res.Summary.TotalRequests, om.Scheduled, om.Dropped)
+	}
+	if res.Latency.Min() < time.Second {
+		t.Fatalf("the held request's latency %v does not include the hold", res.Latency.Min())
+	}
+}
+
+func TestSegmentsMergeExactly(t *testing.T) {
+	f := newFakeServer(t, nil)
+	var parts []*keycastresult.Results
+	for _, seg := range engine.Split(3) {
+		cfg := baseConfig(f.URL, 10)
+		cfg.Requests, cfg.Concurrency, cfg.Segment = 1001, 6, seg
+		res, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, res)
+	}
+	m, err := keycastresult.Merge(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Summary.TotalRequests != 1001 || m.Latency.Count() != 1001 || m.Metadata.Concurrency != 6 || len(m.Segments) != 3 {
+		t.Fatalf("merged %+v concurrency %d segments %v", m.Summary, m.Metadata.Concurrency, m.Segments)
+	}
+	// The segments together used the users exactly as one whole run: request numbers 0..1000.
+	for i, u := range testUsers(10) {
+		want := int64(100)
+		if i == 0 {
+			want = 101
+		}
+		if got := f.auths["Bearer "+u.UcanToken]; got != want {
+			t.Fatalf("user %d sent %d, want %d", i, got, want)
+		}
+	}
+}
+
+func TestRunStopsOnStopCondition(t *testing.T) {
+	f := newFakeServer(t, func(int64, *http.Request, []byte) (int, string) { return 500, `{"error":"boom"}` })
+	cfg := baseConfig(f.URL, 2)
+	cfg.Duration = time.Minute
+	cfg.Concurrency = 2
+	cfg.Stop = &StopConditions{MaxUnintentionalErrorRate: 0.05, MaxLatencyP95Ms: 10_000}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.Stop
+	if st == nil || st.Reason != StopCondition || st.Metric != MetricUnintErrors || st.Observed != 1 || st.Limit != 0.05 ||
+		st.WindowSecs != 5 || st.At == "" {
+		t.Fatalf("stop %+v", st)
+	}
+	if res.Summary.DurationSecs >= 60 || res.Summary.TotalRequests == 0 {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+}
+
+func TestRunEndsOnSignalWithPartialResults(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
+		if n == 100 {
+			cancel()
+		}
+		return 200, `{"result":"x"}`
+	})
+	cfg := baseConfig(f.URL, 2)
+	cfg.Duration = time.Minute
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 101 requests had reached the server when it cancelled; at most Concurrency were still in flight
+	// (cut off, uncounted).
+	if res.Stop == nil || res.Stop.Reason != StopSignal || res.Summary.TotalRequests < 101-7 || res.Summary.DurationSecs >= 60 {
+		t.Fatalf("stop %+v summary %+v", res.Stop, res.Summary)
+	}
+	if uint64(res.Latency.Count()) != res.Summary.TotalRequests {
+		t.Fatal("histogram and counters disagree")
+	}
+}
+
+func TestEachUserKeepsItsOwnCookies(t *testing.T) {
+	f := newFakeServer(t, nil, cookieSetter)
+	cfg := baseConfig(f.URL, 3)
+	cfg.Requests, cfg.Concurrency = 30, 1
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Requests 0..2 are each user's first: no cookie yet. Afterwards user i always sends its own.
+	for n, c := range f.cookies {
+		want := ""
+		if n >= 3 {
+			want = fmt.Sprintf("affinity=token-%d", n%3)
+		}
+		if c != want {
+			t.Fatalf("request %d sent Cookie %q, want %q", n, c, want)
+		}
+	}
+}
+
+// cookieSetter answers every request with a Set-Cookie naming the caller's token.
+func cookieSetter(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			w.Header().Add("Set-Cookie", "affinity="+tok+"; Path=/; HttpOnly")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func TestStaleKeepAliveConnectionIsRetriedOnce(t *testing.T) {
+	// The server closes every connection after one response without saying so: the second request
+	// on that connection fails before any byte and is sent again on a fresh connection.
+	f := newFakeServer(t, nil, closeAfter)
+	cfg := baseConfig(f.URL, 1)
+	cfg.Requests, cfg.Concurrency = 20, 1
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.SuccessfulRequests != 20 {
+		t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses)
+	}
+}
+
+// closeAfter hijacks the connection after each response and closes it with no Connection: close
+// header, as an idle-timeout close looks to a client.
+func closeAfter(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		w.(http.Flusher).Flush()
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, buf, err := hj.Hijack(); err == nil {
+				buf.Flush()
+				c.Close()
+			}
+		}
+	})
+}
+
+func TestRunReportsTimeoutAsNetworkFailure(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
+		<-block
+		return 200, "{}"
+	})
+	cfg := baseConfig(f.URL, 1)
+	cfg.Requests, cfg.Concurrency, cfg.HTTPTimeout = 1, 1, 200*time.Millisecond
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FailureCauses["network_timeout"] != 1 {
+		t.Fatalf("causes %v", res.FailureCauses)
+	}
+}
+
+func mustJSON(t *testing.T, r *keycastresult.Results) []byte {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestNoUsersError(t *testing.T) {
+	cfg := baseConfig("http://127.0.0.1:1", 0)
+	cfg.Requests = 1
+	_, err := Run(context.Background(), cfg)
+	if !errors.Is(err, ErrNoUsers) {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -1,0 +1,96 @@
+package keycastresult
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/hist"
+)
+
+func sample(n int, failed uint64) *Results {
+	h := hist.New()
+	for i := 1; i <= n; i++ {
+		h.Record(time.Duration(i) * time.Millisecond)
+	}
+	c := Counts{Total: uint64(n), Success: uint64(n) - failed, Failed: failed, Server: failed}
+	return &Results{Metadata: Metadata{URL: "http://x", Concurrency: 2}, Summary: Summarize(c, h, 2*time.Second), Latency: h, Timeline: []TimelinePoint{}}
+}
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "r.json")
+	r := sample(100, 3)
+	if err := Write(path, r); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Summary != r.Summary || back.Latency.Count() != 100 {
+		t.Fatalf("%+v", back.Summary)
+	}
+}
+
+func TestParseRejectsInconsistentFiles(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{`, "not a results file"},
+		{`[]`, "not a results file"},
+		{`{"summary":{"total_requests":3,"successful_requests":1,"failed_requests":1}}`, "successful 1 + failed 1 != total 3"},
+	} {
+		if _, err := Parse([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%s) err %v, want %q", tc.body, err, tc.want)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join("..", "report", "testdata", "upstream-a8d40c9.json"))
+	if len(b) > 0 {
+		if _, err := Parse(b); err != nil {
+			t.Fatalf("upstream file: %v", err)
+		}
+	}
+}
+
+func TestMergeIsExact(t *testing.T) {
+	a, b := sample(100, 1), sample(50, 2)
+	m, err := Merge([]*Results{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := hist.New()
+	whole.Merge(a.Latency)
+	whole.Merge(b.Latency)
+	if m.Summary.TotalRequests != 150 || m.Summary.FailedRequests != 3 || m.Summary.LatencyP99Ms != whole.Summary().P99Ms || m.Metadata.Concurrency != 4 {
+		t.Fatalf("%+v", m.Summary)
+	}
+	if _, err := Merge([]*Results{{}}); err != ErrNoHistogram {
+		t.Fatalf("merge of an upstream file: %v", err)
+	}
+}
+
+// FuzzParse feeds arbitrary bytes to the results parser: it must never panic, and whatever it
+// accepts is consistent.
+func FuzzParse(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join("..", "report", "testdata", "upstream-a8d40c9.json")); err == nil {
+		f.Add(b)
+	}
+	if b, err := os.ReadFile(filepath.Join("..", "report", "testdata", "ours.json.golden")); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"summary":{"total_requests":1,"successful_requests":1},"latency_histogram":{"hdr":"x"}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := Parse(b)
+		if err != nil {
+			return
+		}
+		s := r.Summary
+		if s.SuccessfulRequests+s.FailedRequests != s.TotalRequests {
+			t.Fatal("accepted inconsistent counts")
+		}
+		if r.Latency != nil && uint64(r.Latency.Count()) != s.TotalRequests {
+			t.Fatal("accepted a histogram that disagrees with the counts")
+		}
+	})
+}

@@ -1,0 +1,339 @@
+package keycastserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycaststore"
+)
+
+// Messages of Keycast's AuthError (reference keycast.md §3.8), as data.
+const (
+	msgEmailExists     = "This email is already registered. Please log in instead."
+	msgKeyExists       = "This Nostr key is already registered. Please log in instead or use a different key."
+	msgSessionRevoked  = "Session revoked successfully"
+	msgInvalidEmail    = "Invalid email address"
+	msgPasswordMissing = "Password is required"
+	// maxPasswordBytes is bcrypt's input limit.
+	maxPasswordBytes = 72
+)
+
+// authTimeout bounds the database and CPU work of one auth or OAuth request.
+const authTimeout = 30 * time.Second
+
+// sessionCookie is the Set-Cookie value of register and login.
+func (s *Server) sessionCookie(token string) string {
+	return keycast.SessionCookieName + "=" + token + "; HttpOnly; Secure; SameSite=Lax; Path=/; Max-Age=" +
+		strconv.FormatInt(int64(s.cfg.TokenLifetime/time.Second), 10)
+}
+
+// origin returns the request's Origin header, required by register and login.
+func requestOrigin(r *http.Request) (string, bool) {
+	o := strings.TrimSpace(r.Header.Get("Origin"))
+	return o, o != ""
+}
+
+// serveRegister is POST /api/auth/register (Dec-2025 behaviour: the answer sets the session
+// cookie the OAuth step needs).
+func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request, tenantID int64) {
+	origin, ok := requestOrigin(r)
+	if !ok {
+		writeError(w, http.StatusBadRequest, keycast.MsgOriginRequired, "")
+		return
+	}
+	var req keycast.RegisterRequest
+	if err := s.decodeJSON(r, &req, "email", "password"); err != nil {
+		writeBodyError(w, err)
+		return
+	}
+	email := strings.TrimSpace(req.Email)
+	if !plausibleEmail(email) {
+		writeError(w, http.StatusBadRequest, msgInvalidEmail, "INVALID_EMAIL")
+		return
+	}
+	if req.Password == "" {
+		writeError(w, http.StatusBadRequest, msgPasswordMissing, "")
+		return
+	}
+	if len(req.Password) > maxPasswordBytes {
+		writeError(w, http.StatusBadRequest, "Password is longer than 72 bytes", "")
+		return
+	}
+	var sk keycast.SecretKey
+	if req.Nsec != nil && strings.TrimSpace(*req.Nsec) != "" {
+		k, err := keycast.ParseSecretKey(*req.Nsec)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "Invalid nsec: "+trimPrefix(err.Error()), "")
+			return
+		}
+		sk = k
+	} else {
+		k, err := keycast.GenerateSecretKey()
+		if err != nil {
+			s.log.Error("generating a user key failed", "err", err)
+			writeError(w, http.StatusServiceUnavailable, keycast.MsgServiceUnavailable, "")
+			return
+		}
+		sk = k
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+	defer cancel()
+
+	hash, err := s.bcryptHash(ctx, req.Password)
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	signer := keycast.NewSigner(sk)
+	pub := signer.Public()
+	sealed, err := keycast.SealWith(s.aead, sk[:])
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	now := s.cfg.Now()
+	err = s.store.CreateUserWithKeys(ctx, keycaststore.User{
+		Pubkey: pub.Hex(), TenantID: tenantID, Email: email, PasswordHash: string(hash),
+		VerificationToken: randomHex(32), VerificationExpiresAt: now.Add(24 * time.Hour), CreatedAt: now,
+	}, sealed)
+	switch {
+	case errors.Is(err, keycaststore.ErrDuplicateEmail):
+		writeError(w, http.StatusConflict, msgEmailExists, "")
+		return
+	case errors.Is(err, keycaststore.ErrDuplicateKey):
+		writeError(w, http.StatusConflict, msgKeyExists, "")
+		return
+	case err != nil:
+		s.authFail(w, err)
+		return
+	}
+	tok, err := s.mintSession(signer, tenantID, email, origin, req.Relays, now)
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	s.m.registrations.Add(1)
+	w.Header().Add("Set-Cookie", s.sessionCookie(tok))
+	writeJSON(w, http.StatusOK, keycast.RegisterResponse{Success: true, Pubkey: pub.Hex()})
+}
+
+// serveLogin is POST /api/auth/login: email and password against the tenant's users.
+func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, tenantID int64) {
+	origin, ok := requestOrigin(r)
+	if !ok {
+		writeError(w, http.StatusBadRequest, keycast.MsgOriginRequired, "")
+		return
+	}
+	var req struct {
+		Email    string `json:"email"`
+		Password string `json:"password"`
+	}
+	if err := s.decodeJSON(r, &req, "email", "password"); err != nil {
+		writeBodyError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+	defer cancel()
+	u, err := s.store.UserByEmail(ctx, tenantID, strings.TrimSpace(req.Email))
+	if errors.Is(err, keycaststore.ErrNotFound) {
+		s.m.loginFailures.Add(1)
+		writeError(w, http.StatusUnauthorized, keycast.MsgOAuthUnauthorized, "")
+		return
+	}
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	release, err := s.acquireCPU(ctx, time.Time{})
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	err = bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(req.Password))
+	release()
+	if err != nil {
+		s.m.loginFailures.Add(1)
+		writeError(w, http.StatusUnauthorized, keycast.MsgOAuthUnauthorized, "")
+		return
+	}
+	sealed, err := s.store.PersonalKey(ctx, u.Pubkey)
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	signer, err := s.openUserKey(sealed, u.Pubkey)
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	tok, err := s.mintSession(signer, tenantID, u.Email, origin, nil, s.cfg.Now())
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	s.m.logins.Add(1)
+	w.Header().Add("Set-Cookie", s.sessionCookie(tok))
+	writeJSON(w, http.StatusOK, keycast.RegisterResponse{Success: true, Pubkey: u.Pubkey})
+}
+
+// serveRevoke is POST /api/user/sessions/revoke {"bunker_pubkey"}: the caller (session cookie
+// or bearer token) revokes one of their authorizations. Cached handlers of it stop working at
+// once in this process.
+func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request, tenantID int64) {
+	user, err := s.userFromRequest(r, 0)
+	if err != nil {
+		if errors.Is(err, keycast.ErrMissingBearer) {
+			writeError(w, http.StatusUnauthorized, keycast.MsgAuthRequired, "")
+		} else {
+			writeError(w, http.StatusUnauthorized, keycast.MsgInvalidToken, "")
+		}
+		return
+	}
+	var req struct {
+		BunkerPubkey string `json:"bunker_pubkey"`
+	}
+	if err := s.decodeJSON(r, &req, "bunker_pubkey"); err != nil {
+		writeBodyError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
+	defer cancel()
+	ids, err := s.store.RevokeAuthorizations(ctx, tenantID, user.Hex(), strings.ToLower(req.BunkerPubkey), s.cfg.Now())
+	if errors.Is(err, keycaststore.ErrNotFound) {
+		writeError(w, http.StatusUnauthorized, keycast.MsgInvalidToken, "")
+		return
+	}
+	if err != nil {
+		s.authFail(w, err)
+		return
+	}
+	s.evictRevoked(ids)
+	writeJSON(w, http.StatusOK, struct {
+		Success bool   `json:"success"`
+		Message string `json:"message"`
+	}{true, msgSessionRevoked})
+}
+
+// evictRevoked counts revocations and drops the authorizations' cached handlers.
+func (s *Server) evictRevoked(ids []int64) {
+	s.m.oauthRevoked.Add(uint64(len(ids)))
+	n := s.cache.revoke(ids, s.cfg.Now().UnixNano())
+	s.m.revokedEvictions.Add(float64(n))
+}
+
+// userFromRequest validates the bearer token, else the session cookie, and returns the user
+// (the token's audience). tenant 0 skips the tenant check.
+func (s *Server) userFromRequest(r *http.Request, tenant int64) (keycast.PublicKey, error) {
+	authz := r.Header.Get("Authorization")
+	if !strings.HasPrefix(authz, "Bearer ") {
+		c, err := r.Cookie(keycast.SessionCookieName)
+		if err != nil || c.Value == "" {
+			return keycast.PublicKey{}, keycast.ErrMissingBearer
+		}
+		authz = "Bearer " + c.Value
+	}
+	u, err := s.validate(r.Context(), authz, tenant)
+	if err != nil {
+		return keycast.PublicKey{}, err
+	}
+	return u.Audience, nil
+}
+
+// validate runs ValidateBearer (a Schnorr verification) under the CPU gate.
+func (s *Server) validate(ctx context.Context, authz string, tenant int64) (*keycast.UCAN, error) {
+	release, err := s.acquireCPU(ctx, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return keycast.ValidateBearer(authz, keycast.ValidateOptions{Now: s.cfg.Now(), ServerPubkey: s.serverPub, ExpectedTenant: tenant})
+}
+
+// mintSession mints the user-signed session token of register and login.
+func (s *Server) mintSession(signer *keycast.Signer, tenantID int64, email, origin string, relays []string, now time.Time) (string, error) {
+	return keycast.MintUCAN(signer, signer.Public(), keycast.Facts{
+		TenantID: keycast.Int64(tenantID), Email: email, RedirectOrigin: origin, Relays: relays,
+	}, s.cfg.TokenLifetime, now)
+}
+
+// bcryptHash hashes a password under the CPU gate.
+func (s *Server) bcryptHash(ctx context.Context, password string) ([]byte, error) {
+	release, err := s.acquireCPU(ctx, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return bcrypt.GenerateFromPassword([]byte(password), s.cfg.BcryptCost)
+}
+
+// openUserKey decrypts a sealed personal key and checks it belongs to pubkeyHex.
+func (s *Server) openUserKey(sealed []byte, pubkeyHex string) (*keycast.Signer, error) {
+	plain, err := keycast.OpenWith(s.aead, sealed)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(plain)
+	if len(plain) != 32 {
+		return nil, errors.New("keycastserver: personal key is not 32 bytes")
+	}
+	signer, err := keycast.NewSignerChecked(keycast.SecretKey(plain))
+	if err != nil {
+		return nil, err
+	}
+	if signer.Public().Hex() != pubkeyHex {
+		return nil, errors.New("keycastserver: personal key does not belong to its user (wrong master key?)")
+	}
+	return signer, nil
+}
+
+// authFail answers the auth endpoints' server-side failures: admission rejection keeps its
+// contract; everything else is Keycast's 503 "Service temporarily unavailable".
+func (s *Server) authFail(w http.ResponseWriter, err error) {
+	if errors.Is(err, errRejected) {
+		writeAdmissionRejected(w)
+		return
+	}
+	s.log.Error("auth request failed", "err", err)
+	writeError(w, http.StatusServiceUnavailable, keycast.MsgServiceUnavailable, "")
+}
+
+// plausibleEmail is a light shape check: something@something without spaces.
+func plausibleEmail(e string) bool {
+	at := strings.IndexByte(e, '@')
+	return at > 0 && at < len(e)-1 && len(e) <= 254 && !strings.ContainsAny(e, " \t\r\n<>\"")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// randomAlnum returns n characters from [A-Za-z0-9], uniformly (rejection sampling).
+func randomAlnum(n int) string {
+	out := make([]byte, 0, n)
+	var buf [64]byte
+	for len(out) < n {
+		rand.Read(buf[:])
+		for _, c := range buf {
+			if c < 248 { // 248 = 62*4
+				out = append(out, alnum[c%62])
+				if len(out) == n {
+					break
+				}
+			}
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,119 @@
+package keycastserver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+)
+
+// BenchmarkSchnorrSign is the bound sign_event is measured against: one BIP-340 signature of a
+// 32-byte id with fresh aux randomness, exactly what the server does per sign_event.
+func BenchmarkSchnorrSign(b *testing.B) {
+	s := keycast.NewSigner(keycast.MustGenerateSecretKey())
+	msg := sha256.Sum256([]byte("keycast"))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.SignRandom(msg); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkSignEventWork is sign_event without HTTP: parse the load tool's event, policy check,
+// id, signature, result JSON.
+func BenchmarkSignEventWork(b *testing.B) {
+	s := keycast.NewSigner(keycast.MustGenerateSecretKey())
+	body, _ := keycast.AppendRPCBody(nil, keycast.MethodSignEvent, s.Public().Hex(), time.Now().Unix(), "")
+	call, err := parseRPC(body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	perms := []keycast.Permission{}
+	if p, ok := keycast.ParsePermission("allowed_kinds_social_messaging", []byte(`{"allowed_kinds":[0,1,3,4,7,44,1059,9735,22242]}`)); ok {
+		perms = append(perms, p)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var buf []byte
+		for pb.Next() {
+			c, err := parseRPC(body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ev, err := parseEventFor(c.params[0], s.Public().Hex())
+			if err != nil || !keycast.AllowSign(perms, ev.Kind, ev.Content) {
+				b.Fatal(err)
+			}
+			signed, err := keycast.SignEvent(s, ev)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf = signed.AppendJSON(append(buf[:0], `{"result":`...))
+		}
+	})
+	_ = call
+}
+
+// discardWriter is a minimal ResponseWriter so the benchmark measures the handler, not a
+// recorder.
+type discardWriter struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) WriteHeader(s int)   { w.status = s }
+func (w *discardWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	return len(p), nil
+}
+
+type rewindBody struct{ *bytes.Reader }
+
+func (rewindBody) Close() error { return nil }
+
+// BenchmarkGetPublicKeyHandler is the warm get_public_key path through the server's handler
+// (cache hit), without sockets.
+func BenchmarkGetPublicKeyHandler(b *testing.B) {
+	benchHandler(b, func(string) []byte { return []byte(`{"method":"get_public_key","params":[]}`) })
+}
+
+// BenchmarkSignEventHandler is the warm sign_event path through the handler, without sockets.
+func BenchmarkSignEventHandler(b *testing.B) {
+	benchHandler(b, func(pub string) []byte {
+		body, _ := keycast.AppendRPCBody(nil, keycast.MethodSignEvent, pub, time.Now().Unix(), "")
+		return body
+	})
+}
+
+func benchHandler(b *testing.B, body func(pub string) []byte) {
+	s, base := startInternal(b, Config{})
+	tok, pub := grantToken(b, base)
+	payload := body(pub)
+	h := s.Handler()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		rd := bytes.NewReader(payload)
+		req, _ := http.NewRequest("POST", base+keycast.PathNostr, rewindBody{rd})
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.ContentLength = int64(len(payload))
+		w := &discardWriter{h: http.Header{}}
+		for pb.Next() {
+			rd.Reset(payload)
+			clear(w.h)
+			h.ServeHTTP(w, req)
+			if w.status != 200 {
+				b.Fatalf("status %d", w.status)
+			}
+		}
+	})
+}

@@ -1,0 +1,482 @@
+package keycastserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+)
+
+// startInternal runs a server on 127.0.0.1:0 for tests that need its internals.
+func startInternal(t testing.TB, cfg Config) (*Server, string) {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
+	cfg.BcryptCost = 4
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Shutdown(context.Background())
+		<-done
+	})
+	return s, "http://" + ln.Addr().String()
+}
+
+func post(t testing.TB, url, body string, headers ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, b
+}
+
+// grantToken registers a user and runs the OAuth flow without PKCE.
+func grantToken(t testing.TB, base string) (token, pubkey string) {
+	t.Helper()
+	st, h, b := post(t, base+keycast.PathRegister, `{"email":"shed@test.local","password":"pw"}`, "Origin", base)
+	if st != 200 {
+		t.Fatalf("register: %d %s", st, b)
+	}
+	var rr keycast.RegisterResponse
+	json.Unmarshal(b, &rr)
+	var session string
+	for _, c := range h.Values("Set-Cookie") {
+		if v, ok := strings.CutPrefix(c, "keycast_session="); ok {
+			session, _, _ = strings.Cut(v, ";")
+		}
+	}
+	st, _, b = post(t, base+keycast.PathAuthorize, `{"approved":true,"client_id":"loadtest","redirect_uri":"`+base+`/callback","scope":"policy:social"}`,
+		"Cookie", "keycast_session="+session)
+	if st != 200 {
+		t.Fatalf("authorize: %d %s", st, b)
+	}
+	var ar keycast.AuthorizeResponse
+	json.Unmarshal(b, &ar)
+	st, _, b = post(t, base+keycast.PathToken, `{"code":"`+ar.Code+`","client_id":"loadtest","redirect_uri":"`+base+`/callback"}`)
+	if st != 200 {
+		t.Fatalf("token: %d %s", st, b)
+	}
+	var tr keycast.TokenResponse
+	json.Unmarshal(b, &tr)
+	return tr.AccessToken, rr.Pubkey
+}
+
+func signBody(pubkey string) string {
+	b, _ := keycast.AppendRPCBody(nil, keycast.MethodSignEvent, pubkey, time.Now().Unix(), "")
+	return string(b)
+}
+
+// wantAdmissionRejected checks the exact shedding contract.
+func wantAdmissionRejected(t testing.TB, status int, h http.Header, body []byte) {
+	t.Helper()
+	if status != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" ||
+		string(body) != `{"error":"server at capacity, retry shortly","code":"admission_rejected"}` {
+		t.Errorf("want the 503 admission_rejected contract, got %d Retry-After=%q %s", status, h.Get("Retry-After"), body)
+	}
+}
+
+func TestSheddingContract(t *testing.T) {
+	s, base := startInternal(t, Config{CPUSlots: 1, CPUQueue: -1, QueueTimeout: 50 * time.Millisecond})
+	tok, pub := grantToken(t, base)
+	auth := []string{"Authorization", "Bearer " + tok}
+	if st, _, b := post(t, base+keycast.PathNostr, signBody(pub), auth...); st != 200 {
+		t.Fatalf("sign_event with a free slot: %d %s", st, b)
+	}
+
+	// Saturated: the only slot is held and nobody may wait.
+	release, err := s.gate.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, h, b := post(t, base+keycast.PathNostr, signBody(pub), auth...)
+	wantAdmissionRejected(t, st, h, b)
+	peer := keycast.MustGenerateSecretKey().Public().Hex()
+	st, h, b = post(t, base+keycast.PathNostr, `{"method":"nip44_encrypt","params":["`+peer+`","x"]}`, auth...)
+	wantAdmissionRejected(t, st, h, b)
+	st, h, b = post(t, base+keycast.PathRegister, `{"email":"second@test.local","password":"pw"}`, "Origin", base)
+	wantAdmissionRejected(t, st, h, b)
+	// get_public_key needs no CPU slot: a cache hit still answers.
+	if st, _, b := post(t, base+keycast.PathNostr, `{"method":"get_public_key","params":[]}`, auth...); st != 200 {
+		t.Fatalf("get_public_key while saturated: %d %s", st, b)
+	}
+	release()
+
+	m := string(must(s.m.appendText(nil)))
+	if !strings.Contains(m, `keycast_expensive_resource_rejections_total{outcome="queue_full",resource="cpu"} 3`) {
+		t.Errorf("rejections not counted:\n%s", grep(m, "rejections"))
+	}
+	if !strings.Contains(m, `keycast_http_rpc_operation_duration_seconds_count{method="sign_event",outcome="admission_rejected"} 1`) {
+		t.Errorf("histogram outcome missing:\n%s", grep(m, "sign_event"))
+	}
+}
+
+func TestSheddingQueueTimeout(t *testing.T) {
+	s, base := startInternal(t, Config{CPUSlots: 1, CPUQueue: 4, QueueTimeout: 20 * time.Millisecond})
+	tok, pub := grantToken(t, base)
+	release, err := s.gate.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	st, h, b := post(t, base+keycast.PathNostr, signBody(pub), "Authorization", "Bearer "+tok)
+	wantAdmissionRejected(t, st, h, b)
+	if !strings.Contains(string(must(s.m.appendText(nil))), `outcome="queue_timeout",resource="cpu"} 1`) {
+		t.Error("queue timeout not counted")
+	}
+}
+
+// TestSheddingUnderLoad fires concurrent sign_event at one slot with no queue: every answer is
+// either a signed event or the exact 503 contract, never a 500 or a 429.
+func TestSheddingUnderLoad(t *testing.T) {
+	s, base := startInternal(t, Config{CPUSlots: 1, CPUQueue: -1})
+	tok, pub := grantToken(t, base)
+	// Hold the only slot until the first request has been shed, so shedding certainly happens;
+	// then free it so the rest of the burst competes for it.
+	release, err := s.gate.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		ok, shed  int
+		firstShed = make(chan struct{})
+		once      sync.Once
+	)
+	start := make(chan struct{})
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			st, h, b := post(t, base+keycast.PathNostr, signBody(pub), "Authorization", "Bearer "+tok)
+			mu.Lock()
+			defer mu.Unlock()
+			switch st {
+			case 200:
+				var r struct{ Result keycast.Event }
+				if err := json.Unmarshal(b, &r); err != nil || keycast.VerifyEvent(r.Result) != nil {
+					t.Errorf("request %d: 200 with a bad event: %s", i, b)
+				}
+				ok++
+			case 503:
+				wantAdmissionRejected(t, st, h, b)
+				shed++
+				once.Do(func() { close(firstShed) })
+			default:
+				t.Errorf("request %d: status %d %s", i, st, b)
+			}
+		}()
+	}
+	close(start)
+	<-firstShed
+	release()
+	wg.Wait()
+	if shed == 0 || ok+shed != 64 {
+		t.Fatalf("ok %d, shed %d", ok, shed)
+	}
+	if st, _, b := post(t, base+keycast.PathNostr, signBody(pub), "Authorization", "Bearer "+tok); st != 200 {
+		t.Fatalf("after the burst: %d %s", st, b)
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	c, err := ConfigFromEnv(env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.withDefaults()
+	if d.Addr != DefaultAddr || d.HandlerCacheSize != 1_000_000 || d.CPUQueue != 64*d.CPUSlots || d.QueueTimeout != 250*time.Millisecond ||
+		d.RPCRatePerSecond != 0 || d.BcryptCost != 12 || d.BodyLimit != 64<<10 || d.TokenLifetime != 24*time.Hour {
+		t.Errorf("defaults %+v", d)
+	}
+	c, err = ConfigFromEnv(env("PORT", "4000", "KEYCAST_CPU_QUEUE", "0", "KEYCAST_CPU_SLOTS", "3", "HANDLER_CACHE_SIZE", "10",
+		"KEYCAST_RPC_RATE_PER_SECOND", "2.5", "ALLOWED_ORIGINS", "https://a.example, https://b.example", "DATABASE_URL", "postgres://u@h/db",
+		"KEYCAST_QUEUE_TIMEOUT_MS", "5", "TOKEN_EXPIRY_SECONDS", "60", "BUNKER_RELAYS", "wss://r.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = c.withDefaults()
+	if d.Addr != "127.0.0.1:4000" || d.CPUQueue != 0 || d.CPUSlots != 3 || d.HandlerCacheSize != 10 || d.RPCRatePerSecond != 2.5 ||
+		d.RPCBurst != 2.5 || len(d.AllowedOrigins) != 2 || d.QueueTimeout != 5*time.Millisecond || d.TokenLifetime != time.Minute ||
+		len(d.BunkerRelays) != 1 {
+		t.Errorf("parsed %+v", d)
+	}
+	_, err = ConfigFromEnv(env("PORT", "0", "HANDLER_CACHE_SIZE", "-1", "KEYCAST_CPU_SLOTS", "x", "KEYCAST_CPU_QUEUE", "-3",
+		"KEYCAST_RPC_RATE_PER_SECOND", "0", "SERVER_NSEC", "nsec1bad", "ALLOWED_ORIGINS", "not a url", "KEYCAST_BCRYPT_COST", "99",
+		"BUNKER_RELAYS", "http://x", "DATABASE_URL", "postgres://"))
+	if err == nil {
+		t.Fatal("bad environment accepted")
+	}
+	for _, name := range []string{"PORT", "HANDLER_CACHE_SIZE", "KEYCAST_CPU_SLOTS", "KEYCAST_CPU_QUEUE", "KEYCAST_RPC_RATE_PER_SECOND",
+		"SERVER_NSEC", "ALLOWED_ORIGINS", "KEYCAST_BCRYPT_COST", "BUNKER_RELAYS", "DATABASE_URL"} {
+		if !strings.Contains(err.Error(), name+"=") {
+			t.Errorf("error does not name %s:\n%v", name, err)
+		}
+	}
+	if strings.Contains(err.Error(), "nsec1bad") {
+		t.Error("the error shows the secret key")
+	}
+	if _, err := ConfigFromEnv(env("KEYCAST_RPC_BURST", "5")); err == nil || !strings.Contains(err.Error(), "KEYCAST_RPC_RATE_PER_SECOND") {
+		t.Errorf("burst without rate: %v", err)
+	}
+}
+
+func TestHandlerCache(t *testing.T) {
+	mk := func(id int64, key byte) *rpcHandler {
+		return &rpcHandler{key: tokenKey{key}, auth: &authState{id: id}, tokenExp: 1 << 40}
+	}
+	sec := int64(time.Second)
+	c := newHandlerCache(2, time.Hour, time.Minute)
+	now := int64(1000) * sec
+	if !c.put(mk(1, 1), now) || !c.put(mk(1, 2), now) {
+		t.Fatal("put refused")
+	}
+	if _, st := c.get(tokenKey{1}, now); st != cacheHit {
+		t.Fatal("miss after put")
+	}
+	// Capacity 2: a third entry evicts the least recently used (key 2) and the index follows.
+	c.put(mk(2, 3), now)
+	if _, st := c.get(tokenKey{2}, now); st != cacheMiss {
+		t.Fatal("LRU did not evict the oldest")
+	}
+	c.mu.Lock()
+	if len(c.byAuth[1].keys) != 1 {
+		t.Errorf("index of authorization 1: %v", c.byAuth[1].keys)
+	}
+	c.mu.Unlock()
+	// Revocation evicts every handler of the authorization and blocks re-caching it.
+	if n := c.revoke([]int64{1}, now); n != 1 {
+		t.Errorf("revoke evicted %d", n)
+	}
+	if _, st := c.get(tokenKey{1}, now); st != cacheMiss {
+		t.Error("revoked handler still cached")
+	}
+	if c.put(mk(1, 9), now) {
+		t.Error("a handler of a revoked authorization was cached (stale load after revocation)")
+	}
+	// A handler whose state was revoked after it was cached is refused on the hit.
+	h := mk(3, 4)
+	c.put(h, now)
+	h.auth.revoked.Store(true)
+	if _, st := c.get(tokenKey{4}, now); st != cacheInvalid {
+		t.Error("revoked state not checked on hit")
+	}
+	// Idle expiry on get and in the sweep.
+	c.put(mk(4, 5), now)
+	if _, st := c.get(tokenKey{5}, now+int64(time.Hour)+1); st != cacheMiss {
+		t.Error("idle entry served")
+	}
+	c.put(mk(5, 6), now)
+	c.put(mk(6, 7), now+int64(30*time.Minute))
+	if n := c.sweep(now+int64(time.Hour)+sec, 10); n != 1 || c.len() != 1 {
+		t.Errorf("sweep dropped %d, %d left", n, c.len())
+	}
+	// Authorization expiry and token expiry on hit.
+	e := mk(7, 8)
+	e.auth.expiresAt = now + sec
+	c.put(e, now)
+	if _, st := c.get(tokenKey{8}, now+2*sec); st != cacheInvalid {
+		t.Error("expired authorization served")
+	}
+	f := mk(8, 10)
+	f.tokenExp = now/sec + 1
+	c.put(f, now)
+	if _, st := c.get(tokenKey{10}, now+3*sec); st != cacheInvalid {
+		t.Error("expired token served")
+	}
+}
+
+func TestTenantDomain(t *testing.T) {
+	for _, tt := range []struct{ host, want string }{
+		{"localhost:3000", "localhost"},
+		{"Example.COM", "example.com"},
+		{"127.0.0.1:80", "127.0.0.1"},
+		{"[::1]:3000", "::1"},
+		{"", ""},
+		{"bad host", ""},
+		{"a/b", ""},
+	} {
+		got, err := tenantDomain(tt.host)
+		if got != tt.want || (tt.want == "") != (err != nil) {
+			t.Errorf("tenantDomain(%q) = %q, %v; want %q", tt.host, got, err, tt.want)
+		}
+	}
+	if _, err := tenantDomain(""); err == nil || err.Error() != keycast.MsgMissingHost {
+		t.Errorf("missing host: %v", err)
+	}
+}
+
+func TestParseRPC(t *testing.T) {
+	for _, tt := range []struct {
+		body   string
+		method string
+		params int
+		status int
+	}{
+		{`{"method":"get_public_key","params":[]}`, "get_public_key", 0, 0},
+		{`{"method": "get_public_key"}`, "get_public_key", 0, 0},
+		{`{"method":"sign_event","params":[{"kind":1}]}`, "sign_event", 1, 0},
+		{`{"method":"x","params":null}`, "x", 0, 0},
+		{`{"params":[]}`, "", 0, 422},
+		{`{"method":1}`, "", 0, 422},
+		{`{"method":"x","params":{}}`, "", 0, 422},
+		{`[]`, "", 0, 422},
+		{`{"method":`, "", 0, 400},
+		{``, "", 0, 400},
+	} {
+		c, err := parseRPC([]byte(tt.body))
+		var be *bodyError
+		switch {
+		case tt.status != 0:
+			if !errors.As(err, &be) || be.status != tt.status {
+				t.Errorf("parseRPC(%s): %v, want status %d", tt.body, err, tt.status)
+			}
+		case err != nil || c.method != tt.method || len(c.params) != tt.params:
+			t.Errorf("parseRPC(%s) = %+v, %v", tt.body, c, err)
+		}
+	}
+}
+
+func FuzzParseRPC(f *testing.F) {
+	for _, s := range []string{`{"method":"get_public_key","params":[]}`, `{"method":"sign_event","params":[{"kind":1,"content":"x"}]}`,
+		`{"method":"nip44_encrypt","params":["ab","cd"]}`, `{"method":null}`, `{`, `[]`, `{"params":[1,2,3]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := parseRPC(b)
+		if err != nil {
+			var be *bodyError
+			if !errors.As(err, &be) || (be.status != 400 && be.status != 422) {
+				t.Fatalf("parseRPC error without a 400/422 status: %v", err)
+			}
+			return
+		}
+		if c.idx < 0 || c.idx > mUnknown || (c.idx != mUnknown && rpcMethodLabels[c.idx] != c.method) {
+			t.Fatalf("method %q mapped to index %d", c.method, c.idx)
+		}
+		// Every accepted body's params reach the parameter readers without panics.
+		stringParam(c.params, 0)
+		stringParam(c.params, 1)
+		if len(c.params) > 0 {
+			keycast.ParseUnsignedEvent(c.params[0])
+		}
+	})
+}
+
+func FuzzDecodeJSONBytes(f *testing.F) {
+	for _, s := range []string{`{"email":"a@b.c","password":"p"}`, `{"email":null}`, `{"email":"a","password":"b","nsec":"x","relays":["r"]}`, `{`, `"x"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var req keycast.RegisterRequest
+		err := decodeJSONBytes(b, &req, "email", "password")
+		if err == nil {
+			if !json.Valid(b) || !bytes.Contains(b, []byte(`"email"`)) {
+				t.Fatalf("accepted %q", b)
+			}
+			return
+		}
+		var be *bodyError
+		if !errors.As(err, &be) || (be.status != 400 && be.status != 422) {
+			t.Fatalf("error without a 400/422 status: %v", err)
+		}
+	})
+}
+
+func FuzzTenantDomain(f *testing.F) {
+	for _, s := range []string{"localhost:3000", "[::1]:80", "example.com", "", "a b", "x:y:z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		d, err := tenantDomain(host)
+		if err != nil {
+			return
+		}
+		if d == "" || len(d) > 253 || strings.ToLower(d) != d {
+			t.Fatalf("tenantDomain(%q) = %q", host, d)
+		}
+	})
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func FuzzEventFast(f *testing.F) {
+	signer := keycast.NewSigner(keycast.MustGenerateSecretKey())
+	pub := signer.Public().Hex()
+	body, _ := keycast.AppendRPCBody(nil, keycast.MethodSignEvent, pub, 1700000000, "")
+	call, _ := parseRPC(body)
+	f.Add([]byte(call.params[0]))
+	for _, s := range []string{
+		`{"pubkey":"` + pub + `","created_at":1,"kind":7,"tags":[["e","x"]],"content":"+","id":"` + strings.Repeat("A", 64) + `"}`,
+		`{"pubkey":"` + pub + `","created_at":-1,"kind":1,"tags":[],"content":""}`,
+		`{"pubkey":"` + pub + `","created_at":1,"kind":65536,"tags":[],"content":""}`,
+		`{"pubkey":"` + pub + `","created_at":1,"kind":1,"tags":[null],"content":""}`,
+		`{"pubkey":"` + strings.ToUpper(pub) + `","created_at":1,"kind":1,"tags":[],"content":""}`,
+		`{"PUBKEY":"` + pub + `","created_at":1.5,"kind":1,"tags":[],"content":""}`,
+		`"{\"pubkey\":\"` + pub + `\"}"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		fast, ok := fastEvent(raw, pub)
+		if !ok {
+			return
+		}
+		full, err := keycast.ParseUnsignedEvent(raw)
+		if err != nil {
+			t.Fatalf("fast path accepted %q, the full parser refused it: %v", raw, err)
+		}
+		fj, _ := json.Marshal(fast)
+		gj, _ := json.Marshal(full)
+		if !bytes.Equal(fj, gj) {
+			t.Fatalf("fast path %s, full parser %s for %q", fj, gj, raw)
+		}
+	})
+}

@@ -1,0 +1,119 @@
+package linkkeysload
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+)
+
+// Target is the server a client talks to: the address from the info file (always 127.0.0.1:port for
+// the seed's server) and the TLS identity to pin.
+type Target struct {
+	Addr        netip.AddrPort `json:"addr"`
+	Domain      string         `json:"domain"`
+	Fingerprint string         `json:"fingerprint"`
+}
+
+// TargetFromInfo returns the target an info file describes: 127.0.0.1:port, like the seed's clients.
+func TargetFromInfo(info linkkeys.Info) Target {
+	return Target{
+		Addr:        netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), info.Port),
+		Domain:      info.Domain,
+		Fingerprint: info.Fingerprint,
+	}
+}
+
+// Dialer makes connection attempts: bind a loopback source address (port chosen by the kernel at
+// connect time), connect with TCP_NODELAY, and complete a TLS handshake that pins the target's
+// fingerprint, all within one attempt timeout.
+type Dialer struct {
+	Target Target
+	// Timeout bounds the whole attempt (connect plus handshake); 0 means 10 s.
+	Timeout time.Duration
+	// TLS is the client configuration; nil means linkkeys.ClientTLSConfig for the target.
+	TLS *tls.Config
+}
+
+// tlsConfig returns the TLS configuration, building the pinned default on first use.
+func (d *Dialer) tlsConfig() *tls.Config {
+	if d.TLS == nil {
+		d.TLS = linkkeys.ClientTLSConfig(d.Target.Domain, d.Target.Fingerprint)
+	}
+	return d.TLS
+}
+
+// bindNoPort sets IP_BIND_ADDRESS_NO_PORT before the socket is bound: bind then reserves only the
+// address and the kernel picks the port at connect time, so one source address can reach every
+// server port with the whole ephemeral range instead of one port per bind.
+func bindNoPort(_ context.Context, _ string, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// Dial makes one attempt from source address src. On success the connection's deadline is cleared.
+// cfg, when non-nil, replaces the dialer's TLS configuration for this attempt (handshake-bench uses
+// it for per-worker session caches).
+func (d *Dialer) Dial(ctx context.Context, src IPv4, cfg *tls.Config) (*tls.Conn, Failure) {
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	deadline := time.Now().Add(timeout)
+	if cfg == nil {
+		cfg = d.tlsConfig()
+	}
+	nd := net.Dialer{
+		Deadline:       deadline,
+		LocalAddr:      &net.TCPAddr{IP: net.IP(src.Addr().AsSlice())},
+		ControlContext: bindNoPort,
+		KeepAlive:      -1, // the seed sets no SO_KEEPALIVE
+	}
+	raw, err := nd.DialContext(ctx, "tcp4", d.Target.Addr.String())
+	if err != nil {
+		return nil, classify(StageConnect, err)
+	}
+	tc := raw.(*net.TCPConn)
+	_ = tc.SetNoDelay(true) // Go's default, set explicitly as the seed does
+	_ = tc.SetDeadline(deadline)
+	conn := tls.Client(tc, cfg)
+	// Ctrl-C interrupts a handshake in flight by expiring its deadline; AfterFunc starts no goroutine
+	// unless ctx ends.
+	stop := context.AfterFunc(ctx, func() { _ = tc.SetDeadline(time.Unix(1, 0)) })
+	err = conn.Handshake()
+	stop()
+	if err != nil {
+		_ = tc.Close()
+		if ctx.Err() != nil {
+			return nil, Failure{Stage: StageTLS, Detail: "canceled", Err: ctx.Err()}
+		}
+		return nil, classify(StageTLS, err)
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return conn, Failure{}
+}
+
+// closeConn ends an established connection the way the seed's clients do (TLS close_notify, then
+// close) without waiting long on a peer that stopped reading.
+func closeConn(c *tls.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = c.Close()
+}
+
+// errorf builds a package error.
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("linkkeysload: "+format, args...)
+}

@@ -1,0 +1,249 @@
+package linkkeysload_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysserver"
+)
+
+// These tests drive the clients against the real reference server on 127.0.0.1:0.
+
+// scaleProfile is the seed's scale profile (limits raised so nothing is shed).
+var scaleProfile = map[string]string{
+	"TCP_MAX_CONNECTIONS": "220000", "TCP_HANDSHAKE_CONCURRENCY": "1024",
+	"TCP_HANDSHAKE_RATE_PER_MINUTE": "6000000", "TCP_HANDSHAKE_BURST": "1000000",
+	"TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND": "100000", "TCP_HANDSHAKE_GLOBAL_BURST": "200000",
+	"PUBLIC_READ_RATE_PER_MINUTE": "6000000", "PUBLIC_READ_BURST": "1000000",
+	"PUBLIC_READ_GLOBAL_RATE_PER_SECOND": "100000", "PUBLIC_READ_GLOBAL_BURST": "200000",
+}
+
+// unlimitedReads raises the public-read limits far past anything a 1-second test sends (a pipelined
+// run passes the scale profile's 200,000 global burst within a second).
+var unlimitedReads = map[string]string{
+	"PUBLIC_READ_RATE_PER_MINUTE": "6000000000", "PUBLIC_READ_BURST": "1000000000",
+	"PUBLIC_READ_GLOBAL_RATE_PER_SECOND": "1000000000", "PUBLIC_READ_GLOBAL_BURST": "1000000000",
+}
+
+func config(t *testing.T, env map[string]string) linkkeysserver.Config {
+	t.Helper()
+	cfg, err := linkkeysserver.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// realServer starts the reference server and a METRICS log writer (a line every 50 ms, as the
+// server command's loop prints them every --metrics-interval-secs).
+type realServer struct {
+	*linkkeysserver.TestServer
+	target linkkeysload.Target
+	log    string
+}
+
+func startReal(t *testing.T, cfg linkkeysserver.Config) *realServer {
+	t.Helper()
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &realServer{TestServer: ts, target: linkkeysload.TargetFromInfo(ts.Info()), log: filepath.Join(t.TempDir(), "server.log")}
+	f, err := os.Create(rs.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = linkkeysserver.MetricsLoop(ctx, f, time.Second, 0, ts.Metrics)
+	}()
+	// MetricsLoop's interval is at least a second; add lines more often so the tests stay short.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				s := ts.Metrics()
+				s.Label = "running"
+				_ = linkkeysserver.WriteMetricsLine(f, s)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		f.Close()
+		if err := ts.Close(); err != nil {
+			t.Errorf("closing server: %v", err)
+		}
+	})
+	return rs
+}
+
+func ip(t *testing.T, s string) linkkeysload.IPv4 {
+	a, err := linkkeysload.ParseIPv4("--client-ip-base", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestConnectionsAgainstServer(t *testing.T) {
+	rs := startReal(t, config(t, scaleProfile))
+	cfg := linkkeysload.ConnectionsConfig{Target: rs.target, Count: 300, Concurrency: 64, HoldSecs: 0, AttemptTimeout: 10 * time.Second,
+		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.21.0"), Count: 8}, ProgressEvery: 100}
+	var out bytes.Buffer
+	res, err := linkkeysload.Connections(context.Background(), cfg, linkkeysload.Run{Stdout: &out,
+		Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts.Succeeded != 300 || res.Hold.Held != 300 {
+		t.Fatalf("%+v\n%s", res.Attempts, out.String())
+	}
+	if res.Server == nil || res.Server.Mismatch() || !res.Server.Delta.HasCompleted || res.Server.Delta.HandshakesCompleted != 300 {
+		t.Fatalf("server accounting %+v\n%s", res.Server, out.String())
+	}
+}
+
+func TestDDoSDefaultProfileIsAccountedExactly(t *testing.T) {
+	rs := startReal(t, config(t, nil)) // the default profile: global burst 1000
+	cfg := linkkeysload.DDoSConfig{Target: rs.target, Sources: 1500, Concurrency: 100, AttemptTimeout: 5 * time.Second,
+		Base: ip(t, "127.22.0.0"), ProgressEvery: 500}
+	var out bytes.Buffer
+	res, err := linkkeysload.DDoS(context.Background(), cfg, linkkeysload.Run{Stdout: &out,
+		Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := res.Attempts
+	if a.Attempted != 1500 || a.Succeeded < 1000 || a.Failed == 0 {
+		t.Fatalf("%+v\n%s", a, out.String())
+	}
+	// Shed attempts look like EOF or a reset from here.
+	for reason := range a.Reasons {
+		if !strings.HasPrefix(reason, "tls_handshake_error_or_server_reject:E") {
+			t.Errorf("unexpected reason %s", reason)
+		}
+	}
+	s := res.Server
+	if s == nil || s.Mismatch() || s.Delta.ShedGlobal != a.Failed {
+		t.Fatalf("server accounting %+v\n%s", s, out.String())
+	}
+	if !strings.Contains(out.String(), "  progress: attempted=1500 allowed=") {
+		t.Fatal(out.String())
+	}
+}
+
+func TestRequestBenchAgainstServer(t *testing.T) {
+	rs := startReal(t, config(t, unlimitedReads))
+	for _, c := range []struct {
+		name     string
+		pipeline uint32
+		rate     float64
+		op       string
+	}{
+		{"closed", 1, 0, linkkeysload.OpDomainKeys},
+		{"pipelined", 16, 0, linkkeysload.OpDomainKeys},
+		{"open", 1, 3000, linkkeysload.OpDomainKeys},
+		{"open pipelined hello", 4, 3000, linkkeysload.OpHello},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := linkkeysload.RequestConfig{Target: rs.target, Connections: 8, DurationSecs: 1, Op: c.op,
+				Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.23.0"), Count: 8}, AttemptTimeout: 10 * time.Second,
+				Pipeline: c.pipeline, Rate: c.rate}
+			var out, errOut bytes.Buffer
+			res, err := linkkeysload.RequestBench(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Stderr: &errOut})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := res.Requests
+			if q.Completed == 0 || q.Errors != 0 || q.Sent != q.Completed || errOut.Len() != 0 {
+				t.Fatalf("%+v\n%s%s", q, out.String(), errOut.String())
+			}
+			if c.rate > 0 && q.Sent+q.Unsent != int64(c.rate) {
+				t.Fatalf("open model: sent %d unsent %d, want %v due", q.Sent, q.Unsent, c.rate)
+			}
+		})
+	}
+}
+
+func TestRequestBenchDefaultProfileReportsRateLimiting(t *testing.T) {
+	rs := startReal(t, config(t, nil)) // public reads: 100 burst per source
+	cfg := linkkeysload.RequestConfig{Target: rs.target, Connections: 2, DurationSecs: 1, Op: linkkeysload.OpDomainKeys,
+		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.24.0"), Count: 2}, AttemptTimeout: 10 * time.Second, Pipeline: 4}
+	var out, errOut bytes.Buffer
+	res, err := linkkeysload.RequestBench(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := res.Requests
+	if q.Completed < 200 || q.Statuses[linkkeys.StatusUnavailable.String()] == 0 {
+		t.Fatalf("%+v", q)
+	}
+	if !strings.HasPrefix(errOut.String(), "  DEBUG sample non-ok response: status=Unavailable error=Some(\"Rate limited. Try again in ") {
+		t.Fatalf("stderr %q", errOut.String())
+	}
+}
+
+func TestHandshakeBenchResumesAgainstServer(t *testing.T) {
+	rs := startReal(t, config(t, scaleProfile))
+	cfg := linkkeysload.HandshakeConfig{Target: rs.target, DurationSecs: 1, Concurrency: 4, AttemptTimeout: 10 * time.Second,
+		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.25.0"), Count: 4}, Resume: true}
+	var out bytes.Buffer
+	res, err := linkkeysload.HandshakeBench(context.Background(), cfg, linkkeysload.Run{Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := res.Handshakes
+	if h.Failed != 0 || h.Resumed == 0 || h.Full == 0 || h.Full+h.Resumed != h.Completed {
+		t.Fatalf("%+v\n%s", h, out.String())
+	}
+}
+
+func TestConnectionsTwoWorkersAgainstServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	rs := startReal(t, config(t, scaleProfile))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := linkkeysload.ConnectionsConfig{Target: rs.target, Count: 400, Concurrency: 64, HoldSecs: 1, AttemptTimeout: 10 * time.Second,
+		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.26.0"), Count: 16}, ProgressEvery: 100}
+	var out bytes.Buffer
+	run := linkkeysload.Run{Stdout: &out, Workers: 2, Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second,
+		Launcher: linkkeysload.Launcher{Executable: exe, Env: append(os.Environ(), "LKLOAD_TEST_WORKER=1")}}
+	res, err := linkkeysload.Connections(context.Background(), cfg, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts.Succeeded != 400 || res.Hold.Held != 400 || len(res.Segments) != 2 {
+		t.Fatalf("%+v %+v\n%s", res.Attempts, res.Hold, out.String())
+	}
+	if res.Server.Mismatch() || res.Server.Delta.HandshakesCompleted != 400 {
+		t.Fatalf("%+v\n%s", res.Server, out.String())
+	}
+	for _, n := range []string{"100", "200", "300", "400"} {
+		if !strings.Contains(out.String(), "  progress: attempted="+n+" success="+n+" failed=0\n") {
+			t.Fatalf("missing progress line at %s:\n%s", n, out.String())
+		}
+	}
+}

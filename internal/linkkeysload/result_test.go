@@ -1,0 +1,147 @@
+package linkkeysload
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/linkkeys"
+)
+
+// randomParts records n random outcomes into a Result of each section, deterministically from seed.
+func randomParts(seed uint64, parts int, n int) (whole Result, split []Result) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	mk := func(i int) Result {
+		return Result{Command: CmdRequestBench, Start: t0.Add(time.Duration(i) * time.Millisecond), End: t0.Add(time.Minute + time.Duration(i)*time.Second),
+			Segments: []engine.Segment{{Index: i, Count: parts}}, Attempts: newAttempts(),
+			Hold:       &Hold{HoldSecs: 20},
+			Handshakes: &Handshakes{DurationSecs: 10, ResumedLatency: hist.New()},
+			Requests:   &Requests{DurationSecs: 10, Statuses: map[string]int64{}, Latency: hist.New(), Uncorrected: hist.New()}}
+	}
+	whole = mk(0)
+	whole.Segments = nil
+	for i := range parts {
+		split = append(split, mk(i))
+	}
+	stages := []Failure{{}, {}, {}, {Stage: StageConnect, Detail: "EADDRNOTAVAIL"}, {Stage: StageTLS, Detail: "EOF"}, {Stage: StageTimeout}}
+	for k := range n {
+		p := &split[k%parts]
+		f := stages[rng.IntN(len(stages))]
+		d := time.Duration(rng.ExpFloat64() * float64(3*time.Millisecond))
+		for _, r := range []*Result{&whole, p} {
+			r.Attempts.record(f, d)
+			r.Hold.Held++
+			r.Hold.RSSHeld += 5000
+			r.Handshakes.Completed++
+			r.Handshakes.Resumed += int64(k % 2)
+			r.Handshakes.Full += int64(1 - k%2)
+			r.Handshakes.ResumedLatency.Record(d)
+			r.Requests.Completed++
+			r.Requests.Sent++
+			r.Requests.Statuses[linkkeys.Status(k%3).String()]++
+			r.Requests.Latency.Record(d)
+			r.Requests.Uncorrected.Record(d / 2)
+		}
+	}
+	whole.Start, whole.End = split[0].Start, split[parts-1].End
+	for i := range parts {
+		whole.Segments = append(whole.Segments, engine.Segment{Index: i, Count: parts})
+	}
+	whole.finish()
+	return whole, split
+}
+
+func TestMergeIsExact(t *testing.T) {
+	for _, parts := range []int{1, 2, 3, 11} {
+		whole, split := randomParts(uint64(parts), parts, 20000)
+		// Merge in reverse order: the result must not depend on the order of the parts.
+		rev := make([]Result, len(split))
+		for i := range split {
+			rev[i] = split[len(split)-1-i]
+		}
+		got, err := Merge(rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(whole)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%d parts: merged result differs from the whole:\n%s\n%s", parts, a, b)
+		}
+	}
+}
+
+func TestMergeLeavesPartsAlone(t *testing.T) {
+	_, split := randomParts(7, 2, 100)
+	before, _ := json.Marshal(split)
+	if _, err := Merge(split); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := json.Marshal(split)
+	if !bytes.Equal(before, after) {
+		t.Fatal("Merge modified its input")
+	}
+}
+
+func TestMergeRejects(t *testing.T) {
+	if _, err := Merge(nil); err == nil {
+		t.Fatal("empty merge accepted")
+	}
+	if _, err := Merge([]Result{{Command: CmdDDoS}, {Command: CmdConnections}}); err == nil {
+		t.Fatal("mixed commands accepted")
+	}
+}
+
+func TestResultJSONRoundTrip(t *testing.T) {
+	whole, _ := randomParts(3, 1, 500)
+	whole.Flags = map[string]string{"count": "500"}
+	rss := uint64(1 << 20)
+	whole.Server = NewServerAccounting("x", Snapshot{Label: "running"}, Snapshot{Label: "final", AcceptedConnections: 500, ProcessRSSBytes: &rss}, 500, 400, 100, true)
+	b1, err := json.Marshal(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadResult(b1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := json.Marshal(back)
+	if !bytes.Equal(b1, b2) {
+		t.Fatalf("round trip differs:\n%s\n%s", b1, b2)
+	}
+	if !reflect.DeepEqual(back.Attempts.Reasons, whole.Attempts.Reasons) || back.Requests.Latency.Count() != 500 {
+		t.Fatal("round trip lost data")
+	}
+	for _, bad := range []string{`{}`, `{"format":"other","command":"ddos"}`, `{"format":"` + ResultFormat + `","command":"nope"}`, `not json`} {
+		if _, err := ReadResult([]byte(bad)); err == nil {
+			t.Errorf("ReadResult accepted %s", bad)
+		}
+	}
+}
+
+func FuzzReadResult(f *testing.F) {
+	whole, _ := randomParts(5, 1, 20)
+	b, _ := json.Marshal(whole)
+	f.Add(b)
+	f.Add([]byte(`{"format":"` + ResultFormat + `","command":"ddos","attempts":{"connect_handshake_latency":{"hdr":"x"}}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ReadResult(b)
+		if err != nil {
+			return
+		}
+		// Whatever reads merges with itself and writes back out.
+		if _, err := Merge([]Result{r, r}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

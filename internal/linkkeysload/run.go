@@ -1,0 +1,196 @@
+package linkkeysload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// Run is how a command runs and reports, beyond its own configuration.
+type Run struct {
+	// Stdout receives the seed's lines; Stderr the DEBUG sample lines and worker stderr.
+	Stdout, Stderr io.Writer
+	// Workers is the number of worker processes; 0 or 1 runs in this process.
+	Workers int
+	// Launcher starts worker processes (required when Workers > 1).
+	Launcher Launcher
+	// Bar shows a live progress bar on Stdout instead of the progress lines (Stdout is a terminal).
+	Bar bool
+	// Metrics, when set, is where the server's counters are read before and after the run.
+	Metrics *MetricsSource
+	// SettleWait bounds the wait for the server's after-run reading; 0 means 15 s.
+	SettleWait time.Duration
+	// Flags are recorded in the result as given.
+	Flags map[string]string
+	// JSONPath, when set, receives the result.
+	JSONPath string
+	// Log receives diagnostics; nil discards them.
+	Log *slog.Logger
+}
+
+func (r *Run) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Log
+}
+
+func (r *Run) stdout() io.Writer {
+	if r.Stdout == nil {
+		return io.Discard
+	}
+	return r.Stdout
+}
+
+func (r *Run) stderr() io.Writer {
+	if r.Stderr == nil {
+		return io.Discard
+	}
+	return r.Stderr
+}
+
+// Launcher starts worker processes of this binary.
+type Launcher struct {
+	// Executable is the program; empty means this process's own executable.
+	Executable string
+	// Args is the command line before the worker's own flags, for example ["worker"] for
+	// linkkeys-loadtest or ["linkkeys", "worker"] for loadproof.
+	Args []string
+	// Env, when non-nil, replaces the workers' environment.
+	Env []string
+}
+
+// WorkerSpec is everything a worker process needs to run its segment. It travels as JSON on the
+// worker's command line.
+type WorkerSpec struct {
+	Command string         `json:"command"`
+	Segment engine.Segment `json:"segment"`
+	// Barrier is the Unix socket path of the parent's hold barrier (connections only).
+	Barrier     string             `json:"barrier,omitempty"`
+	Connections *ConnectionsConfig `json:"connections,omitempty"`
+	Handshake   *HandshakeConfig   `json:"handshake,omitempty"`
+	Requests    *RequestConfig     `json:"requests,omitempty"`
+	DDoS        *DDoSConfig        `json:"ddos,omitempty"`
+}
+
+// fanOut runs spec in n worker processes and returns their results merged. onLine receives every
+// worker stdout line that is not a progress line consumed by agg.
+func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Result, error) {
+	n := max(r.Workers, 1)
+	specs := make([]string, n)
+	for i, seg := range engine.Split(n) {
+		s := spec
+		s.Segment = seg
+		b, err := json.Marshal(s)
+		if err != nil {
+			return Result{}, errorf("encoding worker spec: %w", err)
+		}
+		specs[i] = string(b)
+	}
+	out := r.stdout()
+	f := engine.FanOut{
+		Executable: r.Launcher.Executable,
+		Workers:    n,
+		Env:        r.Launcher.Env,
+		Stderr:     r.stderr(),
+		Args: func(seg engine.Segment, resultPath string) []string {
+			args := append([]string(nil), r.Launcher.Args...)
+			return append(args, "--spec", specs[seg.Index], "--result", resultPath)
+		},
+		OnLine: func(seg engine.Segment, line string) {
+			if agg != nil && agg.line(seg.Index, line) {
+				return
+			}
+			if len(line) >= len(workerLinePrefix) && line[:len(workerLinePrefix)] == workerLinePrefix {
+				return
+			}
+			fmt.Fprintln(out, line)
+		},
+	}
+	raw, runErr := f.Run(ctx)
+	var parts []Result
+	for i, b := range raw {
+		if b == nil {
+			continue
+		}
+		p, err := ReadResult(b)
+		if err != nil {
+			return Result{}, errorf("worker %d result: %w", i+1, err)
+		}
+		parts = append(parts, p)
+	}
+	if runErr != nil {
+		return Result{}, errorf("%d of %d workers failed: %w", n-len(parts), n, runErr)
+	}
+	return Merge(parts)
+}
+
+// RunWorker is the body of the hidden worker command: it runs the segment described by specJSON,
+// writes its result to resultPath and prints progress lines for the parent on stdout.
+func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Writer) error {
+	var spec WorkerSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		return errorf("worker: reading --spec: %w", err)
+	}
+	if err := spec.Segment.Validate(); err != nil {
+		return errorf("worker: %w", err)
+	}
+	_, _ = machine.RaiseNofile()
+	var res Result
+	var err error
+	switch spec.Command {
+	case CmdConnections:
+		if spec.Connections == nil {
+			return errorf("worker: connections spec missing")
+		}
+		total := spec.Segment.Share(int64(spec.Connections.Count))
+		p := &workerProgress{w: stdout, total: total}
+		bc := joinBarrier(spec.Barrier)
+		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, bc.wait)
+		bc.close()
+	case CmdDDoS:
+		if spec.DDoS == nil {
+			return errorf("worker: ddos spec missing")
+		}
+		total := spec.Segment.Share(int64(spec.DDoS.Sources))
+		p := &workerProgress{w: stdout, total: total}
+		res, err = runDDoSSegment(ctx, *spec.DDoS, spec.Segment, p)
+	case CmdHandshakeBench:
+		if spec.Handshake == nil {
+			return errorf("worker: handshake-bench spec missing")
+		}
+		res, err = runHandshakeSegment(ctx, *spec.Handshake, spec.Segment)
+	case CmdRequestBench:
+		if spec.Requests == nil {
+			return errorf("worker: request-bench spec missing")
+		}
+		res, err = runRequestSegment(ctx, *spec.Requests, spec.Segment, os.Stderr)
+	default:
+		return errorf("worker: unknown command %q", spec.Command)
+	}
+	if err != nil {
+		return err
+	}
+	b, merr := json.Marshal(res)
+	if merr != nil {
+		return errorf("worker: encoding result: %w", merr)
+	}
+	return engine.WriteResult(resultPath, b)
+}
+
+// DefaultWorkers returns how many processes a run needing fds sockets takes so each stays under the
+// soft open-file limit with 512 descriptors to spare: ceil(fds / (soft - 512)), at least 1.
+func DefaultWorkers(fds int64, softLimit uint64) int {
+	per := int64(softLimit) - 512
+	if per < 64 {
+		per = 64
+	}
+	return int(max(engine.CeilDiv(fds, per), 1))
+}

@@ -1,0 +1,2 @@
+// Package linkkeysserver is the LinkKeys reference TCP/TLS server.
+package linkkeysserver

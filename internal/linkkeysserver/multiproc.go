@@ -1,0 +1,419 @@
+package linkkeysserver
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+)
+
+// Multi-process mode (--processes N).
+//
+// The parent reserves a port (a SO_REUSEPORT socket that is bound but never
+// listens, so it takes no connections), starts N children of the same binary
+// in their own process group, and sends each one line on stdin: the server
+// key's 32-byte Ed25519 seed in hex, so every child presents the same
+// certificate and no key touches the disk. Each child binds the port with
+// SO_REUSEPORT, listens, and prints "READY <port>". Once all are ready the
+// parent releases its reservation. Children then obey stdin lines: "metrics"
+// prints one "running" METRICS line, "final" prints the "final" line and shuts
+// the child down; SIGINT, SIGTERM and stdin EOF do the same as "final".
+// Children also get SIGTERM if the parent dies (Linux parent-death signal).
+//
+// Budgets that bound a total are divided so the N processes together keep
+// it: each child runs Config.Share(n, i) (see there).
+
+// Child protocol words.
+const (
+	childReady   = "READY"
+	childMetrics = "metrics"
+	childFinal   = "final"
+)
+
+// Share returns the configuration child i of n runs so that n processes
+// behind one SO_REUSEPORT port together enforce cfg: both limiters are split
+// with admit.LimiterConfig.Share (global and overflow buckets split exactly,
+// per-source limits approximately; see there), TCP_MAX_CONNECTIONS is split
+// as whole connections summing exactly to the total (the kernel spreads
+// connections evenly by 4-tuple hash, so the cap holds to within that
+// spread), and the handshake concurrency is split the same way (at least one
+// each). Timeouts, frame bounds and the snapshot TTL are per connection or per
+// process and are not divided.
+func (cfg Config) Share(n, i int) Config {
+	if n <= 1 {
+		return cfg
+	}
+	cfg = cfg.WithDefaults()
+	cfg.Handshake = cfg.Handshake.Share(n, i)
+	cfg.PublicRead = cfg.PublicRead.Share(n, i)
+	cfg.MaxConnections = splitCount(cfg.MaxConnections, n, i)
+	cfg.HandshakeConcurrency = int(max(1, splitCount(uint64(cfg.HandshakeConcurrency), n, i)))
+	return cfg
+}
+
+func splitCount(total uint64, n, i int) uint64 {
+	base := total / uint64(n)
+	if uint64(i) < total%uint64(n) {
+		base++
+	}
+	return base
+}
+
+// ChildOptions configures RunChild.
+type ChildOptions struct {
+	Index, Count int
+	// Addr is the host:port every child binds with SO_REUSEPORT.
+	Addr string
+	// Config is the whole server's configuration; the child runs
+	// Config.Share(Count, Index).
+	Config Config
+	// Keys answers the DomainKeys ops (the child's own Store on the shared
+	// database file).
+	Keys KeySource
+	// Stdin carries the key seed line and then commands; Stdout receives
+	// the READY and METRICS lines.
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Signals, when not nil, delivers SIGINT/SIGTERM (treated as "final").
+	Signals <-chan os.Signal
+	Logger  *slog.Logger
+}
+
+// RunChild is the body of one child process: it reads the key seed, serves
+// on the shared port and answers the parent's commands until "final", a
+// signal or stdin EOF, then prints the final METRICS line and shuts down.
+func RunChild(ctx context.Context, opt ChildOptions) error {
+	in := bufio.NewReader(opt.Stdin)
+	line, err := in.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("linkkeysserver: child %d: reading the key seed from stdin: %w", opt.Index, err)
+	}
+	seed, err := hex.DecodeString(strings.TrimSpace(line))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return fmt.Errorf("linkkeysserver: child %d: stdin's first line must be the %d-byte key seed in hex", opt.Index, ed25519.SeedSize)
+	}
+	key := ed25519.NewKeyFromSeed(seed)
+	cfg := opt.Config.Share(opt.Count, opt.Index)
+	cert, err := linkkeys.SelfSignedCert(cfg.Domain, key, time.Time{}, time.Time{})
+	if err != nil {
+		return err
+	}
+	ln, backlogErr, err := Listen(ctx, opt.Addr, ListenOptions{Backlog: cfg.ListenBacklog, ReusePort: true})
+	if err != nil {
+		return err
+	}
+	logger := opt.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if backlogErr != nil {
+		logger.Warn("linkkeysserver: could not set the listen backlog", "err", backlogErr)
+	}
+	srv := &Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: opt.Keys, Logger: logger}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	port := ln.Addr().(*net.TCPAddr).Port
+	if _, err := fmt.Fprintf(opt.Stdout, "%s %d\n", childReady, port); err != nil {
+		srv.Close()
+		return err
+	}
+	cmds := make(chan string)
+	go func() {
+		defer close(cmds)
+		for {
+			l, err := in.ReadString('\n')
+			if l = strings.TrimSpace(l); l != "" {
+				cmds <- l
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var runErr error
+loop:
+	for {
+		select {
+		case c, ok := <-cmds:
+			if !ok || c == childFinal {
+				break loop
+			}
+			if c == childMetrics {
+				if err := WriteMetricsLine(opt.Stdout, srv.Metrics()); err != nil {
+					runErr = err
+					break loop
+				}
+			}
+		case <-opt.Signals:
+			break loop
+		case <-ctx.Done():
+			break loop
+		case err := <-serveErr:
+			runErr = err
+			break loop
+		}
+	}
+	final := srv.Metrics()
+	final.Label = "final"
+	if err := WriteMetricsLine(opt.Stdout, final); err != nil && runErr == nil {
+		runErr = err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return runErr
+}
+
+// SupervisorOptions configures StartSupervisor.
+type SupervisorOptions struct {
+	// Count is the number of children (at least 2 makes sense).
+	Count int
+	// Command returns the command line of child i; the supervisor sets its
+	// stdin, stdout, process group and parent-death signal. Stderr is left
+	// as the caller set it.
+	Command func(i int) *exec.Cmd
+	// Seed is the 32-byte Ed25519 key seed every child presents.
+	Seed []byte
+	// ReadyTimeout bounds the wait for every child's READY line (0 means
+	// 30 s).
+	ReadyTimeout time.Duration
+	// Logger receives child lines that are not protocol lines.
+	Logger *slog.Logger
+}
+
+// Supervisor runs and talks to the children of a multi-process server.
+type Supervisor struct {
+	children []*child
+	logger   *slog.Logger
+	mu       sync.Mutex // serialises Snapshot requests
+	port     int
+}
+
+type child struct {
+	index   int
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	lines   chan string // METRICS lines
+	ready   chan int    // port from READY
+	exited  chan struct{}
+	waitErr error
+	last    Snapshot
+	hasLast bool
+}
+
+// StartSupervisor starts the children and waits until every one is
+// listening. On error every started child is killed.
+func StartSupervisor(opt SupervisorOptions) (*Supervisor, error) {
+	if opt.Count < 1 {
+		return nil, fmt.Errorf("linkkeysserver: --processes must be at least 1, got %d", opt.Count)
+	}
+	if len(opt.Seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("linkkeysserver: supervisor needs a %d-byte key seed", ed25519.SeedSize)
+	}
+	timeout := opt.ReadyTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	logger := opt.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	sv := &Supervisor{logger: logger}
+	fail := func(err error) (*Supervisor, error) {
+		sv.Kill()
+		return nil, err
+	}
+	for i := 0; i < opt.Count; i++ {
+		cmd := opt.Command(i)
+		cmd.SysProcAttr = childProcAttr()
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return fail(fmt.Errorf("linkkeysserver: child %d: %w", i, err))
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return fail(fmt.Errorf("linkkeysserver: child %d: %w", i, err))
+		}
+		if err := cmd.Start(); err != nil {
+			return fail(fmt.Errorf("linkkeysserver: starting child %d (%s): %w", i, cmd.Path, err))
+		}
+		c := &child{index: i, cmd: cmd, stdin: stdin, lines: make(chan string, 4), ready: make(chan int, 1), exited: make(chan struct{})}
+		sv.children = append(sv.children, c)
+		go sv.readChild(c, stdout)
+		if _, err := fmt.Fprintf(stdin, "%s\n", hex.EncodeToString(opt.Seed)); err != nil {
+			return fail(fmt.Errorf("linkkeysserver: child %d: sending the key seed: %w", i, err))
+		}
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for _, c := range sv.children {
+		select {
+		case p := <-c.ready:
+			if sv.port == 0 {
+				sv.port = p
+			}
+		case <-c.exited:
+			return fail(fmt.Errorf("linkkeysserver: child %d exited before it was listening: %v", c.index, c.waitErr))
+		case <-deadline.C:
+			return fail(fmt.Errorf("linkkeysserver: child %d was not listening within %s", c.index, timeout))
+		}
+	}
+	return sv, nil
+}
+
+func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, MetricsPrefix):
+			c.lines <- l
+		case strings.HasPrefix(l, childReady+" "):
+			if p, err := strconv.Atoi(strings.TrimPrefix(l, childReady+" ")); err == nil {
+				select {
+				case c.ready <- p:
+				default:
+				}
+			}
+		default:
+			sv.logger.Info("linkkeysserver: child output", "child", c.index, "line", l)
+		}
+	}
+	c.waitErr = c.cmd.Wait()
+	close(c.exited)
+}
+
+// Count returns the number of children.
+func (sv *Supervisor) Count() int { return len(sv.children) }
+
+// PIDs returns the children's process ids.
+func (sv *Supervisor) PIDs() []int {
+	out := make([]int, len(sv.children))
+	for i, c := range sv.children {
+		out[i] = c.cmd.Process.Pid
+	}
+	return out
+}
+
+// Snapshot asks every child for a METRICS line ("metrics", or "final",
+// which also stops the children) and returns the parsed lines in child
+// order. A child that does not answer within timeout (or has exited)
+// contributes its last known snapshot, and the error says which children
+// were missing.
+func (sv *Supervisor) Snapshot(final bool, timeout time.Duration) ([]Snapshot, error) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	word := childMetrics
+	if final {
+		word = childFinal
+	}
+	for _, c := range sv.children {
+		_, _ = io.WriteString(c.stdin, word+"\n")
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	out := make([]Snapshot, len(sv.children))
+	var errs []error
+	for i, c := range sv.children {
+		got := false
+		for !got {
+			select {
+			case l := <-c.lines:
+				s, err := ParseMetricsLine(l)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("child %d: %w", c.index, err))
+					continue
+				}
+				if final && s.Label != "final" {
+					continue // an earlier request's answer
+				}
+				c.last, c.hasLast, got = s, true, true
+			case <-c.exited:
+				// Drain what it printed before exiting.
+				select {
+				case l := <-c.lines:
+					if s, err := ParseMetricsLine(l); err == nil {
+						c.last, c.hasLast = s, true
+						got = true
+						continue
+					}
+				default:
+				}
+				errs = append(errs, fmt.Errorf("child %d has exited (%v)", c.index, c.waitErr))
+				got = true
+			case <-t.C:
+				errs = append(errs, fmt.Errorf("child %d did not answer within %s", c.index, timeout))
+				got = true
+			}
+		}
+		out[i] = c.last
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("linkkeysserver: collecting child metrics: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// Signal forwards sig to every child that is still running.
+func (sv *Supervisor) Signal(sig os.Signal) {
+	for _, c := range sv.children {
+		select {
+		case <-c.exited:
+		default:
+			_ = c.cmd.Process.Signal(sig)
+		}
+	}
+}
+
+// Wait waits for every child to exit, killing those still running after
+// timeout, and returns the first failure.
+func (sv *Supervisor) Wait(timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	var errs []error
+	for _, c := range sv.children {
+		_ = c.stdin.Close()
+		select {
+		case <-c.exited:
+		case <-t.C:
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+		}
+		if c.waitErr != nil {
+			errs = append(errs, fmt.Errorf("child %d: %w", c.index, c.waitErr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Kill kills every child and waits for it.
+func (sv *Supervisor) Kill() {
+	for _, c := range sv.children {
+		_ = c.cmd.Process.Kill()
+		_ = c.stdin.Close()
+	}
+	for _, c := range sv.children {
+		<-c.exited
+	}
+}
+
+func childProcAttr() *syscall.SysProcAttr {
+	return newChildProcAttr()
+}

@@ -1,0 +1,397 @@
+package linkkeysserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("linkkeysserver: Server closed")
+
+// Server is the LinkKeys reference TCP/TLS server. Set the exported fields,
+// then call Serve with one or more listeners. The exported fields must not
+// change after the first Serve.
+type Server struct {
+	// Config holds the tunables; its zero value is the upstream default
+	// profile.
+	Config Config
+	// TLSConfig is the server's TLS configuration, typically
+	// linkkeys.ServerTLSConfig of a self-signed Ed25519 certificate. It is
+	// required. The server uses a copy with dynamic record sizing off, so a
+	// batch of responses goes out in as few records and writes as possible.
+	TLSConfig *tls.Config
+	// Keys answers get-domain-keys and get-revocations; nil serves empty
+	// lists.
+	Keys KeySource
+	// Logger receives operational logs (nil discards them).
+	Logger *slog.Logger
+	// Clock drives the limiters and the snapshot cache (nil means
+	// admit.SystemClock()); tests substitute an admit.ManualClock.
+	Clock admit.Clock
+
+	initOnce sync.Once
+	initErr  error
+	cfg      Config
+	tlsCfg   *tls.Config
+	logger   *slog.Logger
+	epoch    time.Time
+	hs       *admit.Limiter
+	pr       *admit.Limiter
+	auth     *admit.Limiter
+	gate     *admit.Gate
+	cache    *Cache[snapshotKey]
+	poller   *poller
+	m        counters
+	table    connTable
+	gens     atomic.Uint32
+	closing  atomic.Bool
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	closed   bool
+	fixed    fixedResponses
+	loadKeys Loader
+	loadRevs Loader
+}
+
+func (s *Server) init() error {
+	s.initOnce.Do(func() {
+		if s.TLSConfig == nil {
+			s.initErr = errors.New("linkkeysserver: Server.TLSConfig is nil; build one with linkkeys.ServerTLSConfig")
+			return
+		}
+		if err := s.Config.Validate(); err != nil {
+			s.initErr = err
+			return
+		}
+		s.cfg = s.Config.WithDefaults()
+		s.logger = s.Logger
+		if s.logger == nil {
+			s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}
+		s.epoch = time.Now()
+		clock := s.Clock
+		if clock == nil {
+			clock = admit.SystemClock()
+		}
+		s.tlsCfg = s.TLSConfig.Clone()
+		s.tlsCfg.DynamicRecordSizingDisabled = true
+		s.hs = admit.NewLimiter(s.cfg.Handshake, clock)
+		s.pr = admit.NewLimiter(s.cfg.PublicRead, clock)
+		s.auth = admit.NewLimiter(authAttemptLimits(), clock)
+		s.gate = admit.NewGate(s.cfg.HandshakeConcurrency, -1)
+		s.cache = NewCache[snapshotKey](CacheConfig{
+			TTL:    s.cfg.SnapshotTTL,
+			Clock:  clock,
+			Logger: s.logger,
+		})
+		s.lns = make(map[net.Listener]struct{})
+		s.fixed = buildFixedResponses()
+		s.loadKeys = s.loadDomainKeysSnapshot
+		s.loadRevs = s.loadRevocationsSnapshot
+		if s.cfg.ParkAfter > 0 {
+			p, err := newPoller(s)
+			if err != nil {
+				s.logger.Warn("linkkeysserver: idle connections will not be parked", "err", err)
+			} else {
+				s.poller = p
+			}
+		}
+	})
+	return s.initErr
+}
+
+// mono returns nanoseconds since the server started, from the monotonic
+// clock.
+func (s *Server) mono() int64 { return int64(time.Since(s.epoch)) }
+
+// wall converts a mono reading to a time for deadlines.
+func (s *Server) wall(mono int64) time.Time { return s.epoch.Add(time.Duration(mono)) }
+
+// Serve accepts connections on ln until Shutdown or Close and returns
+// ErrServerClosed then, or the listener's error. Each accepted connection
+// goes through admission (reference §3.1): the connection cap first, then the
+// handshake limiter keyed by the peer's source address; a refused connection
+// is closed without any TLS byte. Admitted connections are handshaken under
+// the handshake concurrency gate and timeout, then served.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporaryAccept(err) {
+				// EMFILE and friends: back off like net/http and keep going.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logger.Warn("linkkeysserver: accept failed; retrying", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("linkkeysserver: accept: %w", err)
+		}
+		backoff = 0
+		s.admitConn(nc)
+	}
+}
+
+// admitConn runs admission for one accepted socket on the accept goroutine:
+// it is cheap and sheds without spawning anything.
+func (s *Server) admitConn(nc net.Conn) {
+	s.m.accepted.Add(1)
+	s.m.open.Add(1)
+	// Connection cap first. open counts every socket from accept to close,
+	// so the cap is checked against it directly. Upstream increments
+	// open_connections here and never decrements it when shedding (a gauge
+	// that drifts up by one per shed connection); this server decrements.
+	if uint64(s.m.open.Load()) > s.cfg.MaxConnections {
+		s.m.shedConnLimit.Add(1)
+		s.rawClose(nc)
+		return
+	}
+	peer := peerAddr(nc)
+	d := s.hs.Check(admit.KeyForAddr(peer, s.cfg.Handshake.IPv6Prefix))
+	if !d.Allowed() {
+		switch d.Reason {
+		case admit.PerSource:
+			s.m.shedPerSource.Add(1)
+		case admit.Overflow:
+			s.m.shedOverflow.Add(1)
+		default:
+			s.m.shedGlobal.Add(1)
+		}
+		s.logger.Debug("linkkeysserver: handshake limited", "peer", peer, "reason", d.Reason.String())
+		s.rawClose(nc)
+		return
+	}
+	s.m.handshaking.Add(1)
+	go s.handshake(nc, peer)
+}
+
+// rawClose closes a socket that never saw TLS and counts it closed.
+func (s *Server) rawClose(nc net.Conn) {
+	_ = nc.Close()
+	s.m.open.Add(-1)
+}
+
+func peerAddr(nc net.Conn) netip.Addr {
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(nc.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.IPv4Unspecified()
+}
+
+// handshake runs the TLS handshake of an admitted connection and then serves
+// it. The handshake timeout covers the wait for a concurrency slot and the
+// handshake itself. The connection is in the server's table from the start,
+// so Shutdown and Close can cut a handshake short (it then counts as a
+// handshake timeout).
+func (s *Server) handshake(nc net.Conn, peer netip.Addr) {
+	start := time.Now()
+	deadline := start.Add(s.cfg.HandshakeTimeout)
+	c := s.newConn(nc, tls.Server(nc, s.tlsCfg), peer, deadline)
+	fail := func(timeout bool, err error) {
+		c.state.Store(stateClosed)
+		if c.fd >= 0 {
+			s.table.clear(int(c.fd), c)
+		}
+		s.m.handshaking.Add(-1)
+		if timeout {
+			s.m.hsTimeouts.Add(1)
+		} else {
+			s.m.hsRejections.Add(1)
+		}
+		if err != nil {
+			s.logger.Debug("linkkeysserver: TLS handshake failed", "peer", peer, "err", err)
+		}
+		s.rawClose(nc)
+	}
+	if s.closing.Load() {
+		fail(true, nil)
+		return
+	}
+	release, err := s.acquireHandshakeSlot(deadline)
+	if err != nil {
+		fail(true, nil)
+		return
+	}
+	_ = nc.SetDeadline(deadline)
+	err = c.tc.Handshake()
+	release()
+	if err != nil {
+		fail(isTimeout(err) || !time.Now().Before(deadline), err)
+		return
+	}
+	// Count established before leaving handshaking, so a snapshot never
+	// shows the connection in neither.
+	s.m.established.Add(1)
+	s.m.establishedTotal.Add(1)
+	s.m.handshaking.Add(-1)
+	if !c.state.CompareAndSwap(stateHandshaking, stateActive) {
+		c.close() // Shutdown or Close got there first
+		return
+	}
+	c.serve()
+}
+
+func (s *Server) acquireHandshakeSlot(deadline time.Time) (func(), error) {
+	// Fast path: with an already-cancelled context Acquire takes a free slot
+	// or fails at once, without a timer.
+	if release, err := s.gate.Acquire(cancelledCtx); err == nil {
+		return release, nil
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return s.gate.Acquire(ctx)
+}
+
+var cancelledCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+func isTemporaryAccept(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// Metrics returns a snapshot of the server's counters and gauges (reference
+// §4.1), with the limiter and cache statistics. Label, ElapsedSecs and
+// ProcessRSSBytes are filled in: ElapsedSecs from the first Serve, RSS from
+// /proc/self/status.
+func (s *Server) Metrics() Snapshot {
+	snap := s.m.snapshot()
+	snap.Label = "running"
+	if s.init() == nil {
+		snap.ElapsedSecs = time.Since(s.epoch).Seconds()
+		snap.HandshakeLimiter = s.hs.Stats()
+		snap.PublicReadLimiter = s.pr.Stats()
+		snap.SnapshotCache = s.cache.Stats()
+	}
+	if rss, ok := machine.RSSBytes(); ok {
+		snap.ProcessRSSBytes = &rss
+	}
+	return snap
+}
+
+// InvalidateSnapshots drops the cached get-domain-keys and get-revocations
+// responses; call it after writing domain keys or revocations to the store
+// (otherwise they show within DOMAIN_KEY_SNAPSHOT_TTL_SECONDS).
+func (s *Server) InvalidateSnapshots() {
+	if s.init() == nil {
+		s.cache.InvalidateAll()
+	}
+}
+
+// Shutdown stops accepting, closes parked connections at once, lets active
+// connections finish the frame they are on (their waits for a next frame are
+// interrupted) and waits until every connection is closed or ctx ends; then
+// it returns ctx's error and leaves the rest to Close. Handshakes in progress
+// finish (bounded by the handshake timeout) and are closed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	s.beginClose()
+	now := time.Now()
+	s.table.each(func(c *conn) {
+		if c.state.CompareAndSwap(stateParked, stateClosed) {
+			c.closeParked()
+			return
+		}
+		if c.state.Load() == stateHandshaking {
+			_ = c.nc.SetDeadline(now) // cut the handshake short
+			return
+		}
+		_ = c.nc.SetReadDeadline(now) // interrupt a wait for the next frame
+	})
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	wait := time.Millisecond
+	for s.m.open.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			// Back off like net/http's Shutdown: there is no signal for
+			// "last connection closed" that would not cost every close.
+			if wait < 50*time.Millisecond {
+				wait *= 2
+				t.Reset(wait)
+			}
+		}
+	}
+	if s.poller != nil {
+		s.poller.kick()
+		<-s.poller.done
+	}
+	return nil
+}
+
+// Close closes the listeners and every connection at once.
+func (s *Server) Close() error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	s.beginClose()
+	s.table.each(func(c *conn) {
+		if c.state.CompareAndSwap(stateParked, stateClosed) {
+			c.closeParked()
+			return
+		}
+		_ = c.nc.Close() // the serving goroutine notices and cleans up
+	})
+	if s.poller != nil {
+		s.poller.kick() // it exits once the last connection is gone
+	}
+	return nil
+}
+
+func (s *Server) beginClose() {
+	s.closing.Store(true)
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.lns {
+		_ = ln.Close()
+	}
+	s.mu.Unlock()
+}
