@@ -100,26 +100,41 @@ make_user() {
     python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
 }
 
-# run_wrk <cpus> <threads> <method>: prints wrk's summary line, returns rps in RPS.
+CLK_TCK=$(getconf CLK_TCK)
+# server_cpu_ticks: user+system CPU of the server process so far, in clock ticks.
+server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
+
+# run_wrk <cpus> <threads> <method>: prints wrk's summary line; sets RPS and CPU_US (server CPU
+# microseconds per request during the run, which stays meaningful when other work shares the
+# cores).
 run_wrk() {
-  local cpus=$1 threads=$2 method=$3 out
+  local cpus=$1 threads=$2 method=$3 out t0 t1 reqs
   # Warm the handler cache (one miss) before measuring.
   KC_TOKEN=$TOKEN KC_METHOD=$method KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
     taskset -c "$cpus" wrk -t1 -c1 -d1s -s bench/keycast-rpc.lua "$URL" >/dev/null
+  t0=$(server_cpu_ticks)
   out=$(KC_TOKEN=$TOKEN KC_METHOD=$method KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
     taskset -c "$cpus" wrk -t"$threads" -c"$CONN" -d"${DUR}s" -s bench/keycast-rpc.lua "$URL")
-  printf '%s\n' "$out" | grep -E 'keycast-rpc:|Non-2xx|Socket errors' || true
+  t1=$(server_cpu_ticks)
   RPS=$(printf '%s\n' "$out" | sed -n 's/.* rps=\([0-9]*\) .*/\1/p')
+  reqs=$(printf '%s\n' "$out" | sed -n 's/.* requests=\([0-9]*\) .*/\1/p')
+  CPU_US=$(python3 -c "print(round(($t1 - $t0) / $CLK_TCK * 1e6 / max($reqs, 1), 2))")
+  printf '%s server_cpu_us_per_req=%s\n' "$(printf '%s\n' "$out" | grep -E 'keycast-rpc:')" "$CPU_US"
+  printf '%s\n' "$out" | grep -E 'Non-2xx|Socket errors' || true
   local non2xx
   non2xx=$(printf '%s\n' "$out" | sed -n 's/.* non2xx=\([0-9]*\) .*/\1/p')
   if [ "${non2xx:-0}" != 0 ]; then echo "WARNING: $non2xx non-2xx answers in $method" >&2; fi
 }
 
-sign_bound() { # <cpus> <gomaxprocs> → SIGN_NS (ns per signature per core-second share)
+# sign_bound <cpus> <gomaxprocs>: sets SIGN_NS (wall ns per signature with that many
+# goroutines, so 1e9/SIGN_NS is signatures per second on those cores) and SIGN_CPU_NS (CPU ns
+# per signature).
+sign_bound() {
   local out
   out=$(taskset -c "$1" go test -run XXX -bench '^BenchmarkSchnorrSign$' -benchtime 3s -cpu "$2" ./internal/keycastserver/)
   printf '%s\n' "$out" | grep Benchmark
   SIGN_NS=$(printf '%s\n' "$out" | awk '/^BenchmarkSchnorrSign/ {print $3}')
+  SIGN_CPU_NS=$(printf '%s\n' "$out" | awk '/^BenchmarkSchnorrSign/ {print $5}')
 }
 
 declare -A R
@@ -129,21 +144,27 @@ for layout in pinned shared; do
   rm -rf "$WORK/data"
   start_server "$scpu" "$procs"
   make_user
-  run_wrk "$wcpu" "$threads" get_public_key; R[$layout.gpk]=$RPS
-  run_wrk "$wcpu" "$threads" sign_event; R[$layout.sign]=$RPS
-  run_wrk "$wcpu" "$threads" nip44_encrypt; R[$layout.nip44]=$RPS
+  run_wrk "$wcpu" "$threads" get_public_key; R[$layout.gpk]=$RPS; R[$layout.gpkcpu]=$CPU_US
+  run_wrk "$wcpu" "$threads" sign_event; R[$layout.sign]=$RPS; R[$layout.signcpu]=$CPU_US
+  run_wrk "$wcpu" "$threads" nip44_encrypt; R[$layout.nip44]=$RPS; R[$layout.nip44cpu]=$CPU_US
   curl -fsS "$URL/api/metrics" | grep -E '^keycast_(http_rpc_(requests|success|auth_errors|cache_hits|cache_misses)_total|expensive_resource_rejections_total)' || true
   stop_server
   sign_bound "$scpu" "$procs"
   R[$layout.bound]=$(python3 -c "print(round(1e9/$SIGN_NS))")
+  R[$layout.signns]=$SIGN_CPU_NS
 done
 
 echo "== summary"
 for layout in pinned shared; do
-  python3 - "$layout" "${R[$layout.gpk]}" "${R[$layout.sign]}" "${R[$layout.nip44]}" "${R[$layout.bound]}" <<'EOF'
+  python3 - "$layout" "${R[$layout.gpk]}" "${R[$layout.sign]}" "${R[$layout.nip44]}" "${R[$layout.bound]}" \
+    "${R[$layout.gpkcpu]}" "${R[$layout.signcpu]}" "${R[$layout.nip44cpu]}" "${R[$layout.signns]}" <<'EOF'
 import sys
-layout, gpk, sign, nip44, bound = sys.argv[1], *map(float, sys.argv[2:])
-print(f"{layout}: get_public_key {gpk:.0f} req/s; sign_event {sign:.0f} req/s = {100*sign/bound:.1f}% of the "
-      f"Schnorr bound {bound:.0f} signatures/s; nip44_encrypt {nip44:.0f} req/s")
+layout = sys.argv[1]
+gpk, sign, nip44, bound, gpkcpu, signcpu, nip44cpu, signns = map(float, sys.argv[2:])
+print(f"{layout}: get_public_key {gpk:.0f} req/s ({gpkcpu:.1f} server CPU-us/req = {1e6/gpkcpu:.0f} req per server CPU-second); "
+      f"nip44_encrypt {nip44:.0f} req/s ({nip44cpu:.1f} CPU-us/req)")
+print(f"{layout}: sign_event {sign:.0f} req/s = {100*sign/bound:.1f}% of the Schnorr bound {bound:.0f} signatures/s measured "
+      f"after it (wall clock); per CPU: {signcpu:.1f} server CPU-us/req vs {signns/1000:.1f} CPU-us per bare signature "
+      f"= {100*signns/1000/signcpu:.1f}% of the signing bound on the CPU the server got")
 EOF
 done

@@ -11,7 +11,8 @@
 #     2. handshake-bench --duration-secs 15 --concurrency 256 --client-ip-base 127.0.2.0 --client-ip-count 128
 #        handshake-bench ... --resume                                        (ours: resumed handshakes)
 #     3. request-bench   --connections 64 --duration-secs 20                 (the seed's closed loop)
-#        request-bench   --connections 64 --duration-secs 20 --pipeline 8    (ours, for the ceiling)
+#        request-bench   --connections 64 --duration-secs 20 --pipeline 8    (ours, the ceiling; against a
+#                        server whose public-read limits are raised past the scale profile's)
 #   default profile (no overrides), a fresh single-process server for each:
 #     4. ddos            --sources 12000 --concurrency 500 --client-ip-base 127.5.0.0
 #     5. ddos            --sources 1000000 --concurrency 500 --client-ip-base 127.16.0.0 (bounded memory)
@@ -99,7 +100,14 @@ client handshake-bench handshake-bench --info-file "$OUT/scale1-info.json" --dur
 client handshake-bench-resume handshake-bench --info-file "$OUT/scale1-info.json" --duration-secs "$HS_SECS" \
   --concurrency 256 --client-ip-base 127.0.4.0 --client-ip-count 128 --resume
 client request-bench request-bench --info-file "$OUT/scale1-info.json" --connections 64 --duration-secs "$REQ_SECS"
-client request-bench-pipelined request-bench --info-file "$OUT/scale1-info.json" --connections 64 \
+stop_server
+
+# The pipelined run passes the scale profile's public-read budget (200,000 burst + 100,000/s), so it
+# runs against a server with the public-read limits raised further: the raw dispatch ceiling.
+echo "== scale profile with public reads unbounded, one server process"
+start_server raw "${SCALE_ENV[@]}" PUBLIC_READ_BURST=1000000000 PUBLIC_READ_GLOBAL_BURST=1000000000 \
+  PUBLIC_READ_RATE_PER_MINUTE=60000000000 PUBLIC_READ_GLOBAL_RATE_PER_SECOND=1000000000 --
+client request-bench-pipelined request-bench --info-file "$OUT/raw-info.json" --connections 64 \
   --duration-secs "$REQ_SECS" --pipeline 8
 stop_server
 

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -41,6 +40,7 @@ type lkServerFlags struct {
 	listen            string
 	processes         int
 	perProcessMetrics bool
+	releaseIdleMemory bool
 	childIndex        int
 	childCount        int
 }
@@ -76,6 +76,7 @@ func newLinkKeysServerCmd(env *Env) *cobra.Command {
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "listen address (default 127.0.0.1 and a free port, or TCP_PORT when set)")
 	fl.IntVar(&f.processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
 	fl.BoolVar(&f.perProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's line as `PROCESS_METRICS <i> {json}`")
+	fl.BoolVar(&f.releaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS when the server goes quiet after activity (see docs/benchmarks.md)")
 	fl.IntVar(&f.childIndex, "child-index", 0, "internal: index of this child process")
 	fl.IntVar(&f.childCount, "child-count", 0, "internal: number of child processes")
 	_ = fl.MarkHidden("child-index")
@@ -181,7 +182,6 @@ func startPrometheus(addr string, src func() linkkeysserver.Snapshot, process bo
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.Handle("/metrics", linkkeysserver.PrometheusHandler(linkkeysserver.NewPrometheusRegistry(src, process)))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -259,6 +259,9 @@ func runLinkKeysServer(ctx context.Context, env *Env, f lkServerFlags, listenCha
 	fmt.Fprintf(env.Stdout, "listening on %s pid=%d (info written to %s)\n", tcp.AddrPort(), os.Getpid(), f.infoFile)
 
 	lctx, cancel := stop.loopContext(ctx)
+	if f.releaseIdleMemory {
+		go (&linkkeysserver.MemoryReleaser{}).Run(lctx, 2*time.Second, srv.Metrics)
+	}
 	loopErr := make(chan error, 1)
 	go func() {
 		loopErr <- linkkeysserver.MetricsLoop(lctx, env.Stdout, time.Duration(f.metricsInterval)*time.Second,
@@ -319,7 +322,8 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 		Command: func(i int) *exec.Cmd {
 			args := append(append([]string{}, cmdPrefix...),
 				"--child-index", strconv.Itoa(i), "--child-count", strconv.Itoa(f.processes),
-				"--listen", childAddr, "--db-path", f.dbPath, "--domain", f.domain)
+				"--listen", childAddr, "--db-path", f.dbPath, "--domain", f.domain,
+				"--release-idle-memory="+strconv.FormatBool(f.releaseIdleMemory))
 			cmd := exec.Command(exe, args...)
 			cmd.Stderr = env.Stderr
 			return cmd
@@ -416,6 +420,7 @@ func runLinkKeysServerChild(ctx context.Context, env *Env, f lkServerFlags) erro
 	return linkkeysserver.RunChild(ctx, linkkeysserver.ChildOptions{
 		Index: f.childIndex, Count: f.childCount, Addr: f.listen, Config: cfg, Keys: store,
 		Stdin: os.Stdin, Stdout: env.Stdout, Signals: sigs, Logger: env.Logger.With("child", f.childIndex),
+		ReleaseIdleMemory: f.releaseIdleMemory,
 	})
 }
 

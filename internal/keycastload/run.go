@@ -639,7 +639,8 @@ func (r *runner) exchange(wk *worker, u *userClient, start time.Time) (response,
 			}
 			return resp, err
 		}
-		if resp.close {
+		if resp.close || c.br.Buffered() > 0 {
+			// Bytes beyond the response are a protocol violation; the connection is not reused.
 			c.close()
 		} else {
 			u.put(c, time.Now())

@@ -1,7 +1,6 @@
 package linkkeysserver
 
 import (
-	"bufio"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -29,17 +28,42 @@ const (
 	stateClosed
 )
 
-// readBufSize is the read buffer a connection holds only while active; frames
-// whose body fits are dispatched straight from it without a copy.
+// readBufSize is the size of the read buffer a connection holds only while
+// bytes of a frame are buffered; frames whose body fits are dispatched
+// straight from it without a copy.
 const readBufSize = 4096
 
 // maxPooledOut is the largest write batch buffer returned to the pool.
 const maxPooledOut = 64 << 10
 
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+// rbuf is a connection's read buffer: b[r:w] is unread.
+type rbuf struct {
+	b    []byte
+	r, w int
+}
+
+var rbufPool = sync.Pool{New: func() any { return &rbuf{b: make([]byte, readBufSize)} }}
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-// conn is one established connection. Idle connections hold this struct,
+// fill reads once from src into the free end of the buffer, moving unread
+// bytes to the front first. It reports an error only when no byte was read.
+func (rb *rbuf) fill(src io.Reader) error {
+	if rb.r > 0 {
+		rb.w = copy(rb.b, rb.b[rb.r:rb.w])
+		rb.r = 0
+	}
+	n, err := src.Read(rb.b[rb.w:])
+	rb.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// conn is one established connection. A parked connection holds this struct,
 // the tls.Conn and the socket, nothing else: no goroutine, no buffers.
 type conn struct {
 	srv   *Server
@@ -50,14 +74,15 @@ type conn struct {
 	state atomic.Uint32
 	armed bool // registered in the poller's epoll set (possibly disabled)
 
-	peer    netip.Addr
-	prKey   admit.SourceKey // public-read source key, computed on first use
-	hasPr   bool
-	authKey admit.SourceKey
-	hasAuth bool
+	pre   [4]byte // landing area of a wait's first bytes, before a buffer is taken
+	rb    *rbuf   // read buffer, only while unread bytes are buffered
+	out   *[]byte // responses not yet written, only while there are some
+	peer  netip.Addr
+	prKey admit.SourceKey // public-read source key, computed on first use
+	hasPr bool
 
-	idleStart int64 // mono ns when the wait for the current prefix began
 	idleFresh bool  // a frame was dispatched: the next wait starts a new idle period
+	idleStart int64 // mono ns when the wait for the current prefix began
 	lastRead  int64 // mono ns of the last frame read (or wake-up); parking counts from it
 	rdl       int64 // read deadline in force (mono ns)
 	wdl       int64 // write deadline in force (mono ns)
@@ -71,8 +96,12 @@ type conn struct {
 func (s *Server) newConn(nc net.Conn, tc *tls.Conn, peer netip.Addr, hsDeadline time.Time) *conn {
 	now := s.mono()
 	dl := int64(hsDeadline.Sub(s.epoch))
+	// lastRead one ParkAfter ago: right after the handshake the connection
+	// checks for a first request without waiting (a zero-deadline read) and
+	// parks at once if there is none, so the handshake goroutine and its
+	// large stack go away immediately.
 	c := &conn{srv: s, nc: nc, tc: tc, peer: peer, fd: -1, wslot: -1,
-		idleStart: now, lastRead: now, rdl: dl, wdl: dl}
+		idleStart: now, lastRead: now - int64(s.cfg.ParkAfter), rdl: dl, wdl: dl}
 	c.gen = s.gens.Add(1)
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
@@ -92,122 +121,152 @@ const (
 	waitClose
 )
 
+func (c *conn) buffered() int {
+	if c.rb == nil {
+		return 0
+	}
+	return c.rb.w - c.rb.r
+}
+
+// releaseRead returns an empty read buffer to the pool.
+func (c *conn) releaseRead() {
+	if c.rb != nil && c.rb.r == c.rb.w {
+		c.rb.r, c.rb.w = 0, 0
+		rbufPool.Put(c.rb)
+		c.rb = nil
+	}
+}
+
+// outBuf returns the pending-responses buffer, taking one from the pool.
+func (c *conn) outBuf() *[]byte {
+	if c.out == nil {
+		c.out = outPool.Get().(*[]byte)
+	}
+	return c.out
+}
+
+func (c *conn) releaseOut() {
+	if c.out != nil {
+		if cap(*c.out) <= maxPooledOut {
+			*c.out = (*c.out)[:0]
+			outPool.Put(c.out)
+		}
+		c.out = nil
+	}
+}
+
 // serve runs the message loop (reference §1.6) until the connection closes
 // or parks. One goroutine reads a frame, dispatches it in order and appends
 // the encoded response to a write batch; the batch is written with one TLS
 // write when no complete frame prefix is buffered any more, or when it holds
-// min(MaxInflightFrames, WriteQueueBound) responses. While a write blocks
+// min(MaxInflightFrames, WriteQueueBound) responses (frames read but not yet
+// answered on the wire, and encoded responses held). While a write blocks
 // nothing more is read, so a client that does not read its responses meets
 // TCP backpressure, never an unbounded queue.
 func (c *conn) serve() {
 	s := c.srv
-	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(c.tc)
-	out := outPool.Get().(*[]byte)
 	pending := 0
 	flushAt := min(s.cfg.MaxInflightFrames, s.cfg.WriteQueueBound)
 	for {
-		if br.Buffered() < 4 && pending > 0 {
-			if !c.flush(*out) {
-				c.finish(br, out, false)
-				return
+		if c.buffered() < 4 {
+			if pending > 0 {
+				if !c.flush() {
+					c.finish(false)
+					return
+				}
+				pending = 0
 			}
-			*out = (*out)[:0]
-			pending = 0
-		}
-		if br.Buffered() < 4 {
 			if c.idleFresh {
 				c.idleStart = s.mono()
 				c.idleFresh = false
 			}
-			switch c.waitPrefix(br) {
+			c.releaseRead()
+			switch c.waitPrefix() {
 			case waitData:
 			case waitPark:
-				c.release(br, out)
 				if c.park() {
 					return
 				}
-				br = readerPool.Get().(*bufio.Reader)
-				br.Reset(c.tc)
-				out = outPool.Get().(*[]byte)
 				continue
 			default:
-				c.finish(br, out, false)
+				c.finish(false)
 				return
 			}
 		}
-		hdr, _ := br.Peek(4)
-		n := binary.BigEndian.Uint32(hdr)
-		_, _ = br.Discard(4)
+		rb := c.rb
+		n := binary.BigEndian.Uint32(rb.b[rb.r:])
+		rb.r += 4
 		if n > linkkeys.MaxFrameSize {
 			// Checked before any allocation; no response, the stream
 			// cannot be resynchronised.
 			s.logger.Debug("linkkeysserver: oversized frame", "peer", c.peer, "len", n)
-			c.finish(br, out, pending > 0)
+			c.finish(pending > 0)
 			return
 		}
 		c.lastRead = s.mono()
-		body, ok := c.readBody(br, int(n))
+		body, inPlace, ok := c.readBody(int(n))
 		if !ok {
-			c.finish(br, out, pending > 0)
+			c.finish(pending > 0)
 			return
 		}
+		out := c.outBuf()
 		var closeAfter bool
 		*out, closeAfter = s.dispatch(*out, body, c)
-		if int(n) <= br.Size() {
-			_, _ = br.Discard(int(n))
+		if inPlace {
+			c.rb.r += int(n)
 		}
 		s.m.frames.Add(1)
 		c.idleFresh = true
 		pending++
 		if closeAfter {
-			c.finish(br, out, true)
+			c.finish(true)
 			return
 		}
 		if pending >= flushAt {
-			if !c.flush(*out) {
-				c.finish(br, out, false)
+			if !c.flush() {
+				c.finish(false)
 				return
 			}
-			*out = (*out)[:0]
 			pending = 0
 		}
 	}
 }
 
 // readBody reads an n-byte frame body under the I/O timeout. A body that
-// fits the read buffer is returned in place (valid until the next read);
-// a larger one gets a buffer of exactly n bytes. frame_buffer_bytes counts n
-// from the accepted prefix until the body is handed to dispatch or the read
-// fails.
-func (c *conn) readBody(br *bufio.Reader, n int) ([]byte, bool) {
+// fits the read buffer is returned in place (valid until the buffer is read
+// again; inPlace reports it); a larger one gets a buffer of exactly n bytes.
+// frame_buffer_bytes counts n from the accepted prefix until the body is
+// handed to dispatch or the read fails.
+func (c *conn) readBody(n int) (body []byte, inPlace, ok bool) {
 	s := c.srv
 	s.m.frameBuf.Add(int64(n))
 	defer s.m.frameBuf.Add(-int64(n))
-	if n <= br.Size() {
-		if br.Buffered() < n {
+	rb := c.rb
+	if n <= len(rb.b) {
+		for rb.w-rb.r < n {
 			c.ensureReadDeadline()
+			if err := rb.fill(c.tc); err != nil {
+				s.logger.Debug("linkkeysserver: frame body read failed", "peer", c.peer, "err", err)
+				return nil, false, false
+			}
 		}
-		body, err := br.Peek(n)
-		if err != nil {
-			s.logger.Debug("linkkeysserver: frame body read failed", "peer", c.peer, "err", err)
-			return nil, false
-		}
-		return body, true
+		return rb.b[rb.r : rb.r+n], true, true
 	}
+	body = make([]byte, n)
+	got := copy(body, rb.b[rb.r:rb.w])
+	rb.r += got
 	c.ensureReadDeadline()
-	body := make([]byte, n)
-	if _, err := io.ReadFull(br, body); err != nil {
+	if _, err := io.ReadFull(c.tc, body[got:]); err != nil {
 		s.logger.Debug("linkkeysserver: frame body read failed", "peer", c.peer, "err", err)
-		return nil, false
+		return nil, false, false
 	}
-	return body, true
+	return body, false, true
 }
 
 // slack is how far past the I/O timeout a body read or write may run: the
-// deadline is renewed only when less than IOTimeout is left, to at most
-// IOTimeout+slack, so a busy connection resets it once per slack period
-// rather than per frame.
+// deadline is renewed only when less than IOTimeout or more than
+// IOTimeout+slack is left, so a busy connection resets it about once per
+// slack period rather than per frame.
 func (s *Server) slack() int64 {
 	return int64(min(s.cfg.IOTimeout/8, time.Second))
 }
@@ -224,31 +283,48 @@ func (c *conn) ensureReadDeadline() {
 }
 
 // waitPrefix waits until a whole 4-byte prefix is buffered, under the idle
-// timeout (which covers the whole prefix). With nothing buffered for
-// ParkAfter it reports waitPark. Deadlines are set lazily: one that fires
-// before it is due is simply re-armed.
-func (c *conn) waitPrefix(br *bufio.Reader) int {
+// timeout (which covers the whole prefix). It holds no buffer while nothing
+// has arrived: the first bytes land in c.pre. With nothing buffered for
+// ParkAfter since the last frame it reports waitPark; its last read then
+// timed out, which proves the tls.Conn holds no decrypted bytes and no whole
+// record (Go's tls.Conn serves those before touching the socket), so the
+// socket's readability is a complete wake-up signal. Deadlines are set
+// lazily: one that fires before it is due is simply re-armed.
+func (c *conn) waitPrefix() int {
 	s := c.srv
 	idle := int64(s.cfg.IdleTimeout)
 	parkAfter := int64(s.cfg.ParkAfter)
-	for br.Buffered() < 4 {
+	for c.buffered() < 4 {
 		idleEnd := c.idleStart + idle
 		target := idleEnd
-		canPark := s.poller != nil && br.Buffered() == 0
+		canPark := s.poller != nil && c.buffered() == 0
 		if canPark {
 			target = min(target, c.lastRead+parkAfter)
 		}
-		if s.closing.Load() && br.Buffered() == 0 {
+		if s.closing.Load() && c.buffered() == 0 {
 			return waitClose
 		}
-		if c.rdl > target || c.rdl <= s.mono() {
+		if now := s.mono(); c.rdl > target || c.rdl <= now {
 			c.rdl = target
 			_ = c.nc.SetReadDeadline(s.wall(target))
-			if s.closing.Load() && br.Buffered() == 0 {
+			if s.closing.Load() && c.buffered() == 0 {
 				return waitClose // Shutdown's interrupt may have been overwritten
 			}
 		}
-		_, err := br.Peek(br.Buffered() + 1)
+		var err error
+		if c.rb == nil {
+			var n int
+			n, err = c.tc.Read(c.pre[:])
+			if n > 0 {
+				c.rb = rbufPool.Get().(*rbuf)
+				c.rb.r, c.rb.w = 0, copy(c.rb.b, c.pre[:n])
+				err = nil
+			} else if err == nil {
+				err = io.ErrNoProgress
+			}
+		} else {
+			err = c.rb.fill(c.tc)
+		}
 		if err == nil {
 			continue
 		}
@@ -260,7 +336,7 @@ func (c *conn) waitPrefix(br *bufio.Reader) int {
 		}
 		now := s.mono()
 		switch {
-		case s.closing.Load() && br.Buffered() == 0:
+		case s.closing.Load() && c.buffered() == 0:
 			return waitClose
 		case now >= idleEnd:
 			s.logger.Debug("linkkeysserver: idle timeout", "peer", c.peer)
@@ -272,15 +348,21 @@ func (c *conn) waitPrefix(br *bufio.Reader) int {
 	return waitData
 }
 
-// flush writes the batch with one TLS write under the I/O timeout.
-func (c *conn) flush(b []byte) bool {
+// flush writes the pending responses with one TLS write under the I/O
+// timeout and releases the buffer.
+func (c *conn) flush() bool {
 	s := c.srv
+	if c.out == nil || len(*c.out) == 0 {
+		return true
+	}
 	now := s.mono()
 	if left := c.wdl - now; left < int64(s.cfg.IOTimeout) || left > int64(s.cfg.IOTimeout)+s.slack() {
 		c.wdl = now + int64(s.cfg.IOTimeout) + s.slack()
 		_ = c.nc.SetWriteDeadline(s.wall(c.wdl))
 	}
-	if _, err := c.tc.Write(b); err != nil {
+	_, err := c.tc.Write(*c.out)
+	c.releaseOut()
+	if err != nil {
 		s.logger.Debug("linkkeysserver: write failed", "peer", c.peer, "err", err)
 		return false
 	}
@@ -289,21 +371,17 @@ func (c *conn) flush(b []byte) bool {
 
 // finish ends an active connection: like upstream's writer stage, it first
 // writes the responses already produced when flush is set.
-func (c *conn) finish(br *bufio.Reader, out *[]byte, flush bool) {
-	if flush && len(*out) > 0 {
-		c.flush(*out)
+func (c *conn) finish(flush bool) {
+	if flush {
+		c.flush()
 	}
-	c.release(br, out)
+	c.releaseOut()
+	if c.rb != nil {
+		c.rb.r, c.rb.w = 0, 0
+		rbufPool.Put(c.rb)
+		c.rb = nil
+	}
 	c.close()
-}
-
-func (c *conn) release(br *bufio.Reader, out *[]byte) {
-	br.Reset(nil)
-	readerPool.Put(br)
-	if cap(*out) <= maxPooledOut {
-		*out = (*out)[:0]
-		outPool.Put(out)
-	}
 }
 
 // park hands the connection to the poller: its goroutine exits and the
@@ -411,14 +489,11 @@ func (c *conn) publicReadKey() admit.SourceKey {
 	return c.prKey
 }
 
-// authAttemptKey is the API-key attempt limiter key: the peer address
-// string, not prefix-normalised.
+// authAttemptKey is the API-key attempt limiter key: the peer address,
+// not prefix-normalised. Requests with auth are rare here, so it is not
+// cached.
 func (c *conn) authAttemptKey() admit.SourceKey {
-	if !c.hasAuth {
-		c.authKey = admit.KeyForAddr(c.peer, 128)
-		c.hasAuth = true
-	}
-	return c.authKey
+	return admit.KeyForAddr(c.peer, 128)
 }
 
 // connTable maps socket descriptors to established connections, so the

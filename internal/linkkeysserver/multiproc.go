@@ -91,6 +91,8 @@ type ChildOptions struct {
 	// Signals, when not nil, delivers SIGINT/SIGTERM (treated as "final").
 	Signals <-chan os.Signal
 	Logger  *slog.Logger
+	// ReleaseIdleMemory runs a MemoryReleaser in the child.
+	ReleaseIdleMemory bool
 }
 
 // RunChild is the body of one child process: it reads the key seed, serves
@@ -130,6 +132,11 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	if _, err := fmt.Fprintf(opt.Stdout, "%s %d\n", childReady, port); err != nil {
 		srv.Close()
 		return err
+	}
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	if opt.ReleaseIdleMemory {
+		go (&MemoryReleaser{}).Run(rctx, 2*time.Second, srv.Metrics)
 	}
 	cmds := make(chan string)
 	go func() {
