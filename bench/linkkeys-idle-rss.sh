@@ -15,7 +15,7 @@ set -euo pipefail
 
 COUNT=${COUNT:-15000}
 INTERVAL=${INTERVAL:-2}          # seconds between METRICS lines
-BASELINE_LINES=${BASELINE_LINES:-3}
+BASELINE_LINES=${BASELINE_LINES:-6}  # the first lines include start-up garbage not yet returned
 SETTLE_LINES=${SETTLE_LINES:-10} # METRICS lines to wait after the last connection is up
 EXTRA_SERVER_ARGS=${EXTRA_SERVER_ARGS:-}
 

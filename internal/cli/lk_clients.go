@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,6 +113,15 @@ func lkBase(flag, s string) (linkkeysload.IPv4, error) {
 	return a, nil
 }
 
+// interrupted turns a run that the first Ctrl-C cut short into an error, after its partial counts
+// were printed.
+func interrupted(ctx context.Context, err error) error {
+	if err == nil && ctx.Err() != nil {
+		return errors.New("interrupted: the counts above are partial")
+	}
+	return err
+}
+
 func atLeastOne(name string, v uint32) error {
 	if v < 1 {
 		return usageError("%s 0: must be at least 1", name)
@@ -120,7 +130,7 @@ func atLeastOne(name string, v uint32) error {
 }
 
 // lkResult maps a client's error to its exit status: setup failures and unreadable info files exit
-// 1 as in the seed, interrupted runs too.
+// 1 as in the seed. An interrupted run (first Ctrl-C) has printed its partial counts; it exits 1 too.
 func lkResult(err error) error {
 	if err == nil {
 		return nil
@@ -167,7 +177,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
 				ProgressEvery: progressEvery}
 			_, err = linkkeysload.Connections(cmd.Context(), cfg, run)
-			return lkResult(err)
+			return lkResult(interrupted(cmd.Context(), err))
 		},
 	}
 	f := c.Flags()
@@ -213,7 +223,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 			cfg := linkkeysload.HandshakeConfig{Target: target, DurationSecs: duration, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
 			_, err = linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
-			return lkResult(err)
+			return lkResult(interrupted(cmd.Context(), err))
 		},
 	}
 	f := c.Flags()
@@ -267,7 +277,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
 				Pipeline: pipeline, Rate: rate}
 			_, err = linkkeysload.RequestBench(cmd.Context(), cfg, run)
-			return lkResult(err)
+			return lkResult(interrupted(cmd.Context(), err))
 		},
 	}
 	f := c.Flags()
@@ -327,7 +337,7 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 			cfg := linkkeysload.DDoSConfig{Target: target, Sources: sources, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
 			_, err = linkkeysload.DDoS(cmd.Context(), cfg, run)
-			return lkResult(err)
+			return lkResult(interrupted(cmd.Context(), err))
 		},
 	}
 	f := c.Flags()

@@ -41,6 +41,7 @@ type lkServerFlags struct {
 	processes         int
 	perProcessMetrics bool
 	releaseIdleMemory bool
+	parkAfter         time.Duration
 	childIndex        int
 	childCount        int
 }
@@ -77,6 +78,8 @@ func newLinkKeysServerCmd(env *Env) *cobra.Command {
 	fl.IntVar(&f.processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
 	fl.BoolVar(&f.perProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's line as `PROCESS_METRICS <i> {json}`")
 	fl.BoolVar(&f.releaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS when the server goes quiet after activity (see docs/benchmarks.md)")
+	fl.DurationVar(&f.parkAfter, "park-after", linkkeysserver.DefaultParkAfter, "park a connection (no goroutine, no buffers) after it had nothing to read this long; negative never parks (benchmark comparisons)")
+	_ = fl.MarkHidden("park-after")
 	fl.IntVar(&f.childIndex, "child-index", 0, "internal: index of this child process")
 	fl.IntVar(&f.childCount, "child-count", 0, "internal: number of child processes")
 	_ = fl.MarkHidden("child-index")
@@ -152,6 +155,10 @@ func lkServerConfig(env *Env, f lkServerFlags) (linkkeysserver.Config, error) {
 		return cfg, &ExitError{Code: ExitUsage, Err: err}
 	}
 	cfg.Domain = f.domain
+	cfg.ParkAfter = f.parkAfter
+	if f.parkAfter == 0 {
+		cfg.ParkAfter = -1
+	}
 	if f.domain == "" {
 		return cfg, usageError("--domain must not be empty")
 	}
@@ -323,7 +330,7 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 			args := append(append([]string{}, cmdPrefix...),
 				"--child-index", strconv.Itoa(i), "--child-count", strconv.Itoa(f.processes),
 				"--listen", childAddr, "--db-path", f.dbPath, "--domain", f.domain,
-				"--release-idle-memory="+strconv.FormatBool(f.releaseIdleMemory))
+				"--release-idle-memory="+strconv.FormatBool(f.releaseIdleMemory), "--park-after", f.parkAfter.String())
 			cmd := exec.Command(exe, args...)
 			cmd.Stderr = env.Stderr
 			return cmd

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Cost of the Keycast load generator: requests per client CPU-second of `keycast-loadtest run`
+# next to hey and vegeta, against the same reference server, method and connection count, in one
+# run, interleaved round by round so that the machine's noise hits every tool alike.
+#
+# Usage: bench/keycast-generator.sh [rounds] [duration_seconds] [connections] [method]
+#   defaults: 3 rounds, 10 s, 50 connections, get-public-key (warm-cache: one user, so every tool
+#   sends the same request). Needs go, taskset, curl and jq. hey (github.com/rakyll/hey) and vegeta
+#   (github.com/tsenart/vegeta/v12) are installed with `go install` into a temporary GOBIN; when the
+#   module proxy refuses one, that is printed and the tool is left out.
+#
+# Layout, as docs/benchmarks.md and the machine baseline use it: the server on core 1 with
+# GOMAXPROCS=1, every client on core 0. Client CPU is user+system time of the client process
+# (bash's `time`), so requests per client CPU-second = completed requests / (user+sys).
+#
+# Output: the machine record, one line per measurement, then medians and the ratios
+# docs/benchmarks.md quotes ("ours/hey", "ours/vegeta").
+set -euo pipefail
+
+ROUNDS=${1:-3}
+DUR=${2:-10}
+CONN=${3:-50}
+METHOD=${4:-get-public-key}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+for tool in go taskset curl jq; do
+  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
+done
+case "$METHOD" in
+  get-public-key) RPC='{"method":"get_public_key","params":[]}' ;;
+  *) echo "only get-public-key sends the same bytes from every tool; got $METHOD" >&2; exit 2 ;;
+esac
+
+WORK=$(mktemp -d)
+SERVER_PID=""
+cleanup() {
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK" "$ROOT/bench/.generator-machine"
+}
+trap cleanup EXIT
+
+mkdir -p "$ROOT/bench/.generator-machine"
+cat > "$ROOT/bench/.generator-machine/main.go" <<'EOF'
+package main
+
+import (
+	"encoding/json"
+	"os"
+
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+func main() {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(machine.Collect("KEYCAST_", "HANDLER_CACHE_SIZE", "GOMAXPROCS"))
+}
+EOF
+echo "== machine"
+go run ./bench/.generator-machine
+echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+go build -o "$WORK/kl" ./cmd/keycast-loadtest
+mkdir -p "$WORK/gobin"
+HAVE_HEY=0 HAVE_VEGETA=0
+if GOBIN="$WORK/gobin" go install github.com/rakyll/hey@latest >"$WORK/hey-install.log" 2>&1; then
+  HAVE_HEY=1
+else
+  echo "== hey: the module proxy refused github.com/rakyll/hey@latest: $(tail -1 "$WORK/hey-install.log")"
+fi
+if GOBIN="$WORK/gobin" go install github.com/tsenart/vegeta/v12@latest >"$WORK/vegeta-install.log" 2>&1; then
+  HAVE_VEGETA=1
+else
+  echo "== vegeta: the module proxy refused github.com/tsenart/vegeta/v12@latest: $(tail -1 "$WORK/vegeta-install.log")"
+fi
+
+PORT=$((20000 + RANDOM % 20000))
+URL="http://127.0.0.1:$PORT"
+GOMAXPROCS=1 KEYCAST_BCRYPT_COST=4 PORT=$PORT taskset -c 1 "$WORK/kl" server --data-dir "$WORK/data" \
+  >"$WORK/server.out" 2>"$WORK/server.err" &
+SERVER_PID=$!
+for _ in $(seq 1 100); do
+  curl -fsS "$URL/health" >/dev/null 2>&1 && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.err" >&2; exit 1; }
+  sleep 0.1
+done
+"$WORK/kl" setup --url "$URL" --users 4 --concurrency 2 --output "$WORK/users.json" >/dev/null 2>"$WORK/setup.err" \
+  || { cat "$WORK/setup.err" >&2; exit 1; }
+TOKEN=$(jq -r '.users[0].ucan_token' "$WORK/users.json")
+printf '%s' "$RPC" >"$WORK/body.json"
+printf 'POST %s/api/nostr\nAuthorization: Bearer %s\nContent-Type: application/json\n@%s\n' "$URL" "$TOKEN" "$WORK/body.json" >"$WORK/targets.txt"
+
+# cpu_of <file>: user+sys seconds from bash's `time` output ("real user sys").
+cpu_of() { awk '{printf "%.3f", $2 + $3}' "$1"; }
+
+# Each measure_* prints "<tool> <requests> <successes> <cpu_seconds>".
+measure_ours() {
+  local t="$WORK/time.ours"
+  { TIMEFORMAT='%R %U %S'; time taskset -c 0 "$WORK/kl" run --url "$URL" --users-file "$WORK/users.json" \
+      -c "$CONN" -d "$DUR" --ramp-up 0 -s warm-cache -m "$METHOD" -o "$WORK/ours.json" >/dev/null 2>"$WORK/ours.err"; } 2>"$t"
+  echo "ours $(jq -r '.summary.total_requests' "$WORK/ours.json") $(jq -r '.summary.successful_requests' "$WORK/ours.json") $(cpu_of "$t")"
+}
+measure_hey() {
+  local t="$WORK/time.hey"
+  { TIMEFORMAT='%R %U %S'; time taskset -c 0 "$WORK/gobin/hey" -z "${DUR}s" -c "$CONN" -m POST \
+      -H "Authorization: Bearer $TOKEN" -T application/json -d "$RPC" "$URL/api/nostr" >"$WORK/hey.out" 2>&1; } 2>"$t"
+  local total ok
+  total=$(awk '/\[[0-9]+\]/ {s += $2} END {print s + 0}' "$WORK/hey.out")
+  ok=$(awk '/\[200\]/ {print $2}' "$WORK/hey.out")
+  echo "hey $total ${ok:-0} $(cpu_of "$t")"
+}
+measure_vegeta() {
+  local t="$WORK/time.vegeta"
+  { TIMEFORMAT='%R %U %S'; time taskset -c 0 "$WORK/gobin/vegeta" attack -targets "$WORK/targets.txt" -rate 0 \
+      -max-workers "$CONN" -workers "$CONN" -duration "${DUR}s" -output "$WORK/vegeta.bin" 2>"$WORK/vegeta.err"; } 2>"$t"
+  "$WORK/gobin/vegeta" report -type=json "$WORK/vegeta.bin" >"$WORK/vegeta.json"
+  local total ok
+  total=$(jq -r '.requests' "$WORK/vegeta.json")
+  ok=$(jq -r '.status_codes["200"] // 0' "$WORK/vegeta.json")
+  echo "vegeta $total $ok $(cpu_of "$t")"
+}
+
+# A short warm-up fills the server's handler cache and lets the CPU settle.
+taskset -c 0 "$WORK/kl" run --url "$URL" --users-file "$WORK/users.json" -c "$CONN" -d 2 --ramp-up 0 \
+  -s warm-cache -m "$METHOD" -o "$WORK/warmup.json" >/dev/null 2>&1
+
+echo "== measurements: round tool requests successes client_cpu_s req_per_client_cpu_s"
+: >"$WORK/all.txt"
+for round in $(seq 1 "$ROUNDS"); do
+  tools="ours"
+  [ "$HAVE_HEY" = 1 ] && tools="$tools hey"
+  [ "$HAVE_VEGETA" = 1 ] && tools="$tools vegeta"
+  for tool in $tools; do
+    line=$("measure_$tool")
+    set -- $line
+    rate=$(awk -v r="$2" -v c="$4" 'BEGIN {printf "%.0f", (c > 0 ? r / c : 0)}')
+    echo "$round $line $rate" | tee -a "$WORK/all.txt"
+  done
+done
+echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+median() { sort -n | awk '{a[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.0f", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+echo "== medians (requests per client CPU-second)"
+OURS=$(awk '$2 == "ours" {print $6}' "$WORK/all.txt" | median)
+echo "ours   $OURS"
+if [ "$HAVE_HEY" = 1 ]; then
+  HEY=$(awk '$2 == "hey" {print $6}' "$WORK/all.txt" | median)
+  echo "hey    $HEY"
+  awk -v o="$OURS" -v h="$HEY" 'BEGIN {printf "ours/hey     %.2f\n", o / h}'
+  echo "per-round ours/hey: $(awk '$2 == "ours" {o[$1] = $6} $2 == "hey" {h[$1] = $6} END {for (r in o) if (h[r] > 0) printf "%.2f ", o[r] / h[r]; print ""}' "$WORK/all.txt")"
+fi
+if [ "$HAVE_VEGETA" = 1 ]; then
+  VEG=$(awk '$2 == "vegeta" {print $6}' "$WORK/all.txt" | median)
+  echo "vegeta $VEG"
+  awk -v o="$OURS" -v v="$VEG" 'BEGIN {printf "ours/vegeta  %.2f\n", o / v}'
+  echo "per-round ours/vegeta: $(awk '$2 == "ours" {o[$1] = $6} $2 == "vegeta" {v[$1] = $6} END {for (r in o) if (v[r] > 0) printf "%.2f ", o[r] / v[r]; print ""}' "$WORK/all.txt")"
+fi
