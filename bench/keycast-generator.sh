@@ -75,6 +75,10 @@ else
   echo "== vegeta: the module proxy refused github.com/tsenart/vegeta/v12@latest: $(tail -1 "$WORK/vegeta-install.log")"
 fi
 
+for tool in hey vegeta; do
+  [ -x "$WORK/gobin/$tool" ] && echo "== $tool $(go version -m "$WORK/gobin/$tool" | awk '$1 == "mod" {print $2, $3}')"
+done
+
 PORT=$((20000 + RANDOM % 20000))
 URL="http://127.0.0.1:$PORT"
 GOMAXPROCS=1 KEYCAST_BCRYPT_COST=4 PORT=$PORT taskset -c 1 "$WORK/kl" server --data-dir "$WORK/data" \

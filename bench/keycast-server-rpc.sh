@@ -13,6 +13,10 @@
 #             BenchmarkSchnorrSign with -cpu 1 pinned to core 1.
 #   shared:   server and wrk both on cores 0-1 (GOMAXPROCS=2, wrk 2 threads), as a user would run
 #             them on this 2-core machine. The bound is BenchmarkSchnorrSign with -cpu 2.
+#   pinned-nethttp: as pinned, with the HTTP/1.1 fast path off (KEYCAST_FAST_PATH=off), so every
+#             request goes through net/http; for comparison.
+# Wall-clock ratios suffer when other work shares the machine; the per-CPU ratio (server CPU
+# time per request from /proc, against CPU time per bare signature) does not.
 set -euo pipefail
 
 DUR=${1:-10}
@@ -62,12 +66,13 @@ echo "== wrk $(wrk --version 2>&1 | head -1)"
 
 go build -o "$WORK/kl" ./cmd/keycast-loadtest
 
-# start_server <cpu list> <gomaxprocs>: starts the server, waits for /health, sets SERVER_PID and URL.
+# start_server <cpu list> <gomaxprocs> <fast path on|off>: starts the server, waits for /health,
+# sets SERVER_PID.
 PORT=$((20000 + RANDOM % 20000))
 URL="http://127.0.0.1:$PORT"
 start_server() {
-  local cpus=$1 procs=$2
-  GOMAXPROCS=$procs KEYCAST_BCRYPT_COST=4 PORT=$PORT taskset -c "$cpus" "$WORK/kl" server --data-dir "$WORK/data" \
+  local cpus=$1 procs=$2 fast=$3
+  GOMAXPROCS=$procs KEYCAST_BCRYPT_COST=4 KEYCAST_FAST_PATH=$fast PORT=$PORT taskset -c "$cpus" "$WORK/kl" server --data-dir "$WORK/data" \
     >"$WORK/server.out" 2>"$WORK/server.err" &
   SERVER_PID=$!
   for _ in $(seq 1 100); do
@@ -138,11 +143,17 @@ sign_bound() {
 }
 
 declare -A R
-for layout in pinned shared; do
-  if [ $layout = pinned ]; then scpu=1; procs=1; wcpu=0; threads=1; else scpu=0-1; procs=2; wcpu=0-1; threads=2; fi
-  echo "== $layout: server cpus $scpu (GOMAXPROCS=$procs), wrk cpus $wcpu ($threads threads, $CONN connections, ${DUR}s)"
+LAYOUTS="pinned shared pinned-nethttp"
+for layout in $LAYOUTS; do
+  fast=on
+  case $layout in
+    pinned) scpu=1; procs=1; wcpu=0; threads=1 ;;
+    shared) scpu=0-1; procs=2; wcpu=0-1; threads=2 ;;
+    pinned-nethttp) scpu=1; procs=1; wcpu=0; threads=1; fast=off ;;
+  esac
+  echo "== $layout: server cpus $scpu (GOMAXPROCS=$procs, fast path $fast), wrk cpus $wcpu ($threads threads, $CONN connections, ${DUR}s)"
   rm -rf "$WORK/data"
-  start_server "$scpu" "$procs"
+  start_server "$scpu" "$procs" "$fast"
   make_user
   run_wrk "$wcpu" "$threads" get_public_key; R[$layout.gpk]=$RPS; R[$layout.gpkcpu]=$CPU_US
   run_wrk "$wcpu" "$threads" sign_event; R[$layout.sign]=$RPS; R[$layout.signcpu]=$CPU_US
@@ -155,7 +166,7 @@ for layout in pinned shared; do
 done
 
 echo "== summary"
-for layout in pinned shared; do
+for layout in $LAYOUTS; do
   python3 - "$layout" "${R[$layout.gpk]}" "${R[$layout.sign]}" "${R[$layout.nip44]}" "${R[$layout.bound]}" \
     "${R[$layout.gpkcpu]}" "${R[$layout.signcpu]}" "${R[$layout.nip44cpu]}" "${R[$layout.signns]}" <<'EOF'
 import sys

@@ -94,8 +94,8 @@ func newLinkKeysServerCmd(env *Env) *cobra.Command {
 // stopped: a signal (SIGINT or SIGTERM), the context, or the duration.
 type serverStop struct {
 	sigs chan os.Signal
-	mu   sync.Mutex
-	got  os.Signal
+	done chan struct{}
+	got  os.Signal // set by the loopContext goroutine before done closes
 }
 
 func newServerStop() *serverStop {
@@ -109,12 +109,12 @@ func (s *serverStop) stop() { signal.Stop(s.sigs) }
 // loopContext returns a context cancelled by ctx or by the first signal.
 func (s *serverStop) loopContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	lctx, cancel := context.WithCancel(ctx)
+	s.done = make(chan struct{})
 	go func() {
+		defer close(s.done)
 		select {
 		case sig := <-s.sigs:
-			s.mu.Lock()
 			s.got = sig
-			s.mu.Unlock()
 			cancel()
 		case <-lctx.Done():
 		}
@@ -122,15 +122,14 @@ func (s *serverStop) loopContext(ctx context.Context) (context.Context, context.
 	return lctx, cancel
 }
 
-// signal returns the signal that ended the loop, if any. When the parent
-// context was cancelled by cli.Main's own handler, the same signal reaches
-// our channel within moments; wait briefly for it.
+// signal returns the signal that ended the loop, if any; call it after
+// cancelling the loop context. When the parent context was cancelled by
+// cli.Main's own handler, the same signal reaches our channel within
+// moments; wait briefly for it.
 func (s *serverStop) signal(ctxDone bool) os.Signal {
-	s.mu.Lock()
-	got := s.got
-	s.mu.Unlock()
-	if got != nil || !ctxDone {
-		return got
+	<-s.done
+	if s.got != nil || !ctxDone {
+		return s.got
 	}
 	select {
 	case sig := <-s.sigs:

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -77,6 +78,11 @@ type conn struct {
 	rc        syscall.RawConn // plain TCP only: the write-then-wait path of Read
 	pending   []byte          // a request to write at the start of the next Read
 	werr      error           // the failure of that write
+	readFn    func(uintptr) bool
+	rbuf      []byte // rawIO's destination
+	rn        int    // rawIO's result
+	rerr      error
+	slow      bool
 	br        *bufio.Reader
 	reused    bool
 	idleSince time.Time
@@ -486,6 +492,7 @@ func (t *target) dial(ctx context.Context, timeout time.Duration) (*conn, error)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
 			c.rc = rc
+			c.readFn = c.rawIO
 		}
 	}
 	c.br = bufio.NewReaderSize(c, readBufSize)
@@ -513,38 +520,10 @@ func (c *conn) Read(p []byte) (int, error) {
 	if c.rc == nil {
 		return c.nc.Read(p)
 	}
-	var n int
-	var rerr error
-	slow := false
-	err := c.rc.Read(func(fd uintptr) bool {
-		if c.pending != nil {
-			for len(c.pending) > 0 {
-				w, err := syscall.Write(int(fd), c.pending)
-				switch {
-				case err == syscall.EINTR:
-					continue
-				case err == syscall.EAGAIN:
-					slow = true // the send buffer is full: finish with a poller write below
-					return true
-				case err != nil:
-					c.werr = os.NewSyscallError("write", err)
-					c.pending = nil
-					return true
-				}
-				c.pending = c.pending[w:]
-			}
-			c.pending = nil
-			return false // wait until the response is readable
-		}
-		for {
-			n, rerr = syscall.Read(int(fd), p)
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
-		return rerr != syscall.EAGAIN
-	})
-	if slow {
+	c.rbuf, c.rn, c.rerr, c.slow = p, 0, nil, false
+	err := c.rc.Read(c.readFn)
+	c.rbuf = nil
+	if c.slow {
 		rest := c.pending
 		c.pending = nil
 		if _, err := c.nc.Write(rest); err != nil {
@@ -559,13 +538,71 @@ func (c *conn) Read(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if rerr != nil {
-		return 0, os.NewSyscallError("read", rerr)
+	if c.rerr != nil {
+		return 0, os.NewSyscallError("read", c.rerr)
 	}
-	if n == 0 && len(p) > 0 {
+	if c.rn == 0 && len(p) > 0 {
 		return 0, io.EOF
 	}
-	return n, nil
+	return c.rn, nil
+}
+
+// rawIO is the callback of c.rc.Read (bound once per connection, so that a read allocates
+// nothing): it writes a pending request and asks to wait, or reads into c.rbuf.
+func (c *conn) rawIO(fd uintptr) bool {
+	if c.pending != nil {
+		for len(c.pending) > 0 {
+			w, err := rawWrite(fd, c.pending)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				c.slow = true // the send buffer is full: Read finishes with a poller write
+				return true
+			case err != nil:
+				c.werr = os.NewSyscallError("write", err)
+				c.pending = nil
+				return true
+			}
+			c.pending = c.pending[w:]
+		}
+		c.pending = nil
+		return false // wait until the response is readable
+	}
+	for {
+		c.rn, c.rerr = rawRead(fd, c.rbuf)
+		if c.rerr != syscall.EINTR {
+			break
+		}
+	}
+	return c.rerr != syscall.EAGAIN
+}
+
+// rawWrite and rawRead are write(2) and read(2) on the non-blocking socket without the runtime's
+// entersyscall/exitsyscall: the socket never blocks, so the call returns at once and need not give
+// up its P. Besides the bookkeeping this saves, entersyscall wakes the runtime's sysmon thread
+// whenever it sleeps because every P was idle, which on a generator that idles between responses
+// (one P pinned to one core) is nearly every request: a futex wake and two context switches each.
+func rawWrite(fd uintptr, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func rawRead(fd uintptr, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // --- small byte helpers (no allocation) ---

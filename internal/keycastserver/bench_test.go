@@ -53,6 +53,8 @@ func BenchmarkSignEventWork(b *testing.B) {
 		perms = append(perms, p)
 	}
 	b.ReportAllocs()
+	cpu0 := processCPU()
+	defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
 	b.RunParallel(func(pb *testing.PB) {
 		var buf []byte
 		for pb.Next() {
@@ -114,6 +116,8 @@ func benchHandler(b *testing.B, body func(pub string) []byte) {
 	h := s.Handler()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
+	defer func() { b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op") }()
 	b.RunParallel(func(pb *testing.PB) {
 		rd := bytes.NewReader(payload)
 		req, _ := http.NewRequest("POST", base+keycast.PathNostr, rewindBody{rd})

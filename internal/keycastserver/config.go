@@ -91,6 +91,9 @@ type Config struct {
 	// BcryptCost (env KEYCAST_BCRYPT_COST, 4..31) for new password hashes. Zero: 12, the cost
 	// of Keycast's bcrypt DEFAULT_COST. Tests use 4.
 	BcryptCost int
+	// NoFastPath (env KEYCAST_FAST_PATH=off) serves every request through net/http instead of
+	// answering POST /api/nostr with the HTTP/1.1 fast path (see fastpath.go).
+	NoFastPath bool
 	// Now is the clock; nil means time.Now. Tests move it to expire tokens and codes.
 	Now func() time.Time
 }
@@ -241,6 +244,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		} else {
 			c.BcryptCost = n
 		}
+	}
+	switch v := strings.ToLower(get("KEYCAST_FAST_PATH")); v {
+	case "", "1", "on", "true", "yes":
+	case "0", "off", "false", "no":
+		c.NoFastPath = true
+	default:
+		bad("KEYCAST_FAST_PATH", getenv("KEYCAST_FAST_PATH"), "must be on or off")
 	}
 	if r, err := admit.EnvRate(getenv, "KEYCAST_RPC_RATE_PER_SECOND", 0); err != nil {
 		errs = append(errs, err)

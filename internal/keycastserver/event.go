@@ -18,6 +18,9 @@ import (
 // keycast.ParseUnsignedEvent, which gives the authoritative answer and error text. FuzzEventFast
 // checks that whatever this accepts, keycast.ParseUnsignedEvent accepts identically.
 func parseEventFor(raw json.RawMessage, signerHex string) (keycast.UnsignedEvent, error) {
+	if ev, ok := fastEventObject(raw, signerHex); ok {
+		return ev, nil
+	}
 	if ev, ok := fastEvent(raw, signerHex); ok {
 		return ev, nil
 	}

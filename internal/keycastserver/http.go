@@ -23,6 +23,8 @@ import (
 // Preallocated header values: assigning a shared slice to the header map costs no allocation.
 var (
 	hvJSON       = []string{"application/json"}
+	hvText       = []string{"text/plain; charset=utf-8"}
+	hvNosniff    = []string{"nosniff"}
 	hvStar       = []string{"*"}
 	hvRetryOne   = []string{"1"}
 	hvNoStore    = []string{"no-store"}
@@ -388,14 +390,6 @@ func writeAdmissionRejected(w http.ResponseWriter) {
 	h["Retry-After"] = hvRetryOne
 	h["Cache-Control"] = hvNoStore
 	writeRaw(w, http.StatusServiceUnavailable, admissionBody)
-}
-
-// writeRateLimited is the per-authorization limit answer: 429, Retry-After, code rate_limited.
-func writeRateLimited(w http.ResponseWriter, retryAfter uint64) {
-	h := w.Header()
-	h["Retry-After"] = []string{strconv.FormatUint(retryAfter, 10)}
-	h["Cache-Control"] = hvNoStore
-	writeError(w, http.StatusTooManyRequests, "Too many requests for this authorization; retry after "+strconv.FormatUint(retryAfter, 10)+"s", keycast.CodeRateLimited)
 }
 
 func truncate(s string, n int) string {

@@ -395,6 +395,37 @@ func FuzzParseRPC(f *testing.F) {
 	})
 }
 
+// FuzzFastRPC checks that whatever the single-pass scanner accepts, encoding/json decodes to
+// the same call.
+func FuzzFastRPC(f *testing.F) {
+	for _, s := range []string{`{"method":"get_public_key","params":[]}`, `{"method":"sign_event","params":[{"kind":1,"content":"x","tags":[["a"]]}]}`,
+		`{"method":"nip44_encrypt","params":["ab","cd"]}`, ` {"params":[1,-2.5e3,true,null,{"a":[]}],"method":"x"} `, `{"method":"a\u00e9"}`,
+		`{"method":"x","params":["\ud800"]}`, `{"method":"x","method":"y"}`, `{"METHOD":"x"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := fastRPC(b)
+		if !ok {
+			return
+		}
+		var wire struct {
+			Method *string           `json:"method"`
+			Params []json.RawMessage `json:"params"`
+		}
+		if !json.Valid(b) || json.Unmarshal(b, &wire) != nil || wire.Method == nil {
+			t.Fatalf("fastRPC accepted %q, encoding/json does not", b)
+		}
+		if *wire.Method != fast.method || len(wire.Params) != len(fast.params) {
+			t.Fatalf("fastRPC %q/%d, encoding/json %q/%d for %q", fast.method, len(fast.params), *wire.Method, len(wire.Params), b)
+		}
+		for i := range wire.Params {
+			if !bytes.Equal(wire.Params[i], fast.params[i]) {
+				t.Fatalf("param %d: fastRPC %q, encoding/json %q", i, fast.params[i], wire.Params[i])
+			}
+		}
+	})
+}
+
 func FuzzDecodeJSONBytes(f *testing.F) {
 	for _, s := range []string{`{"email":"a@b.c","password":"p"}`, `{"email":null}`, `{"email":"a","password":"b","nsec":"x","relays":["r"]}`, `{`, `"x"`} {
 		f.Add([]byte(s))
@@ -465,18 +496,19 @@ func FuzzEventFast(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		fast, ok := fastEvent(raw, pub)
-		if !ok {
-			return
-		}
 		full, err := keycast.ParseUnsignedEvent(raw)
-		if err != nil {
-			t.Fatalf("fast path accepted %q, the full parser refused it: %v", raw, err)
-		}
-		fj, _ := json.Marshal(fast)
 		gj, _ := json.Marshal(full)
-		if !bytes.Equal(fj, gj) {
-			t.Fatalf("fast path %s, full parser %s for %q", fj, gj, raw)
+		for name, parse := range map[string]func(json.RawMessage, string) (keycast.UnsignedEvent, bool){"fastEvent": fastEvent, "fastEventObject": fastEventObject} {
+			fast, ok := parse(raw, pub)
+			if !ok {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s accepted %q, the full parser refused it: %v", name, raw, err)
+			}
+			if fj, _ := json.Marshal(fast); !bytes.Equal(fj, gj) {
+				t.Fatalf("%s gave %s, the full parser %s for %q", name, fj, gj, raw)
+			}
 		}
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -41,6 +43,9 @@ func methodIndex(m string) int {
 func parseRPC(b []byte) (rpcCall, error) {
 	if bytes.Equal(b, getPublicKeyBody) {
 		return rpcCall{method: keycast.RPCGetPublicKey, idx: mGetPublicKey}, nil
+	}
+	if c, ok := fastRPC(b); ok {
+		return c, nil
 	}
 	var wire struct {
 		Method *string           `json:"method"`
@@ -81,44 +86,102 @@ var (
 
 func badParams(msg string) *rpcErr { return &rpcErr{http.StatusBadRequest, msg, oClientError} }
 
-// serveNostr is POST /api/nostr: authenticate through the handler cache, then run the method.
+// rpcOut is an /api/nostr answer, independent of the transport that writes it.
+type rpcOut struct {
+	status     int
+	text       bool   // text/plain (axum-style rejection, body ends in "\n"); else application/json
+	body       []byte // may alias the caller's scratch buffer or a handler's precomputed answer
+	retryAfter string // Retry-After value, "" for none; set with Cache-Control: no-store
+}
+
+func textOut(status int, msg string) rpcOut {
+	return rpcOut{status: status, text: true, body: []byte(msg + "\n")}
+}
+
+var (
+	outNeedJSON  = textOut(http.StatusUnsupportedMediaType, "Expected request with `Content-Type: application/json`")
+	outAdmission = rpcOut{status: http.StatusServiceUnavailable, body: admissionBody, retryAfter: "1"}
+)
+
+// serveNostr is POST /api/nostr through net/http. The HTTP/1.1 fast path (fastpath.go) answers
+// most requests without net/http; both go through nostr.
 func (s *Server) serveNostr(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if !jsonContentType(r) {
-		http.Error(w, "Expected request with `Content-Type: application/json`", http.StatusUnsupportedMediaType)
+		writeOut(w, outNeedJSON)
 		return
 	}
 	bp, err := readBody(r, s.cfg.BodyLimit)
 	if err != nil {
-		writeBodyError(w, err)
+		var be *bodyError
+		if errors.As(err, &be) {
+			writeOut(w, textOut(be.status, be.msg))
+		} else {
+			writeOut(w, textOut(http.StatusBadRequest, err.Error()))
+		}
 		return
 	}
 	defer putBody(bp)
-	call, err := parseRPC(*bp)
-	if err != nil {
-		writeBodyError(w, err)
-		return
+	var authz string
+	if a := r.Header["Authorization"]; len(a) > 0 {
+		authz = a[0]
 	}
-	if _, err := tenantDomain(r.Host); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	s.m.rpcRequests.Add(1)
-	outcome := s.rpc(w, r, &call, start)
-	s.m.opDuration[call.idx][outcome].Observe(time.Since(start).Seconds())
+	scratch := bodyPool.Get().(*[]byte)
+	out := s.nostr(r.Context(), authz, r.Host, *bp, start, (*scratch)[:0])
+	writeOut(w, out)
+	putBody(scratch)
 }
 
-// rpc runs one call and returns the histogram outcome; it writes the answer.
-func (s *Server) rpc(w http.ResponseWriter, r *http.Request, call *rpcCall, start time.Time) int {
-	authz := r.Header["Authorization"]
-	if len(authz) == 0 || authz[0] == "" {
-		s.m.rpcAuthErrors.Add(1)
-		return s.fail(w, errMissingToken)
+// writeOut writes an rpcOut through net/http.
+func writeOut(w http.ResponseWriter, out rpcOut) {
+	h := w.Header()
+	if out.text {
+		h["Content-Type"] = hvText
+		h["X-Content-Type-Options"] = hvNosniff
+	} else {
+		h["Content-Type"] = hvJSON
 	}
-	h, err := s.handlerFor(r.Context(), authz[0], start)
+	if out.retryAfter != "" {
+		if out.retryAfter == "1" {
+			h["Retry-After"] = hvRetryOne
+		} else {
+			h["Retry-After"] = []string{out.retryAfter}
+		}
+		h["Cache-Control"] = hvNoStore
+	}
+	w.WriteHeader(out.status)
+	w.Write(out.body)
+}
+
+// nostr answers one /api/nostr request whose Content-Type was accepted: decode, count,
+// authenticate through the handler cache, run the method. Dynamic answers are appended to
+// scratch.
+func (s *Server) nostr(ctx context.Context, authz, host string, body []byte, start time.Time, scratch []byte) rpcOut {
+	call, err := parseRPC(body)
+	if err != nil {
+		var be *bodyError
+		errors.As(err, &be)
+		return textOut(be.status, be.msg)
+	}
+	if _, err := tenantDomain(host); err != nil {
+		return textOut(http.StatusBadRequest, err.Error())
+	}
+	s.m.rpcRequests.Add(1)
+	out, outcome := s.rpc(ctx, authz, &call, start, scratch)
+	s.m.opDuration[call.idx][outcome].Observe(time.Since(start).Seconds())
+	return out
+}
+
+// rpc runs one call; it returns the answer and the histogram outcome.
+func (s *Server) rpc(ctx context.Context, authz string, call *rpcCall, start time.Time, scratch []byte) (rpcOut, int) {
+	if authz == "" {
+		s.m.rpcAuthErrors.Add(1)
+		return s.fail(errMissingToken, scratch)
+	}
+	h, err := s.handlerFor(ctx, authz, start)
 	if err != nil {
 		s.m.rpcAuthErrors.Add(1)
-		return s.fail(w, err)
+		return s.fail(err, scratch)
 	}
 	if h.rate != nil {
 		h.rateMu.Lock()
@@ -126,57 +189,46 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request, call *rpcCall, star
 		h.rateMu.Unlock()
 		if !ok {
 			s.m.rateLimited.Inc()
-			writeRateLimited(w, retry)
-			return oRateLimited
+			ra := strconv.FormatUint(retry, 10)
+			msg := "Too many requests for this authorization; retry after " + ra + "s"
+			return rpcOut{status: http.StatusTooManyRequests, body: keycast.AppendErrorJSON(scratch, msg, keycast.CodeRateLimited), retryAfter: ra}, oRateLimited
 		}
 	}
 	var result []byte
 	switch call.idx {
 	case mGetPublicKey:
-		writeRaw(w, http.StatusOK, h.pubkeyResult)
 		s.m.rpcSuccess.Add(1)
-		return oSuccess
-	case mSignEvent, mNIP44Encrypt, mNIP44Decrypt, mNIP04Encrypt, mNIP04Decrypt:
+		return rpcOut{status: http.StatusOK, body: h.pubkeyResult}, oSuccess
+	case mSignEvent:
+		result, err = s.signEvent(ctx, h, call.params, scratch, start)
+	case mNIP44Encrypt, mNIP44Decrypt, mNIP04Encrypt, mNIP04Decrypt:
+		result, err = s.crypt(ctx, h, call.idx, call.params, scratch, start)
 	default:
-		return s.fail(w, badParams(keycast.MsgUnsupportedMethod+call.method))
-	}
-	bp := bodyPool.Get().(*[]byte)
-	defer putBody(bp)
-	if call.idx == mSignEvent {
-		result, err = s.signEvent(r.Context(), h, call.params, (*bp)[:0], start)
-	} else {
-		result, err = s.crypt(r.Context(), h, call.idx, call.params, (*bp)[:0], start)
+		return s.fail(badParams(keycast.MsgUnsupportedMethod+call.method), scratch)
 	}
 	if err != nil {
-		return s.fail(w, err)
+		return s.fail(err, scratch)
 	}
-	*bp = result
-	writeRaw(w, http.StatusOK, result)
 	s.m.rpcSuccess.Add(1)
-	return oSuccess
+	return rpcOut{status: http.StatusOK, body: result}, oSuccess
 }
 
-// fail writes an RPC error and returns its outcome.
-func (s *Server) fail(w http.ResponseWriter, err error) int {
+// fail turns an RPC error into its answer and outcome.
+func (s *Server) fail(err error, scratch []byte) (rpcOut, int) {
 	var re *rpcErr
 	switch {
 	case errors.Is(err, errRejected):
-		writeAdmissionRejected(w)
-		return oAdmissionRejected
+		return outAdmission, oAdmissionRejected
 	case errors.As(err, &re):
-		writeError(w, re.status, re.msg, "")
-		return re.outcome
+		return rpcOut{status: re.status, body: keycast.AppendErrorJSON(scratch, re.msg, "")}, re.outcome
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, s.timeoutMsg(), "")
-		return oTimeout
+		return rpcOut{status: http.StatusGatewayTimeout, body: keycast.AppendErrorJSON(scratch, s.timeoutMsg(), "")}, oTimeout
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads this answer.
-		writeError(w, http.StatusServiceUnavailable, "request cancelled", "")
-		return oUnavailable
+		return rpcOut{status: http.StatusServiceUnavailable, body: keycast.AppendErrorJSON(scratch, "request cancelled", "")}, oUnavailable
 	default:
 		s.log.Error("rpc failed", "err", err)
-		writeError(w, http.StatusInternalServerError, err.Error(), "")
-		return oServerError
+		return rpcOut{status: http.StatusInternalServerError, body: keycast.AppendErrorJSON(scratch, err.Error(), "")}, oServerError
 	}
 }
 
@@ -206,6 +258,8 @@ func (s *Server) handlerFor(ctx context.Context, authz string, start time.Time) 
 	}
 	s.m.rpcMisses.Add(1)
 	s.m.handlerLoads.Inc()
+	// The fast path's authz aliases its read buffer; the slow path may keep pieces of it.
+	authz = strings.Clone(authz)
 	h, err := s.loadHandler(ctx, authz, key, now, start)
 	if err != nil {
 		s.m.handlerLoadFailures.Inc()

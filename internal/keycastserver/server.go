@@ -47,12 +47,18 @@ type Server struct {
 	bunkerRelayQuery string // "relay=…&relay=…" for bunker_url
 	allowedOrigins   map[string]bool
 
-	handler http.Handler
-	mu      sync.Mutex
-	httpSrv *http.Server
-	closed  atomic.Bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	handler   http.Handler
+	mu        sync.Mutex
+	httpSrv   *http.Server
+	listeners []net.Listener
+	handoffs  []*handoffListener
+	closed    atomic.Bool
+	stop      chan struct{}
+	wg        sync.WaitGroup
+
+	fastMu    sync.Mutex
+	fastConns map[*fastConn]struct{}
+	fastWG    sync.WaitGroup
 }
 
 type policyEntry struct {
@@ -72,7 +78,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("keycastserver: creating data directory %s: %w (set --data-dir to a writable place)", cfg.DataDir, err)
 	}
-	s := &Server{cfg: cfg, log: logger, stop: make(chan struct{})}
+	s := &Server{cfg: cfg, log: logger, stop: make(chan struct{}), fastConns: make(map[*fastConn]struct{})}
 
 	sk, created, err := loadServerKey(cfg)
 	if err != nil {
@@ -253,7 +259,8 @@ func (s *Server) MasterKey() keycast.MasterKey { return s.master }
 // Config returns the configuration with defaults filled in.
 func (s *Server) Config() Config { return s.cfg }
 
-// Serve answers HTTP/1.1 on ln until Shutdown; it then returns ErrServerClosed.
+// Serve answers HTTP/1.1 on ln until Shutdown; it then returns ErrServerClosed. The hot request
+// shape is answered by the fast path (fastpath.go), everything else by net/http.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -264,28 +271,71 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.httpSrv = &http.Server{
 			Handler:           s.handler,
 			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			IdleTimeout:       fastIdleTimeout,
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		}
 	}
 	srv := s.httpSrv
+	s.listeners = append(s.listeners, ln)
+	var hand *handoffListener
+	if !s.cfg.NoFastPath {
+		hand = newHandoffListener(ln.Addr())
+		s.handoffs = append(s.handoffs, hand)
+	}
 	s.mu.Unlock()
-	return srv.Serve(ln)
+	if hand == nil {
+		return srv.Serve(ln)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(hand) }()
+	err := s.serveFastListener(ln, hand)
+	hand.Close()
+	if herr := <-errc; err == nil && !errors.Is(herr, http.ErrServerClosed) {
+		err = herr
+	}
+	return err
 }
 
-// Shutdown stops accepting connections, waits for in-flight requests until ctx ends, then
-// closes the database. It is safe to call more than once.
+// Shutdown stops accepting connections, closes idle ones, waits for in-flight requests until
+// ctx ends (then closes the rest), and closes the database. It is safe to call more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	s.mu.Lock()
 	srv := s.httpSrv
+	lns := s.listeners
 	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
 	var err error
 	if srv != nil {
 		err = srv.Shutdown(ctx)
+	}
+	// Fast-path connections: idle ones close now; busy ones close after their answer.
+	s.fastMu.Lock()
+	for fc := range s.fastConns {
+		if !fc.active.Load() {
+			fc.c.Close()
+		}
+	}
+	s.fastMu.Unlock()
+	done := make(chan struct{})
+	go func() { s.fastWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.fastMu.Lock()
+		for fc := range s.fastConns {
+			fc.c.Close()
+		}
+		s.fastMu.Unlock()
+		<-done
+		if err == nil {
+			err = ctx.Err()
+		}
 	}
 	close(s.stop)
 	s.wg.Wait()

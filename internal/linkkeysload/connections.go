@@ -31,6 +31,7 @@ type holdFunc func(ctx context.Context, held int64)
 // runConnectionsSegment runs one segment: its Range of the attempt indexes with its Share of the
 // concurrency, holds what it established until hold returns, then closes everything.
 func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engine.Segment, p Progress, hold holdFunc) (Result, error) {
+	cpu0 := processCPU()
 	runtime.GC()
 	rss0, _ := machine.RSSBytes()
 	start, count := seg.Range(int64(cfg.Count))
@@ -62,7 +63,8 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	res := Result{
 		Command: CmdConnections, Target: cfg.Target, Start: began, End: end,
 		Segments: []engine.Segment{seg}, Attempts: t.a,
-		Hold: &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), RampTime: Duration(ramp), RSSBaseline: rss0, RSSHeld: rss1},
+		Hold:      &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), RampTime: Duration(ramp), RSSBaseline: rss0, RSSHeld: rss1},
+		ClientCPU: Duration(processCPU() - cpu0),
 	}
 	res.finish()
 	return res, nil
@@ -106,6 +108,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 		progress = NewBarProgress(out, "connections", int64(cfg.Count), "success", "failed")
 	}
 	before, metricsErr := r.metricsBefore(ctx)
+	meter := r.startCPU(cfg.Target)
 	hold := time.Duration(cfg.HoldSecs) * time.Second
 	var res Result
 	var err error
@@ -137,6 +140,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
+	meter.stop(&res)
 	r.stamp(&res, cfg.Target)
 	WriteConnectionsDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)

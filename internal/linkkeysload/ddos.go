@@ -20,6 +20,7 @@ type DDoSConfig struct {
 }
 
 func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p Progress) (Result, error) {
+	cpu0 := processCPU()
 	start, count := seg.Range(int64(cfg.Sources))
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)
 	t := newTally(p)
@@ -32,7 +33,8 @@ func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p P
 	}
 	began := time.Now()
 	pool.run(ctx)
-	res := Result{Command: CmdDDoS, Target: cfg.Target, Start: began, End: time.Now(), Segments: []engine.Segment{seg}, Attempts: t.a}
+	res := Result{Command: CmdDDoS, Target: cfg.Target, Start: began, End: time.Now(), Segments: []engine.Segment{seg}, Attempts: t.a,
+		ClientCPU: Duration(processCPU() - cpu0)}
 	res.finish()
 	return res, nil
 }
@@ -47,6 +49,7 @@ func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 		progress = NewBarProgress(out, "ddos", int64(cfg.Sources), "allowed", "denied")
 	}
 	before, metricsErr := r.metricsBefore(ctx)
+	meter := r.startCPU(cfg.Target)
 	var res Result
 	var err error
 	if r.Workers <= 1 {
@@ -58,6 +61,7 @@ func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	meter.stop(&res)
 	r.stamp(&res, cfg.Target)
 	WriteDDoSDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)

@@ -20,6 +20,8 @@ type Target struct {
 	Addr        netip.AddrPort `json:"addr"`
 	Domain      string         `json:"domain"`
 	Fingerprint string         `json:"fingerprint"`
+	// PID is the server's process id from the info file; the clients read its CPU time from /proc.
+	PID uint32 `json:"pid,omitempty"`
 }
 
 // TargetFromInfo returns the target an info file describes: 127.0.0.1:port, like the seed's clients.
@@ -28,6 +30,7 @@ func TargetFromInfo(info linkkeys.Info) Target {
 		Addr:        netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), info.Port),
 		Domain:      info.Domain,
 		Fingerprint: info.Fingerprint,
+		PID:         info.PID,
 	}
 }
 

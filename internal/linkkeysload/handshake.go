@@ -85,6 +85,7 @@ func (c *ticketCache) drain(conn *tls.Conn) bool {
 }
 
 func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Segment) (Result, error) {
+	cpu0 := processCPU()
 	wstart, workers := seg.Range(int64(cfg.Concurrency))
 	d := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
 	base := d.tlsConfig()
@@ -152,6 +153,7 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 			DurationSecs: cfg.DurationSecs, Concurrency: workers, Resume: cfg.Resume,
 			Completed: a.Succeeded, Failed: a.Failed, Full: full.Load(), Resumed: res.Load(), ResumedLatency: resumed,
 		},
+		ClientCPU: Duration(processCPU() - cpu0),
 	}
 	r.finish()
 	return r, nil
@@ -162,6 +164,7 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, error) {
 	out := r.stdout()
 	WriteHandshakeHeader(out, cfg)
+	meter := r.startCPU(cfg.Target)
 	var res Result
 	var err error
 	if r.Workers <= 1 {
@@ -172,6 +175,7 @@ func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
+	meter.stop(&res)
 	r.stamp(&res, cfg.Target)
 	WriteHandshakeDone(out, cfg, res)
 	return res, r.writeJSON(res)

@@ -58,6 +58,7 @@ func WriteConnectionsDone(w io.Writer, cfg ConnectionsConfig, r Result) {
 			h.Held, h.HoldSecs, FormatRustDuration(time.Duration(h.RampTime)), max(len(r.Segments), 1), h.BytesPerConn/1024)
 	}
 	writeLatency(w, "connect+handshake latency", a.Latency)
+	writeCPU(w, r, a.Attempted, "attempt")
 }
 
 // WriteHandshakeHeader prints the handshake-bench header line.
@@ -83,6 +84,7 @@ func WriteHandshakeDone(w io.Writer, cfg HandshakeConfig, r Result) {
 	if r.Attempts != nil {
 		writeLatency(w, "connect+handshake latency", r.Attempts.Latency)
 	}
+	writeCPU(w, r, h.Completed, "handshake")
 }
 
 // WriteRequestHeader prints the request-bench header line.
@@ -115,6 +117,7 @@ func WriteRequestDone(w io.Writer, cfg RequestConfig, r Result) {
 	} else {
 		writeLatency(w, fmt.Sprintf("latency (pipeline %d)", max(cfg.Pipeline, 1)), q.Latency)
 	}
+	writeCPU(w, r, q.Completed, "request")
 }
 
 // WriteDDoSHeader prints the ddos header line.
@@ -136,6 +139,26 @@ func WriteDDoSDone(w io.Writer, cfg DDoSConfig, r Result) {
 		fmt.Fprintf(w, "  denial reasons: %s\n", FormatRustMap(a.Reasons))
 	}
 	writeLatency(w, "connect+handshake latency (allowed)", a.Latency)
+	writeCPU(w, r, a.Attempted, "attempt")
+}
+
+// writeCPU prints where the CPU went: the client's (all its processes) and, when the server's pid
+// was readable, the server's, each in total and per operation. Nothing when no CPU was measured.
+func writeCPU(w io.Writer, r Result, ops int64, unit string) {
+	if r.ClientCPU <= 0 {
+		return
+	}
+	per := func(d Duration) string {
+		if ops <= 0 {
+			return "-"
+		}
+		return FormatRustDuration(time.Duration(int64(d) / ops))
+	}
+	fmt.Fprintf(w, "  cpu: client %s (%s per %s)", FormatRustDuration(time.Duration(r.ClientCPU)), per(r.ClientCPU), unit)
+	if r.ServerCPU != nil {
+		fmt.Fprintf(w, ", server %s (%s per %s)", FormatRustDuration(time.Duration(*r.ServerCPU)), per(*r.ServerCPU), unit)
+	}
+	fmt.Fprintln(w)
 }
 
 // writeLatency prints one histogram summary line; nothing for an empty histogram.

@@ -89,7 +89,9 @@ func TestGoldenHandshakeBench(t *testing.T) {
 	a := newAttempts()
 	a.Attempted, a.Succeeded = 284584, 284584
 	a.Latency = latencies(3000, 3100, 9000)
-	WriteHandshakeDone(&b, cfg, Result{Attempts: a, Handshakes: &Handshakes{Completed: 284584, Full: 284584}})
+	srv := Duration(82_000_000_000)
+	WriteHandshakeDone(&b, cfg, Result{Attempts: a, Handshakes: &Handshakes{Completed: 284584, Full: 284584},
+		ClientCPU: Duration(90_000_000_000), ServerCPU: &srv})
 	cfg.Resume = true
 	cfg.DurationSecs = 10
 	a = newAttempts()
@@ -106,7 +108,7 @@ func TestGoldenRequestBench(t *testing.T) {
 	var b bytes.Buffer
 	WriteRequestHeader(&b, cfg)
 	WriteRequestEstablished(&b, 64)
-	WriteRequestDone(&b, cfg, Result{Requests: &Requests{Completed: 2_100_000, Latency: latencies(300, 400, 700)}})
+	WriteRequestDone(&b, cfg, Result{Requests: &Requests{Completed: 2_100_000, Latency: latencies(300, 400, 700)}, ClientCPU: Duration(17_500_000_000)})
 	cfg = RequestConfig{Connections: 16, DurationSecs: 5, Op: OpHello, Pipeline: 8}
 	WriteRequestHeader(&b, cfg)
 	WriteRequestEstablished(&b, 16)

@@ -169,6 +169,7 @@ func driveRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, c
 	if established != nil {
 		established(int64(len(conns)))
 	}
+	cpu0 := processCPU()
 	smp := &sampler{w: debugOut}
 	k := int(max(cfg.Pipeline, 1))
 	open := cfg.Rate > 0
@@ -234,7 +235,8 @@ func driveRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, c
 	if open && due > q.Sent {
 		q.Unsent = due - q.Sent
 	}
-	r := Result{Command: CmdRequestBench, Target: cfg.Target, Start: began, End: end, Segments: []engine.Segment{seg}, Attempts: a, Requests: q}
+	r := Result{Command: CmdRequestBench, Target: cfg.Target, Start: began, End: end, Segments: []engine.Segment{seg}, Attempts: a, Requests: q,
+		ClientCPU: Duration(processCPU() - cpu0)}
 	r.finish()
 	return r, nil
 }
@@ -454,6 +456,7 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 		return Result{}, err
 	}
 	WriteRequestHeader(out, cfg)
+	meter := r.startCPU(cfg.Target)
 	var res Result
 	var err error
 	if r.Workers <= 1 {
@@ -474,6 +477,7 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 	if err != nil {
 		return Result{}, err
 	}
+	meter.stop(&res)
 	r.stamp(&res, cfg.Target)
 	WriteRequestDone(out, cfg, res)
 	return res, r.writeJSON(res)

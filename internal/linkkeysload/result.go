@@ -49,6 +49,11 @@ type Result struct {
 	Requests *Requests `json:"requests,omitempty"`
 	// Server is the server's own accounting over the run, when its METRICS were reachable.
 	Server *ServerAccounting `json:"server,omitempty"`
+	// ClientCPU is the CPU time (user plus system) the client processes used, summed over workers.
+	ClientCPU Duration `json:"client_cpu"`
+	// ServerCPU is the CPU time the server process (and its child processes) used during the run,
+	// read from /proc through the info file's pid; absent when it could not be read.
+	ServerCPU *Duration `json:"server_cpu,omitempty"`
 }
 
 // Duration is a time.Duration that marshals as nanoseconds plus Rust's Debug rendering.
@@ -205,6 +210,7 @@ func Merge(parts []Result) (Result, error) {
 			out.End = p.End
 		}
 		out.Segments = append(out.Segments, p.Segments...)
+		out.ClientCPU += p.ClientCPU
 		if p.Attempts != nil {
 			if out.Attempts == nil {
 				out.Attempts = newAttempts()
@@ -304,6 +310,10 @@ func (r Result) clone() Result {
 	if r.Server != nil {
 		s := *r.Server
 		c.Server = &s
+	}
+	if r.ServerCPU != nil {
+		v := *r.ServerCPU
+		c.ServerCPU = &v
 	}
 	return c
 }

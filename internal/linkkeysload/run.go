@@ -194,3 +194,33 @@ func DefaultWorkers(fds int64, softLimit uint64) int {
 	}
 	return int(max(engine.CeilDiv(fds, per), 1))
 }
+
+// cpuMeter measures the CPU a run costs: the server's (through /proc) and, when the work runs in
+// worker processes, the parent's own share, which the workers' results do not include.
+type cpuMeter struct {
+	pid       int
+	server0   time.Duration
+	serverOK  bool
+	parent0   time.Duration
+	fannedOut bool
+}
+
+func (r *Run) startCPU(t Target) *cpuMeter {
+	m := &cpuMeter{pid: int(t.PID), parent0: processCPU(), fannedOut: r.Workers > 1}
+	m.server0, m.serverOK = ServerCPU(m.pid)
+	return m
+}
+
+// stop adds the measured CPU to res.
+func (m *cpuMeter) stop(res *Result) {
+	if m.fannedOut {
+		res.ClientCPU += Duration(processCPU() - m.parent0)
+	}
+	if !m.serverOK {
+		return
+	}
+	if s1, ok := ServerCPU(m.pid); ok && s1 >= m.server0 {
+		d := Duration(s1 - m.server0)
+		res.ServerCPU = &d
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"flag"
 	"io"
 	"net"
+	"os"
+	"os/signal"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,4 +170,12 @@ func readUntilClosed(t testing.TB, nc net.Conn) []byte {
 		t.Fatalf("connection not closed within 10 s")
 	}
 	return b
+}
+
+func newReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+func notifySignals() <-chan os.Signal {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	return ch
 }

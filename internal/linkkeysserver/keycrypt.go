@@ -26,7 +26,7 @@ const (
 	defaultMCost  = 19456
 	defaultTCost  = 3
 	defaultPCost  = 1
-	maxMCost      = 1 << 22 // 4 GiB; a blob asking for more is refused, not obeyed
+	maxMCost      = 1 << 20 // KiB, so 1 GiB; a blob asking for more is refused, not obeyed
 	maxTCost      = 64
 	maxPCost      = 64
 	gcmOverhead   = 16
@@ -61,35 +61,52 @@ func EncryptPrivateKey(plaintext, passphrase []byte) ([]byte, error) {
 	return aead.Seal(blob, nonce, plaintext, nil), nil
 }
 
+// keyBlob is a parsed private-key blob.
+type keyBlob struct {
+	m, t, p         uint32
+	salt, nonce, ct []byte
+}
+
+// parseKeyBlob splits a v2 or legacy blob and checks its cost parameters
+// against sane bounds, before any expensive work.
+func parseKeyBlob(blob []byte) (keyBlob, error) {
+	k := keyBlob{m: defaultMCost, t: defaultTCost, p: defaultPCost}
+	body := blob
+	if len(blob) >= len(keyBlobMagic) && string(blob[:len(keyBlobMagic)]) == keyBlobMagic {
+		if len(blob) < keyHeaderLen+minKeyBlobLen {
+			return keyBlob{}, fmt.Errorf("linkkeysserver: private key blob has %d bytes, too short for the v2 layout", len(blob))
+		}
+		k.m = binary.BigEndian.Uint32(blob[4:])
+		k.t = binary.BigEndian.Uint32(blob[8:])
+		k.p = binary.BigEndian.Uint32(blob[12:])
+		if k.p == 0 || k.p > maxPCost || k.m < 8*k.p || k.m > maxMCost || k.t == 0 || k.t > maxTCost {
+			return keyBlob{}, fmt.Errorf("linkkeysserver: private key blob asks for Argon2id m=%d t=%d p=%d: outside the accepted 8p..%d KiB, 1..%d passes, 1..%d lanes",
+				k.m, k.t, k.p, maxMCost, maxTCost, maxPCost)
+		}
+		body = blob[keyHeaderLen:]
+	} else if len(blob) < minKeyBlobLen {
+		return keyBlob{}, fmt.Errorf("linkkeysserver: private key blob has %d bytes, too short for any layout", len(blob))
+	}
+	k.salt, k.nonce, k.ct = body[:keySaltLen], body[keySaltLen:keySaltLen+keyNonceLen], body[keySaltLen+keyNonceLen:]
+	return k, nil
+}
+
 // DecryptPrivateKey opens a blob made by EncryptPrivateKey (or the legacy
 // headerless layout). Cost parameters above sane bounds are refused before
 // any work is done.
 func DecryptPrivateKey(blob, passphrase []byte) ([]byte, error) {
-	m, t, p := uint32(defaultMCost), uint32(defaultTCost), uint32(defaultPCost)
-	body := blob
-	if len(blob) >= len(keyBlobMagic) && string(blob[:len(keyBlobMagic)]) == keyBlobMagic {
-		if len(blob) < keyHeaderLen+minKeyBlobLen {
-			return nil, fmt.Errorf("linkkeysserver: private key blob has %d bytes, too short for the v2 layout", len(blob))
-		}
-		m = binary.BigEndian.Uint32(blob[4:])
-		t = binary.BigEndian.Uint32(blob[8:])
-		p = binary.BigEndian.Uint32(blob[12:])
-		if m < 8*p || m > maxMCost || t == 0 || t > maxTCost || p == 0 || p > maxPCost {
-			return nil, fmt.Errorf("linkkeysserver: private key blob asks for Argon2id m=%d t=%d p=%d: outside the accepted 8p..%d, 1..%d, 1..%d", m, t, p, maxMCost, maxTCost, maxPCost)
-		}
-		body = blob[keyHeaderLen:]
-	} else if len(blob) < minKeyBlobLen {
-		return nil, fmt.Errorf("linkkeysserver: private key blob has %d bytes, too short for any layout", len(blob))
+	k, err := parseKeyBlob(blob)
+	if err != nil {
+		return nil, err
 	}
 	if len(passphrase) == 0 {
 		return nil, errors.New("linkkeysserver: the stored private key is encrypted; set DOMAIN_KEY_PASSPHRASE")
 	}
-	salt, nonce, ct := body[:keySaltLen], body[keySaltLen:keySaltLen+keyNonceLen], body[keySaltLen+keyNonceLen:]
-	aead, err := keyAEAD(passphrase, salt, m, t, uint8(p))
+	aead, err := keyAEAD(passphrase, k.salt, k.m, k.t, uint8(k.p))
 	if err != nil {
 		return nil, err
 	}
-	pt, err := aead.Open(nil, nonce, ct, nil)
+	pt, err := aead.Open(nil, k.nonce, k.ct, nil)
 	if err != nil {
 		return nil, ErrWrongPassphrase
 	}

@@ -256,24 +256,24 @@ func AppendSerdeFloat(dst []byte, f float64) []byte {
 // metricsWire is the decoding form of a METRICS line: pointers find missing
 // fields.
 type metricsWire struct {
-	Label                  *string          `json:"label"`
-	ElapsedSecs            *float64         `json:"elapsed_secs"`
-	AcceptedConnections    *uint64          `json:"accepted_connections"`
-	OpenConnections        *uint64          `json:"open_connections"`
-	EstablishedConnections *uint64          `json:"established_connections"`
-	HandshakesInProgress   *uint64          `json:"handshakes_in_progress"`
-	HandshakeTimeouts      *uint64          `json:"handshake_timeouts"`
-	HandshakeRejections    *uint64          `json:"handshake_rejections"`
-	ShedConnectionLimit    *uint64          `json:"shed_connection_limit"`
-	ShedHandshakePerSource *uint64          `json:"shed_handshake_per_source"`
-	ShedHandshakeOverflow  *uint64          `json:"shed_handshake_overflow"`
-	ShedHandshakeGlobal    *uint64          `json:"shed_handshake_global"`
-	FramesProcessed        *uint64          `json:"frames_processed"`
-	FrameBufferBytes       *uint64          `json:"frame_buffer_bytes"`
-	ProcessRSSBytes        *json.RawMessage `json:"process_rss_bytes"`
-	EstablishedTotal       *uint64          `json:"established_total"`
-	ParkedConnections      *uint64          `json:"parked_connections"`
-	RateLimitedResponses   *uint64          `json:"rate_limited_responses"`
+	Label                  *string         `json:"label"`
+	ElapsedSecs            *float64        `json:"elapsed_secs"`
+	AcceptedConnections    *uint64         `json:"accepted_connections"`
+	OpenConnections        *uint64         `json:"open_connections"`
+	EstablishedConnections *uint64         `json:"established_connections"`
+	HandshakesInProgress   *uint64         `json:"handshakes_in_progress"`
+	HandshakeTimeouts      *uint64         `json:"handshake_timeouts"`
+	HandshakeRejections    *uint64         `json:"handshake_rejections"`
+	ShedConnectionLimit    *uint64         `json:"shed_connection_limit"`
+	ShedHandshakePerSource *uint64         `json:"shed_handshake_per_source"`
+	ShedHandshakeOverflow  *uint64         `json:"shed_handshake_overflow"`
+	ShedHandshakeGlobal    *uint64         `json:"shed_handshake_global"`
+	FramesProcessed        *uint64         `json:"frames_processed"`
+	FrameBufferBytes       *uint64         `json:"frame_buffer_bytes"`
+	ProcessRSSBytes        json.RawMessage `json:"process_rss_bytes"` // empty when absent, "null" when null
+	EstablishedTotal       *uint64         `json:"established_total"`
+	ParkedConnections      *uint64         `json:"parked_connections"`
+	RateLimitedResponses   *uint64         `json:"rate_limited_responses"`
 }
 
 // ErrNotMetricsLine is returned (wrapped) by ParseMetricsLine for a line
@@ -339,9 +339,9 @@ func ParseMetricsLine(line string) (Snapshot, error) {
 	s.ShedHandshakeGlobal = req("shed_handshake_global", w.ShedHandshakeGlobal)
 	s.FramesProcessed = req("frames_processed", w.FramesProcessed)
 	s.FrameBufferBytes = req("frame_buffer_bytes", w.FrameBufferBytes)
-	if w.ProcessRSSBytes == nil {
+	if len(w.ProcessRSSBytes) == 0 {
 		missing = append(missing, "process_rss_bytes")
-	} else if raw := bytes.TrimSpace(*w.ProcessRSSBytes); !bytes.Equal(raw, []byte("null")) {
+	} else if raw := bytes.TrimSpace(w.ProcessRSSBytes); !bytes.Equal(raw, []byte("null")) {
 		v, err := strconv.ParseUint(string(raw), 10, 64)
 		if err != nil {
 			return Snapshot{}, fmt.Errorf("linkkeysserver: METRICS line: process_rss_bytes is %s: must be a whole number of bytes or null", truncate(string(raw), 40))

@@ -39,6 +39,9 @@ type poller struct {
 	mu    sync.Mutex // guards the wheel and conn.wnext/wprev/wslot
 	slots [wheelSlots]*conn
 	cur   int64 // last tick processed
+
+	fdMu   sync.Mutex // guards closed: kick must never write to a closed (reused) fd number
+	closed bool
 }
 
 func newPoller(s *Server) (*poller, error) {
@@ -162,8 +165,13 @@ func (p *poller) expire(now int64) {
 
 func (p *poller) run() {
 	defer close(p.done)
-	defer unix.Close(p.evfd)
-	defer unix.Close(p.epfd)
+	defer func() {
+		p.fdMu.Lock()
+		p.closed = true
+		unix.Close(p.evfd)
+		unix.Close(p.epfd)
+		p.fdMu.Unlock()
+	}()
 	events := make([]unix.EpollEvent, 256)
 	s := p.srv
 	for {
@@ -196,6 +204,10 @@ func (p *poller) run() {
 
 // kick wakes the poller goroutine so it notices a shutdown at once.
 func (p *poller) kick() {
-	var one = [8]byte{1}
-	_, _ = unix.Write(p.evfd, one[:])
+	p.fdMu.Lock()
+	defer p.fdMu.Unlock()
+	if !p.closed {
+		var one = [8]byte{1}
+		_, _ = unix.Write(p.evfd, one[:])
+	}
 }

@@ -12,8 +12,8 @@ func newPoller(*Server) (*poller, error) {
 	return nil, errors.New("linkkeysserver: parking idle connections needs epoll (Linux); every connection keeps a goroutine")
 }
 
-func (*poller) arm(*conn) error           { return errors.New("linkkeysserver: no poller") }
-func (*poller) disarm(*conn)              {}
-func (*poller) wheelAdd(*conn, int64)     {}
-func (*poller) wheelRemove(*conn)         {}
-func (*poller) kick()                     {}
+func (*poller) arm(*conn) error       { return errors.New("linkkeysserver: no poller") }
+func (*poller) disarm(*conn)          {}
+func (*poller) wheelAdd(*conn, int64) {}
+func (*poller) wheelRemove(*conn)     {}
+func (*poller) kick()                 {}

@@ -249,6 +249,11 @@ func (s *Server) handshake(nc net.Conn, peer netip.Addr) {
 		return
 	}
 	_ = nc.SetDeadline(deadline)
+	if s.closing.Load() { // Shutdown's interrupt may have come before our SetDeadline
+		release()
+		fail(true, nil)
+		return
+	}
 	err = c.tc.Handshake()
 	release()
 	if err != nil {

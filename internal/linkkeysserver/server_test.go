@@ -411,11 +411,11 @@ func TestAdmissionAccountingIsExact(t *testing.T) {
 	readUntilClosed(t, bad)
 	openIs(2) // handshake rejection
 	readUntilClosed(t, dialRawFrom(t, ts.Addr, "127.0.0.5"))
-	openIs(2) // handshake timeout: a silent client
+	openIs(2)                        // handshake timeout: a silent client
 	_ = dialFrom(t, ts, "127.0.0.6") // the window's 4th source
 	_ = dialFrom(t, ts, "127.0.0.7") // protection mode: takes the overflow token
 	readUntilClosed(t, dialRawFrom(t, ts.Addr, "127.0.0.8"))
-	openIs(4) // overflow shed
+	openIs(4)                        // overflow shed
 	_ = dialFrom(t, ts, "127.0.0.6") // a known source: 5 open, the cap
 	readUntilClosed(t, dialRawFrom(t, ts.Addr, "127.0.0.9"))
 	openIs(5) // connection-limit shed, checked before the limiter

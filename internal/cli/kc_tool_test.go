@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
+)
+
+func kcToolEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &Env{
+		Stdout: &out, Stderr: &errb,
+		Getenv: func(string) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}, &out, &errb
+}
+
+func kcRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	env, out, errb := kcToolEnv()
+	code := Run(context.Background(), Keycast, args, env)
+	return code, out.String(), errb.String()
+}
+
+func TestKeycastSetupRunReport(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{})
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	code, _, errs := kcRun(t, "setup", "--url", srv.URL, "--users", "3", "-c", "2", "-o", users)
+	if code != ExitOK {
+		t.Fatalf("setup exit %d: %s", code, errs)
+	}
+	fi, err := os.Stat(users)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("users file %v %v", fi, err)
+	}
+	uf, err := keycast.ReadUsersFile(users)
+	if err != nil || len(uf.Users) != 3 || uf.URL != srv.URL {
+		t.Fatalf("users file %+v %v", uf, err)
+	}
+
+	results := filepath.Join(dir, "results.json")
+	code, out, errs := kcRun(t, "run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "50",
+		"-m", "get-public-key", "-s", "cold-start", "-c", "4", "--seed", "3", "-o", results)
+	if code != ExitOK {
+		t.Fatalf("run exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"\n=== Server-Side Cache Metrics ===\nCache hits:   ", "\n\nKeycast Load Test Results\n", "  Requests:      50\n", "Success Rate:  100.0%"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("run output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errs, "Progress: ") {
+		t.Fatalf("no progress on stderr:\n%s", errs)
+	}
+	r, err := keycastresult.Read(results)
+	if err != nil || r.Summary.TotalRequests != 50 || r.Metadata.Seed != 3 || r.ServerMetrics == nil || r.Machine == nil {
+		t.Fatalf("results %+v %v", r, err)
+	}
+
+	code, out, _ = kcRun(t, "report", "-i", results, "-f", "csv")
+	if code != ExitOK || !strings.HasPrefix(out, "url,scenario,method,concurrency,duration_secs,users,total_requests,rps,success_rate,p50_ms,p95_ms,p99_ms\n"+srv.URL+",ColdStart,GetPublicKey,4,") {
+		t.Fatalf("report csv %d:\n%s", code, out)
+	}
+	code, out, _ = kcRun(t, "report", "-i", results, "--compare", results)
+	if code != ExitOK || !strings.Contains(out, "\n\nComparison\n==========\n") || !strings.Contains(out, "+0.0%") {
+		t.Fatalf("report compare %d:\n%s", code, out)
+	}
+	code, out, _ = kcRun(t, "report", "-i", results, "-f", "json")
+	if code != ExitOK || !strings.Contains(out, `"latency_histogram"`) {
+		t.Fatalf("report json %d", code)
+	}
+}
+
+func TestKeycastToolUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "-d", "0"}, ExitUsage, "needs --requests"},
+		{[]string{"run", "-m", "sign"}, ExitUsage, "unknown method"},
+		{[]string{"run", "-s", "hot"}, ExitUsage, "unknown scenario"},
+		{[]string{"run", "--users-file", filepath.Join(dir, "none.json")}, ExitUsage, "create it with the setup command"},
+		{[]string{"report", "-f", "xml"}, ExitUsage, "want text, json or csv"},
+		{[]string{"report", "-i", filepath.Join(dir, "none.json")}, ExitFailure, "reading results"},
+		{[]string{"setup", "--mode", "sql"}, ExitUsage, "want db or http"},
+		{[]string{"setup", "--mode", "db"}, ExitUsage, "--database-url"},
+		{[]string{"profile", "--url", "http://127.0.0.1:1"}, ExitUsage, "--pprof-url"},
+		{[]string{"profile", "--method", "register"}, ExitUsage, "want get-public-key"},
+		{[]string{"run", "--bogus"}, ExitUsage, "unknown flag"},
+	} {
+		code, _, errs := kcRun(t, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d (want %d), stderr %q (want %q)", tc.args, code, tc.code, errs, tc.want)
+		}
+	}
+}
+
+func TestKeycastRunAgainstNothingCouldNotRun(t *testing.T) {
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	if err := keycast.WriteUsersFile(users, &keycast.UsersFile{URL: "x", Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := kcRun(t, "run", "--url", "http://127.0.0.1:1", "--users-file", users, "-d", "1", "-o", filepath.Join(dir, "r.json"))
+	if code != ExitCouldNotRun || !strings.Contains(errs, "cannot be reached") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+func TestKeycastProfileAgainstARunningServer(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{})
+	// The test process stands in for the server's pprof endpoint: it profiles itself, server included.
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	pp := httptest.NewServer(mux)
+	defer pp.Close()
+	out := filepath.Join(t.TempDir(), "prof")
+	code, stdout, errs := kcRun(t, "profile", "--url", srv.URL, "--pprof-url", pp.URL, "--users", "2", "--concurrency", "2",
+		"--duration", "1", "--output", out)
+	if code != ExitOK {
+		t.Fatalf("profile exit %d: %s", code, errs)
+	}
+	for _, pattern := range []string{"keycast-cpu-*.pprof", "keycast-heap-*.pprof", "flamegraph-results-*.json", "flamegraph-users.json"} {
+		m, _ := filepath.Glob(filepath.Join(out, pattern))
+		if len(m) != 1 {
+			t.Fatalf("%s: %v", pattern, m)
+		}
+		if fi, err := os.Stat(m[0]); err != nil || fi.Size() == 0 {
+			t.Fatalf("%s is empty", m[0])
+		}
+	}
+	if !strings.Contains(stdout, "=== Results ===\nKeycast Load Test Results") || !strings.Contains(stdout, "go tool pprof -http=:8080 ") {
+		t.Fatalf("profile output:\n%s", stdout)
+	}
+	// A second run reuses the users with --skip-setup.
+	code, _, errs = kcRun(t, "profile", "--url", srv.URL, "--pprof-url", pp.URL, "--users", "2", "--concurrency", "2",
+		"--duration", "1", "--output", out, "--skip-setup")
+	if code != ExitOK {
+		t.Fatalf("second profile exit %d: %s", code, errs)
+	}
+}

@@ -1,0 +1,473 @@
+package keycastserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// The HTTP/1.1 fast path.
+//
+// On this class of machine net/http spends about 15 µs of CPU per request (request parsing,
+// header maps, per-request deadlines, a background read after each response); a plain
+// read-parse-write loop spends about 6 µs. For get_public_key that is most of the work and for
+// sign_event it is a fifth, so Serve answers the hot request shape itself: a well-formed
+// "POST /api/nostr HTTP/1.1" with a Content-Length body and only ordinary headers. The first
+// request on a connection that is anything else (another path or method, chunked bodies,
+// Expect, Upgrade, odd or oversized headers, HTTP/1.0) hands the connection, with every byte
+// not yet consumed, to net/http for the rest of its life. Decisions are made before a request's
+// bytes are consumed, so net/http sees exactly what the client sent. Both paths answer through
+// Server.nostr, so their answers are the same (TestFastPathMatchesNetHTTP).
+
+const (
+	fastReadBuf = 4 << 10 // header block larger than this → net/http
+	// fastDeadlineEvery is how often a busy connection's read deadline is pushed forward; a
+	// deadline per request costs a timer update each time.
+	fastDeadlineEvery = time.Second
+	// fastWriteCoalesce caps answers held back while pipelined requests are still buffered.
+	fastWriteCoalesce = 32 << 10
+	// fastIdleTimeout closes a connection that sends nothing for this long (net/http's
+	// IdleTimeout here too).
+	fastIdleTimeout = 2 * time.Minute
+)
+
+var fastReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, fastReadBuf) }}
+
+// fastConn is one connection served by the fast path.
+type fastConn struct {
+	c      net.Conn
+	active atomic.Bool // a request is being read or answered
+}
+
+// handoffListener passes connections from the fast path to net/http's Serve.
+type handoffListener struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+func (l *handoffListener) hand(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// replayConn gives net/http the bytes the fast path buffered but did not consume, then the
+// connection itself.
+type replayConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if c.r != nil {
+		if c.r.Buffered() > 0 {
+			return c.r.Read(p)
+		}
+		c.r = nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite lets net/http half-close as it does for a bare *net.TCPConn.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// serveFastListener accepts on ln and serves each connection with the fast path.
+func (s *Server) serveFastListener(ln net.Listener, hand *handoffListener) error {
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.closed.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		fc := &fastConn{c: c}
+		s.fastMu.Lock()
+		if s.closed.Load() {
+			s.fastMu.Unlock()
+			c.Close()
+			return ErrServerClosed
+		}
+		s.fastConns[fc] = struct{}{}
+		s.fastWG.Add(1)
+		s.fastMu.Unlock()
+		go s.serveFastConn(fc, hand)
+	}
+}
+
+// fastReq is what the fast path reads from a request head.
+type fastReq struct {
+	contentLength int64
+	jsonCT        bool
+	authz, host   string // alias the read buffer: valid until the next read
+	origin        bool
+	close         bool
+}
+
+func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
+	c := fc.c
+	br := fastReaders.Get().(*bufio.Reader)
+	br.Reset(c)
+	wbuf := make([]byte, 0, 2048)
+	scratch := make([]byte, 0, 1024)
+	var bodyBuf []byte
+	handed := false
+	defer func() {
+		s.fastMu.Lock()
+		delete(s.fastConns, fc)
+		s.fastMu.Unlock()
+		if !handed {
+			c.Close()
+			br.Reset(nil)
+			fastReaders.Put(br)
+		}
+		s.fastWG.Done()
+	}()
+	var deadlineSet time.Time
+	for {
+		if br.Buffered() == 0 && len(wbuf) > 0 {
+			if _, err := c.Write(wbuf); err != nil {
+				return
+			}
+			wbuf = wbuf[:0]
+		}
+		fc.active.Store(false)
+		if s.closed.Load() {
+			return
+		}
+		if now := time.Now(); now.Sub(deadlineSet) > fastDeadlineEvery {
+			c.SetReadDeadline(now.Add(fastIdleTimeout))
+			deadlineSet = now
+		}
+		end, err := peekHead(br)
+		fc.active.Store(true)
+		if err != nil {
+			if errors.Is(err, errHandoff) {
+				handed = s.handoff(c, br, hand, wbuf)
+			}
+			return
+		}
+		head, _ := br.Peek(end)
+		req, ok := s.parseHead(head)
+		if !ok {
+			handed = s.handoff(c, br, hand, wbuf)
+			return
+		}
+		start := time.Now()
+		br.Discard(end)
+		// The body: in the buffer already (usual), else read into a buffer of our own.
+		cl := int(req.contentLength)
+		var body []byte
+		if br.Buffered() >= cl {
+			body, _ = br.Peek(cl)
+		} else {
+			if cap(bodyBuf) < cl {
+				bodyBuf = make([]byte, cl)
+			}
+			body = bodyBuf[:cl]
+			// Copy the auth and host strings first: reading overwrites the buffer they alias.
+			req.authz = strings.Clone(req.authz)
+			req.host = strings.Clone(req.host)
+			if _, err := io.ReadFull(br, body); err != nil {
+				return
+			}
+			cl = 0
+		}
+		var out rpcOut
+		if req.jsonCT {
+			out = s.nostr(context.Background(), req.authz, req.host, body, start, scratch[:0])
+		} else {
+			out = outNeedJSON
+		}
+		wbuf = appendFastResponse(wbuf, &out, req.origin, req.close)
+		br.Discard(cl)
+		if req.close {
+			c.Write(wbuf)
+			return
+		}
+		if len(wbuf) > fastWriteCoalesce {
+			if _, err := c.Write(wbuf); err != nil {
+				return
+			}
+			wbuf = wbuf[:0]
+		}
+	}
+}
+
+// handoff gives the connection to net/http, after writing any answers still held back.
+func (s *Server) handoff(c net.Conn, br *bufio.Reader, hand *handoffListener, pending []byte) bool {
+	if len(pending) > 0 {
+		if _, err := c.Write(pending); err != nil {
+			return false
+		}
+	}
+	c.SetReadDeadline(time.Time{})
+	if !hand.hand(&replayConn{Conn: c, r: br}) {
+		return false
+	}
+	return true
+}
+
+var errHandoff = errors.New("keycastserver: request needs net/http")
+
+// peekHead waits until the buffer holds a whole request head (through the blank line) and
+// returns its length without consuming it. A head that does not fit the buffer is errHandoff.
+func peekHead(br *bufio.Reader) (int, error) {
+	for {
+		n := br.Buffered()
+		if n > 0 {
+			b, _ := br.Peek(n)
+			if i := bytes.Index(b, crlfcrlf); i >= 0 {
+				return i + 4, nil
+			}
+			if n >= br.Size() {
+				return 0, errHandoff
+			}
+		}
+		if _, err := br.Peek(n + 1); err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return 0, errHandoff
+			}
+			return 0, err
+		}
+	}
+}
+
+var (
+	crlfcrlf    = []byte("\r\n\r\n")
+	requestLine = []byte("POST /api/nostr HTTP/1.1\r\n")
+)
+
+// parseHead reads a request head in the fast path's shape; ok false sends the connection to
+// net/http. Header names are tokens, values carry no control characters, Host and
+// Content-Length appear exactly once, and nothing asks for behaviour only net/http has.
+func (s *Server) parseHead(h []byte) (fastReq, bool) {
+	var r fastReq
+	if !bytes.HasPrefix(h, requestLine) {
+		return r, false
+	}
+	h = h[len(requestLine) : len(h)-2] // header lines, each ending in CRLF
+	var haveCL, haveHost, haveAuth bool
+	for len(h) > 0 {
+		i := bytes.IndexByte(h, '\n')
+		if i < 1 || h[i-1] != '\r' {
+			return r, false
+		}
+		line := h[:i-1]
+		h = h[i+1:]
+		colon := bytes.IndexByte(line, ':')
+		if colon < 1 {
+			return r, false
+		}
+		name := line[:colon]
+		for _, c := range name {
+			if !isTokenChar(c) {
+				return r, false
+			}
+		}
+		v := line[colon+1:]
+		for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+			v = v[1:]
+		}
+		for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+			v = v[:len(v)-1]
+		}
+		for _, c := range v {
+			if c < ' ' && c != '\t' || c == 0x7f {
+				return r, false
+			}
+		}
+		switch {
+		case asciiEqualFold(name, "content-length"):
+			if haveCL || len(v) == 0 || len(v) > 18 {
+				return r, false
+			}
+			var n int64
+			for _, c := range v {
+				if c < '0' || c > '9' {
+					return r, false
+				}
+				n = n*10 + int64(c-'0')
+			}
+			if n > s.cfg.BodyLimit {
+				return r, false // net/http answers 413
+			}
+			r.contentLength, haveCL = n, true
+		case asciiEqualFold(name, "content-type"):
+			if r.jsonCT {
+				return r, false
+			}
+			r.jsonCT = jsonMediaType(v)
+		case asciiEqualFold(name, "authorization"):
+			if haveAuth {
+				return r, false
+			}
+			r.authz, haveAuth = unsafeString(v), true
+		case asciiEqualFold(name, "host"):
+			if haveHost || len(v) == 0 {
+				return r, false
+			}
+			r.host, haveHost = unsafeString(v), true
+		case asciiEqualFold(name, "connection"):
+			switch {
+			case asciiEqualFold(v, "close"):
+				r.close = true
+			case asciiEqualFold(v, "keep-alive"):
+			default:
+				return r, false
+			}
+		case asciiEqualFold(name, "origin"):
+			r.origin = true
+		case asciiEqualFold(name, "transfer-encoding"), asciiEqualFold(name, "expect"), asciiEqualFold(name, "upgrade"),
+			asciiEqualFold(name, "te"), asciiEqualFold(name, "trailer"):
+			return r, false
+		}
+	}
+	return r, haveCL && haveHost
+}
+
+// jsonMediaType is jsonContentType for a raw header value.
+func jsonMediaType(v []byte) bool {
+	if i := bytes.IndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	v = bytes.TrimSpace(v)
+	if asciiEqualFold(v, "application/json") {
+		return true
+	}
+	const app = "application/"
+	return len(v) > len("application/+json") && asciiEqualFold(v[:len(app)], app) && asciiEqualFold(v[len(v)-5:], "+json")
+}
+
+func asciiEqualFold(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// appendFastResponse appends the status line, headers and body of out.
+func appendFastResponse(dst []byte, out *rpcOut, origin, closeConn bool) []byte {
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = strconv.AppendInt(dst, int64(out.status), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, http.StatusText(out.status)...)
+	if out.text {
+		dst = append(dst, "\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff"...)
+	} else {
+		dst = append(dst, "\r\nContent-Type: application/json"...)
+	}
+	if origin {
+		dst = append(dst, "\r\nAccess-Control-Allow-Origin: *"...)
+	}
+	if out.retryAfter != "" {
+		dst = append(dst, "\r\nRetry-After: "...)
+		dst = append(dst, out.retryAfter...)
+		dst = append(dst, "\r\nCache-Control: no-store"...)
+	}
+	dst = append(dst, "\r\nDate: "...)
+	dst = append(dst, httpDate()...)
+	dst = append(dst, "\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(out.body)), 10)
+	if closeConn {
+		dst = append(dst, "\r\nConnection: close"...)
+	}
+	dst = append(dst, "\r\n\r\n"...)
+	return append(dst, out.body...)
+}
+
+type dateCache struct {
+	sec int64
+	b   []byte
+}
+
+var cachedDate atomic.Pointer[dateCache]
+
+// httpDate is the Date header value, formatted once a second.
+func httpDate() []byte {
+	now := time.Now()
+	if d := cachedDate.Load(); d != nil && d.sec == now.Unix() {
+		return d.b
+	}
+	d := &dateCache{sec: now.Unix(), b: now.UTC().AppendFormat(nil, http.TimeFormat)}
+	cachedDate.Store(d)
+	return d.b
+}

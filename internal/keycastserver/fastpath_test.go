@@ -1,0 +1,248 @@
+package keycastserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+)
+
+// rawExchange writes raw bytes on a fresh connection and reads n responses.
+func rawExchange(t *testing.T, addr, raw string, n int) []*http.Response {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var out []*http.Response
+	for i := 0; i < n; i++ {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		res.Body = io.NopCloser(strings.NewReader(string(b)))
+		out = append(out, res)
+	}
+	return out
+}
+
+func bodyOf(r *http.Response) string {
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(strings.NewReader(string(b)))
+	return string(b)
+}
+
+func rpcReq(host, tok, body string, extra ...string) string {
+	var b strings.Builder
+	b.WriteString("POST /api/nostr HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/json\r\n")
+	if tok != "" {
+		b.WriteString("Authorization: Bearer " + tok + "\r\n")
+	}
+	for _, h := range extra {
+		b.WriteString(h + "\r\n")
+	}
+	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n%s", len(body), body)
+	return b.String()
+}
+
+// TestFastPathMatchesNetHTTP sends the same requests through the fast path (Serve) and through
+// net/http (Handler in httptest) and compares status, content type, Retry-After and body.
+func TestFastPathMatchesNetHTTP(t *testing.T) {
+	s, base := startInternal(t, Config{RPCRatePerSecond: 0.001, RPCBurst: 1000})
+	tok, pub := grantToken(t, base)
+	slow := httptest.NewServer(s.Handler())
+	defer slow.Close()
+	fastAddr := strings.TrimPrefix(base, "http://")
+	slowAddr := strings.TrimPrefix(slow.URL, "http://")
+	peer := keycast.MustGenerateSecretKey().Public().Hex()
+	cases := []struct {
+		name string
+		req  func(host string) string
+	}{
+		{"get_public_key", func(h string) string { return rpcReq(h, tok, `{"method":"get_public_key","params":[]}`) }},
+		{"get_public_key with origin", func(h string) string {
+			return rpcReq(h, tok, `{"method": "get_public_key"}`, "Origin: https://x.example")
+		}},
+		{"unknown method", func(h string) string { return rpcReq(h, tok, `{"method":"nope","params":[]}`) }},
+		{"missing token", func(h string) string { return rpcReq(h, "", `{"method":"get_public_key","params":[]}`) }},
+		{"bad token", func(h string) string { return rpcReq(h, "x.y.z", `{"method":"get_public_key","params":[]}`) }},
+		{"malformed", func(h string) string { return rpcReq(h, tok, `{"method":`) }},
+		{"no method", func(h string) string { return rpcReq(h, tok, `{"params":[]}`) }},
+		{"missing event", func(h string) string { return rpcReq(h, tok, `{"method":"sign_event","params":[]}`) }},
+		{"foreign event", func(h string) string {
+			return rpcReq(h, tok, `{"method":"sign_event","params":[{"pubkey":"`+peer+`","created_at":1,"kind":1,"tags":[],"content":""}]}`)
+		}},
+		{"policy denied", func(h string) string {
+			return rpcReq(h, tok, `{"method":"sign_event","params":[{"pubkey":"`+pub+`","created_at":1,"kind":30023,"tags":[],"content":""}]}`)
+		}},
+		{"bad pubkey", func(h string) string { return rpcReq(h, tok, `{"method":"nip44_encrypt","params":["zz","x"]}`) }},
+		{"text/plain", func(h string) string {
+			return strings.Replace(rpcReq(h, tok, `{}`), "Content-Type: application/json", "Content-Type: text/plain", 1)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := rawExchange(t, fastAddr, tc.req(fastAddr), 1)[0]
+			g := rawExchange(t, slowAddr, tc.req(slowAddr), 1)[0]
+			for _, h := range []string{"Content-Type", "Retry-After", "Cache-Control", "Access-Control-Allow-Origin", "X-Content-Type-Options"} {
+				if f.Header.Get(h) != g.Header.Get(h) {
+					t.Errorf("%s: fast %q, net/http %q", h, f.Header.Get(h), g.Header.Get(h))
+				}
+			}
+			if f.StatusCode != g.StatusCode || bodyOf(f) != bodyOf(g) {
+				t.Errorf("fast %d %q, net/http %d %q", f.StatusCode, bodyOf(f), g.StatusCode, bodyOf(g))
+			}
+			if f.Header.Get("Date") == "" || f.ContentLength != int64(len(bodyOf(f))) {
+				t.Errorf("fast path headers %v", f.Header)
+			}
+		})
+	}
+}
+
+func TestFastPathConnectionHandling(t *testing.T) {
+	s, base := startInternal(t, Config{})
+	tok, pub := grantToken(t, base)
+	addr := strings.TrimPrefix(base, "http://")
+	gpk := `{"method":"get_public_key","params":[]}`
+	want := `{"result":"` + pub + `"}`
+
+	t.Run("pipelined requests answered in order", func(t *testing.T) {
+		raw := rpcReq(addr, tok, gpk) + rpcReq(addr, tok, `{"method":"nope"}`) + rpcReq(addr, tok, gpk)
+		rs := rawExchange(t, addr, raw, 3)
+		if bodyOf(rs[0]) != want || rs[1].StatusCode != 400 || bodyOf(rs[2]) != want {
+			t.Fatalf("pipelined answers: %q %d %q", bodyOf(rs[0]), rs[1].StatusCode, bodyOf(rs[2]))
+		}
+	})
+	t.Run("handoff to net/http mid-connection keeps the stream", func(t *testing.T) {
+		raw := rpcReq(addr, tok, gpk) +
+			"GET /health HTTP/1.1\r\nHost: " + addr + "\r\n\r\n" +
+			rpcReq(addr, tok, gpk) +
+			"GET /api/policies HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"
+		rs := rawExchange(t, addr, raw, 4)
+		if bodyOf(rs[0]) != want || rs[1].StatusCode != 200 || bodyOf(rs[2]) != want || !strings.Contains(bodyOf(rs[3]), `"social"`) {
+			t.Fatalf("answers %d %q / %d / %d %q / %d", rs[0].StatusCode, bodyOf(rs[0]), rs[1].StatusCode, rs[2].StatusCode, bodyOf(rs[2]), rs[3].StatusCode)
+		}
+	})
+	t.Run("chunked body goes to net/http", func(t *testing.T) {
+		raw := "POST /api/nostr HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nAuthorization: Bearer " + tok +
+			"\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(gpk), gpk)
+		if r := rawExchange(t, addr, raw, 1)[0]; bodyOf(r) != want {
+			t.Fatalf("chunked: %d %q", r.StatusCode, bodyOf(r))
+		}
+	})
+	t.Run("HTTP/1.0 goes to net/http", func(t *testing.T) {
+		raw := strings.Replace(rpcReq(addr, tok, gpk), "HTTP/1.1", "HTTP/1.0", 1)
+		if r := rawExchange(t, addr, raw, 1)[0]; bodyOf(r) != want {
+			t.Fatalf("HTTP/1.0: %d %q", r.StatusCode, bodyOf(r))
+		}
+	})
+	t.Run("huge header goes to net/http", func(t *testing.T) {
+		raw := rpcReq(addr, tok, gpk, "X-Padding: "+strings.Repeat("p", 6000))
+		if r := rawExchange(t, addr, raw, 1)[0]; bodyOf(r) != want {
+			t.Fatalf("huge header: %d %q", r.StatusCode, bodyOf(r))
+		}
+	})
+	t.Run("body larger than the limit is 413", func(t *testing.T) {
+		big := `{"method":"x","params":["` + strings.Repeat("a", 70<<10) + `"]}`
+		if r := rawExchange(t, addr, rpcReq(addr, tok, big), 1)[0]; r.StatusCode != 413 {
+			t.Fatalf("oversized body: %d", r.StatusCode)
+		}
+	})
+	t.Run("body arriving after the head", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		req := rpcReq(addr, tok, gpk)
+		cut := strings.Index(req, "\r\n\r\n") + 4
+		io.WriteString(c, req[:cut-10])
+		io.WriteString(c, req[cut-10:cut+5])
+		io.WriteString(c, req[cut+5:])
+		r, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(r.Body); string(b) != want {
+			t.Fatalf("split request: %q", b)
+		}
+	})
+	t.Run("Connection: close is honoured", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, rpcReq(addr, tok, gpk, "Connection: close"))
+		all, err := io.ReadAll(c) // ends only when the server closes
+		if err != nil || !strings.Contains(string(all), "Connection: close") || !strings.HasSuffix(string(all), want) {
+			t.Fatalf("close: %v %q", err, all)
+		}
+	})
+	t.Run("missing Host", func(t *testing.T) {
+		raw := "POST /api/nostr HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+		if r := rawExchange(t, addr, raw, 1)[0]; r.StatusCode != 400 {
+			t.Fatalf("no Host: %d", r.StatusCode)
+		}
+	})
+	t.Run("shutdown closes idle connections", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, rpcReq(addr, tok, gpk))
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(res.Body)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatalf("Shutdown with an idle keep-alive connection: %v", err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("idle connection still open after Shutdown")
+		}
+	})
+}
+
+func FuzzParseHead(f *testing.F) {
+	s := &Server{cfg: Config{}.withDefaults()}
+	f.Add([]byte("POST /api/nostr HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n"))
+	f.Add([]byte("POST /api/nostr HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 2\r\n\r\n"))
+	f.Add([]byte("POST /api/nostr HTTP/1.1\r\nhost:a\r\ncontent-length:99999999999999999999\r\n\r\n"))
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, head []byte) {
+		if !strings.HasSuffix(string(head), "\r\n\r\n") || len(head) < len(requestLine)+2 {
+			return
+		}
+		r, ok := s.parseHead(head)
+		if !ok {
+			return
+		}
+		if r.contentLength < 0 || r.contentLength > s.cfg.BodyLimit || r.host == "" {
+			t.Fatalf("accepted %q as %+v", head, r)
+		}
+	})
+}

@@ -1,0 +1,91 @@
+package linkkeysload
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// CPU figures tell where the time of a run went on a machine whose client and server share the
+// cores: a rate below target is either the client's cost or the server's, and these say which.
+
+// processCPU returns this process's user plus system CPU time so far.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
+const userHZ = 100
+
+// ServerCPU returns the CPU time (user plus system) used so far by the server process pid and its
+// direct children (the processes of `server --processes N`), read from /proc. ok is false when the
+// process cannot be read (not on this machine, or gone).
+func ServerCPU(pid int) (time.Duration, bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	own, ok := procStatCPU(pid)
+	if !ok {
+		return 0, false
+	}
+	total := own
+	for _, child := range procChildren(pid) {
+		if c, ok := procStatCPU(child); ok {
+			total += c
+		}
+	}
+	return total, true
+}
+
+// procStatCPU reads utime+stime of one process.
+func procStatCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces; fields after the last ')'
+	// start with field 3 (state). utime and stime are fields 14 and 15.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * time.Second / userHZ, true
+}
+
+// procChildren lists the direct children of pid (from every thread's children file).
+func procChildren(pid int) []int {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package linkkeysserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/linkkeys"
+)
+
+// scaleLimits is the seed's scale profile for both limiters.
+func scaleLimits() admit.LimiterConfig {
+	return admit.LimiterConfig{RatePerMinute: 6e6, Burst: 1e6, GlobalRatePerSecond: 1e5, GlobalBurst: 2e5,
+		OverflowRatePerSecond: 1e5, OverflowBurst: 2e5}
+}
+
+// okPrefix starts every status-0 response: {v: 1, status: 0, ...}.
+var okPrefix = []byte("\xa3\x61v\x01\x66status\x00")
+
+// benchRequests runs b.N request/response round trips of frame over conns
+// persistent connections, one request in flight per connection (like
+// request-bench). Client and server share this process and its CPUs, so
+// ns/op is the combined cost; req/s is reported.
+func benchRequests(b *testing.B, conns int, frame []byte, cfg Config, keys KeySource) {
+	ts, err := NewTestServer(TestServerOptions{Config: cfg, Keys: keys})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ts.Close()
+	benchClients(b, ts, conns, frame)
+}
+
+// benchClients runs the request loop against ts.Addr.
+func benchClients(b *testing.B, ts *TestServer, conns int, frame []byte) {
+	type cl struct {
+		tc *tls.Conn
+		br *bufio.Reader
+	}
+	cls := make([]cl, conns)
+	for i := range cls {
+		nc, err := net.Dial("tcp", ts.Addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tc := tls.Client(nc, ts.ClientTLSConfig())
+		if err := tc.HandshakeContext(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		defer tc.Close()
+		cls[i] = cl{tc, bufio.NewReaderSize(tc, 4096)}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range cls {
+		wg.Add(1)
+		go func(c cl) {
+			defer wg.Done()
+			buf := make([]byte, 0, 512)
+			for next.Add(1) <= int64(b.N) {
+				if _, err := c.tc.Write(frame); err != nil {
+					failed.Add(1)
+					return
+				}
+				body, err := linkkeys.ReadFrame(c.br, 0, buf[:cap(buf)])
+				if err != nil || !bytes.HasPrefix(body, okPrefix) {
+					failed.Add(1)
+					return
+				}
+			}
+		}(cls[i])
+	}
+	wg.Wait()
+	b.StopTimer()
+	if failed.Load() > 0 {
+		b.Fatalf("%d connections failed", failed.Load())
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+func BenchmarkGetDomainKeys64Conns(b *testing.B) {
+	cfg := Config{PublicRead: scaleLimits(), Handshake: scaleLimits()}
+	frame := linkkeys.AppendFrame(nil, linkkeys.AppendRequest(nil, &linkkeys.Request{Service: "DomainKeys", Op: "get-domain-keys", Payload: []byte{0xa0}}))
+	benchRequests(b, 64, frame, cfg, nil)
+}
+
+func BenchmarkHello64Conns(b *testing.B) {
+	cfg := Config{PublicRead: scaleLimits(), Handshake: scaleLimits()}
+	frame := linkkeys.AppendFrame(nil, linkkeys.AppendRequest(nil, &linkkeys.Request{Service: "Hello", Op: "hello", Payload: helloNull}))
+	benchRequests(b, 64, frame, cfg, nil)
+}
+
+// BenchmarkDispatchGetDomainKeys is the server's per-request work without
+// the network: pre-scan, envelope decode, public-read gate, cache hit,
+// response append.
+func BenchmarkDispatchGetDomainKeys(b *testing.B) {
+	ts, err := NewTestServer(TestServerOptions{Config: Config{PublicRead: scaleLimits()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ts.Close()
+	body := linkkeys.AppendRequest(nil, &linkkeys.Request{Service: "DomainKeys", Op: "get-domain-keys", Payload: []byte{0xa0}})
+	c := &conn{srv: ts.Server}
+	out := make([]byte, 0, 4096)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		out, _ = ts.Server.dispatch(out[:0], body, c)
+	}
+}
+
+// BenchmarkMinimalTLSServer64Conns is the reference point for the two
+// benchmarks above: the same clients against a bare goroutine-per-connection
+// TLS server that answers every frame with a fixed response (no admission,
+// no dispatch). The gap between it and BenchmarkGetDomainKeys64Conns is what
+// this server's own work costs.
+func BenchmarkMinimalTLSServer64Conns(b *testing.B) {
+	ts, err := NewTestServer(TestServerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	resp := ts.Server.fixed.health
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				tc := tls.Server(nc, ts.Server.tlsCfg)
+				br := bufio.NewReader(tc)
+				buf := make([]byte, 4096)
+				for {
+					if _, err := linkkeys.ReadFrame(br, 0, buf); err != nil {
+						return
+					}
+					if _, err := tc.Write(resp); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	ts2 := *ts
+	ts2.Addr = ln.Addr().String()
+	frame := linkkeys.AppendFrame(nil, linkkeys.AppendRequest(nil, &linkkeys.Request{Service: "Ops", Op: "healthcheck", Payload: []byte{0xa0}}))
+	benchClients(b, &ts2, 64, frame)
+}

@@ -1,0 +1,276 @@
+package linkkeysserver
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/admit"
+)
+
+func u64p(v uint64) *uint64 { return &v }
+
+func sampleSnapshot() Snapshot {
+	return Snapshot{
+		Label: "running", ElapsedSecs: 5.001234567, AcceptedConnections: 1, OpenConnections: 2, EstablishedConnections: 3,
+		HandshakesInProgress: 4, HandshakeTimeouts: 5, HandshakeRejections: 6, ShedConnectionLimit: 7,
+		ShedHandshakePerSource: 8, ShedHandshakeOverflow: 9, ShedHandshakeGlobal: 10, FramesProcessed: 11,
+		FrameBufferBytes: 12, ProcessRSSBytes: u64p(13), EstablishedTotal: 14, ParkedConnections: 15, RateLimitedResponses: 16,
+	}
+}
+
+// TestMetricsLineShape pins the field order of §4.2 (new fields only after
+// process_rss_bytes) with golden lines.
+func TestMetricsLineShape(t *testing.T) {
+	s := sampleSnapshot()
+	nullRSS := s
+	nullRSS.ProcessRSSBytes = nil
+	nullRSS.Label = "final"
+	nullRSS.ElapsedSecs = 0
+	got := FormatMetricsLine(s) + "\n" + FormatMetricsLine(nullRSS) + "\n"
+	golden(t, "metrics_lines.golden", got)
+	// The upstream fields, in order, are a prefix of every line.
+	upstream := []string{"label", "elapsed_secs", "accepted_connections", "open_connections", "established_connections",
+		"handshakes_in_progress", "handshake_timeouts", "handshake_rejections", "shed_connection_limit",
+		"shed_handshake_per_source", "shed_handshake_overflow", "shed_handshake_global", "frames_processed",
+		"frame_buffer_bytes", "process_rss_bytes"}
+	line := FormatMetricsLine(s)
+	at := 0
+	for _, f := range upstream {
+		i := strings.Index(line[at:], `"`+f+`":`)
+		if i < 0 {
+			t.Fatalf("field %s missing or out of order in %s", f, line)
+		}
+		at += i + 1
+	}
+	if !strings.HasPrefix(line, `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,`) {
+		t.Errorf("line starts %q", line[:60])
+	}
+}
+
+func TestAppendSerdeFloat(t *testing.T) {
+	for _, tc := range []struct {
+		f    float64
+		want string
+	}{
+		{0, "0.0"}, {5, "5.0"}, {120, "120.0"}, {0.25, "0.25"}, {3.001234567, "3.001234567"},
+		{0.000128732, "0.000128732"}, {0.0001, "0.0001"}, {0.00001, "0.00001"}, {0.000001, "1e-6"}, {1.5e-7, "1.5e-7"},
+		{1e15, "1000000000000000.0"}, {1e16, "1e16"}, {1.5e16, "1.5e16"}, {123456789.125, "123456789.125"},
+		{-2, "-2.0"}, {math.Inf(1), "null"}, {math.NaN(), "null"},
+	} {
+		if got := string(AppendSerdeFloat(nil, tc.f)); got != tc.want {
+			t.Errorf("AppendSerdeFloat(%v) = %q, want %q", tc.f, got, tc.want)
+		}
+	}
+}
+
+func TestSerdeFloatRoundTrips(t *testing.T) {
+	for _, f := range []float64{1e-9, 0.1, 1.0 / 3, 12345.678, 9.999999e15, 1e20, 4.9e-324} {
+		s := string(AppendSerdeFloat(nil, f))
+		g, err := strconv.ParseFloat(s, 64)
+		if err != nil || g != f {
+			t.Errorf("%v -> %q -> %v, %v", f, s, g, err)
+		}
+	}
+}
+
+func TestParseMetricsLine(t *testing.T) {
+	s := sampleSnapshot()
+	got, err := ParseMetricsLine(FormatMetricsLine(s) + "\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if FormatMetricsLine(got) != FormatMetricsLine(s) {
+		t.Errorf("round trip\n got %s\nwant %s", FormatMetricsLine(got), FormatMetricsLine(s))
+	}
+	// An upstream Rust line (no appended fields, null RSS).
+	up := `METRICS {"label":"final","elapsed_secs":60.0,"accepted_connections":12017,"open_connections":1955,"established_connections":0,"handshakes_in_progress":0,"handshake_timeouts":0,"handshake_rejections":0,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":1955,"shed_handshake_global":8963,"frames_processed":0,"frame_buffer_bytes":0,"process_rss_bytes":null}`
+	u, err := ParseMetricsLine(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Label != "final" || u.AcceptedConnections != 12017 || u.ShedHandshakeGlobal != 8963 || u.ProcessRSSBytes != nil || u.EstablishedTotal != 0 {
+		t.Errorf("upstream line parsed as %+v", u)
+	}
+}
+
+func TestParseMetricsLineRejects(t *testing.T) {
+	good := FormatMetricsLine(sampleSnapshot())
+	for _, tc := range []struct {
+		name, line, want string
+	}{
+		{"other line", "listening on 127.0.0.1:1 pid=2", "not a METRICS line"},
+		{"no space", "METRICS{}", "not a METRICS line"},
+		{"not json", "METRICS {", "invalid JSON"},
+		{"array", "METRICS []", "invalid JSON"},
+		{"missing field", strings.Replace(good, `"frames_processed":11,`, "", 1), "missing required fields [frames_processed]"},
+		{"negative", strings.Replace(good, `"open_connections":2`, `"open_connections":-2`, 1), "invalid JSON"},
+		{"fraction", strings.Replace(good, `"open_connections":2`, `"open_connections":2.5`, 1), "invalid JSON"},
+		{"bad label", strings.Replace(good, `"running"`, `"sleeping"`, 1), `label is "sleeping"`},
+		{"bad rss", strings.Replace(good, `"process_rss_bytes":13`, `"process_rss_bytes":"13"`, 1), "process_rss_bytes"},
+		{"negative elapsed", strings.Replace(good, `5.001234567`, `-1`, 1), "elapsed_secs"},
+		{"trailing", good + " x", "unexpected bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseMetricsLine(tc.line)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseMetricsLine(f *testing.F) {
+	f.Add(FormatMetricsLine(sampleSnapshot()))
+	f.Add(`METRICS {"label":"final","elapsed_secs":1e-5,"accepted_connections":0,"open_connections":0,"established_connections":0,"handshakes_in_progress":0,"handshake_timeouts":0,"handshake_rejections":0,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":0,"shed_handshake_global":0,"frames_processed":0,"frame_buffer_bytes":0,"process_rss_bytes":null}`)
+	f.Add("METRICS {}")
+	f.Add("METRICS ")
+	f.Fuzz(func(t *testing.T, line string) {
+		s, err := ParseMetricsLine(line)
+		if err != nil {
+			return
+		}
+		// Whatever parses re-formats and parses to the same snapshot.
+		again, err := ParseMetricsLine(FormatMetricsLine(s))
+		if err != nil {
+			t.Fatalf("re-parse of %q: %v", FormatMetricsLine(s), err)
+		}
+		if FormatMetricsLine(again) != FormatMetricsLine(s) {
+			t.Errorf("round trip differs:\n%s\n%s", FormatMetricsLine(again), FormatMetricsLine(s))
+		}
+	})
+}
+
+func TestSumSnapshots(t *testing.T) {
+	a, b := sampleSnapshot(), sampleSnapshot()
+	b.ProcessRSSBytes = nil
+	b.HandshakeLimiter.RejectedGlobal = 3
+	b.SnapshotCache.Hits = 4
+	s := SumSnapshots(a, b)
+	if s.AcceptedConnections != 2 || s.RateLimitedResponses != 32 || *s.ProcessRSSBytes != 13 ||
+		s.HandshakeLimiter.RejectedGlobal != 3 || s.SnapshotCache.Hits != 4 {
+		t.Errorf("sum %+v", s)
+	}
+	if SumSnapshots().ProcessRSSBytes != nil {
+		t.Error("empty sum has an RSS")
+	}
+}
+
+// limits.rs unit tests: metrics_default_to_zero,
+// metrics_track_accept_and_close, metrics_track_handshake_shed_reasons and
+// frame_buffer_accounting_returns_to_zero, through a real server.
+func TestMetricsDefaultToZero(t *testing.T) {
+	ts := startServer(t, TestServerOptions{Config: permissive()})
+	m := ts.Metrics()
+	m.ProcessRSSBytes, m.ElapsedSecs = nil, 0
+	m.HandshakeLimiter.MaxBucketEntries, m.PublicReadLimiter.MaxBucketEntries = 0, 0
+	if got := FormatMetricsLine(m); got != FormatMetricsLine(Snapshot{Label: "running"}) {
+		t.Errorf("fresh server: %s", got)
+	}
+}
+
+func TestMetricsTrackAcceptAndClose(t *testing.T) {
+	ts := startServer(t, TestServerOptions{Config: permissive()})
+	a, b := dial(t, ts), dial(t, ts)
+	eventually(t, "2 open", func() bool { m := ts.Metrics(); return m.OpenConnections == 2 && m.EstablishedConnections == 2 })
+	a.tc.NetConn().Close()
+	b.tc.NetConn().Close()
+	eventually(t, "0 open", func() bool { m := ts.Metrics(); return m.OpenConnections == 0 && m.EstablishedConnections == 0 })
+	if m := ts.Metrics(); m.AcceptedConnections != 2 || m.EstablishedTotal != 2 {
+		t.Errorf("accepted %d established_total %d after closing, want 2 and 2 (cumulative)", m.AcceptedConnections, m.EstablishedTotal)
+	}
+}
+
+func TestMetricsTrackHandshakeShedReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lim   func() Config
+		check func(Snapshot) bool
+	}{
+		{"per source", func() Config {
+			c := permissive()
+			c.Handshake.Burst, c.Handshake.RatePerMinute = 1, 1e-3
+			return c
+		}, func(m Snapshot) bool { return m.ShedHandshakePerSource == 1 }},
+		{"global", func() Config {
+			c := permissive()
+			c.Handshake.GlobalBurst, c.Handshake.GlobalRatePerSecond = 1, 1e-3
+			return c
+		}, func(m Snapshot) bool { return m.ShedHandshakeGlobal == 1 }},
+		{"overflow", func() Config {
+			c := permissive()
+			c.Handshake.DistinctSourceThreshold, c.Handshake.OverflowBurst, c.Handshake.OverflowRatePerSecond = 1, 1e-3, 1e-3
+			return c
+		}, func(m Snapshot) bool { return m.ShedHandshakeOverflow == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, TestServerOptions{Config: tc.lim(), Clock: &admit.ManualClock{}})
+			_ = dialFrom(t, ts, "127.0.0.10")
+			src := "127.0.0.10"
+			if tc.name == "overflow" {
+				src = "127.0.0.11"
+			}
+			readUntilClosed(t, dialRawFrom(t, ts.Addr, src))
+			eventually(t, tc.name+" shed", func() bool { return tc.check(ts.Metrics()) })
+			// The client finishes its handshake before the server does, so
+			// the identity holds once the server is quiet.
+			eventually(t, "accounting identity", func() bool {
+				m := ts.Metrics()
+				return m.HandshakesInProgress == 0 && m.Pending() == 0 && m.EstablishedTotal == 1
+			})
+		})
+	}
+}
+
+func TestFrameBufferAccountingReturnsToZero(t *testing.T) {
+	ts := startServer(t, TestServerOptions{Config: permissive()})
+	c := dial(t, ts)
+	// Announce 3000 bytes and send half: the gauge holds 3000 while the
+	// body is incomplete, then returns to 0 once it is dispatched.
+	if _, err := c.tc.Write([]byte{0, 0, 0x0b, 0xb8}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.tc.Write(make([]byte, 1500)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "frame_buffer_bytes == 3000", func() bool { return ts.Metrics().FrameBufferBytes == 3000 })
+	if _, err := c.tc.Write(make([]byte, 1500)); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.recv(); r.Status != 1 {
+		t.Errorf("status %v for a zero-filled body, want MalformedEnvelope", r.Status)
+	}
+	eventually(t, "frame_buffer_bytes == 0", func() bool { return ts.Metrics().FrameBufferBytes == 0 })
+}
+
+func TestMemoryReleaser(t *testing.T) {
+	released := 0
+	m := &MemoryReleaser{MinGap: 10 * time.Second, Release: func() { released++ }}
+	t0 := time.Unix(1000, 0)
+	steps := []struct {
+		accepted, frames uint64
+		at               time.Duration
+		want             bool
+	}{
+		{0, 0, 0, false},              // first look counts as activity
+		{0, 0, 2 * time.Second, true}, // quiet after it: release
+		{0, 0, 4 * time.Second, false},
+		{5, 0, 6 * time.Second, false}, // connections arrive
+		{5, 0, 8 * time.Second, false}, // quiet, but within MinGap of the last release
+		{5, 0, 13 * time.Second, true}, // now
+		{5, 9, 15 * time.Second, false},
+		{5, 20, 27 * time.Second, false}, // busy: never
+		{5, 20, 29 * time.Second, true},
+	}
+	for i, s := range steps {
+		got := m.Check(Snapshot{AcceptedConnections: s.accepted, FramesProcessed: s.frames}, t0.Add(s.at))
+		if got != s.want {
+			t.Errorf("step %d: released %v, want %v", i, got, s.want)
+		}
+	}
+	if released != 3 {
+		t.Errorf("released %d times, want 3", released)
+	}
+}
