@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -454,7 +455,7 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	if err != nil {
 		return nil, err
 	}
-	dataDir, err := os.MkdirTemp("", "keycast-profile-*")
+	dataDir, err := os.MkdirTemp(out, "server-data-*")
 	if err != nil {
 		return nil, fmt.Errorf("profile: making a data directory: %w", err)
 	}
@@ -470,6 +471,8 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	c := exec.Command(exe, args...)
 	c.Env = os.Environ()
 	c.Stderr = lf
+	// The server must not outlive this command, even when it dies without running its defers.
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stdout, err := c.StdoutPipe()
 	if err != nil {
 		lf.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,9 @@ const (
 	// readBufSize is each connection's read buffer: every Keycast response header fits.
 	readBufSize = 4096
 )
+
+// tlsRoots replaces the system roots for https targets when set (tests only).
+var tlsRoots *x509.CertPool
 
 // target is a parsed base URL.
 type target struct {
@@ -67,7 +71,7 @@ func parseTarget(raw string) (*target, error) {
 	}
 	t.addr = net.JoinHostPort(u.Hostname(), port)
 	if u.Scheme == "https" {
-		t.tls = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}}
+		t.tls = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}, RootCAs: tlsRoots}
 	}
 	return t, nil
 }

@@ -49,4 +49,37 @@
 //
 // User selection is upstream's (§1.4): request number r (plus the seed) picks user 0 in warm-cache,
 // r mod N in cold-start, and in mixed 80% from the hot first tenth and 20% rotating through the rest.
+//
+// # Setup
+//
+// HTTP mode runs register → authorize (PKCE S256, client "loadtest", scope policy:social) → token per
+// user, at most Concurrency at once, with emails lt{unix_ts}-{i}@test.local and 32-character random
+// passwords, as upstream. DB mode writes each user straight into the server's SQLite or PostgreSQL
+// store through internal/keycaststore: users, personal_keys sealed with the server's master key, and
+// oauth_authorizations; each user's access token is a UCAN the user signs for itself with
+// bunker_pubkey, as upstream's DB mode mints it. The reference server (and the Dec-2025 Keycast
+// server, reference §3.5 step 7) accepts a token whose issuer is its audience on /api/nostr, so
+// DB-mode users can sign; later Keycast servers that refuse user-signed tokens need HTTP mode.
+//
+// # Upstream quirks (reference §7) and what this package does
+//
+//   - §7.1 warm-cache uses user 0, as upstream's code (not its README) does: kept.
+//   - §7.3 `--duration 0 --requests N` exits at once upstream: here it runs exactly N requests.
+//   - §7.4 DB mode ignores --master-key-path and writes no personal_keys: here it uses the key
+//     file (refusing to run without it) and writes the sealed key, so DB-mode users can sign. Its
+//     emails carry the run's timestamp (loadtest-{ts}-{i}@test.local) so a second run does not
+//     collide with the first on (tenant, email), and its bunker key is derived from the user key
+//     and the connection secret as the token endpoint derives it, not drawn at random.
+//   - §7.5, §7.6 (no session cookie from later servers; http:// targets other than localhost
+//     refused at the token step) are server behaviour: setup reports them by cause
+//     ("register: No session token in response", "token: HTTP 400").
+//   - §7.7 a non-metrics page gives no snapshot and a warning instead of zeros.
+//   - §7.8 no latency sample is dropped.
+//   - §7.9 the duration excludes the trailing wait and the metrics fetch.
+//
+// Beyond upstream: setup sends a registration step again when it is shed (503
+// admission_rejected) or rate-limited (429), after Retry-After with jitter, up to 30 times, where
+// upstream drops the user; concurrent registrations pass their session cookie explicitly rather than
+// sharing one cookie store; the run's register method classifies a failed flow by the failing
+// step's real status (a shed 503 stays intentional) where upstream records a synthetic 500.
 package keycastload

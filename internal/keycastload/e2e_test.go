@@ -16,6 +16,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
+	"github.com/loadproof/loadproof/internal/keycaststore/storetest"
 )
 
 // End-to-end tests against the reference server on 127.0.0.1:0.
@@ -104,6 +105,16 @@ func TestSetupDBModeUsersCanSign(t *testing.T) {
 	if _, err := os.Stat(dbURL); err != nil {
 		t.Fatalf("reference server's SQLite file: %v", err)
 	}
+	dbModeUsersCanSign(t, srv, dbURL)
+}
+
+func TestSetupDBModeUsersCanSignPostgres(t *testing.T) {
+	dbURL := storetest.PostgresURL(t)
+	srv := kctest.Start(t, keycastserver.Config{DatabaseURL: dbURL})
+	dbModeUsersCanSign(t, srv, dbURL)
+}
+
+func dbModeUsersCanSign(t *testing.T, srv *kctest.Server, dbURL string) {
 	mode, err := keycastload.ChooseMode("", srv.URL, dbURL)
 	if err != nil || mode != keycastload.ModeDB {
 		t.Fatalf("auto mode %q %v; want db for a 127.0.0.1 URL with a database", mode, err)

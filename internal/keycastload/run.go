@@ -86,9 +86,11 @@ type runner struct {
 	clients []atomic.Pointer[userClient]
 	shards  []shard
 
-	tickets atomic.Int64 // closed model: next local request number
-	ending  atomic.Bool  // no new requests (deadline, stop, signal)
-	aborted atomic.Bool  // in-flight requests are being cut off (stop, signal)
+	tickets atomic.Int64  // closed model: next local request number
+	ending  atomic.Bool   // no new requests (deadline, stop, signal)
+	endCh   chan struct{} // closed with ending set, for workers still waiting to start
+	endOnce sync.Once
+	aborted atomic.Bool // in-flight requests are being cut off (stop, signal)
 	abort   context.CancelFunc
 	runCtx  context.Context
 	wks     []*worker
@@ -107,7 +109,7 @@ func newRunner(cfg RunConfig, t *target) *runner {
 	if seg.Count == 0 {
 		seg = engine.Whole
 	}
-	r := &runner{cfg: cfg, t: t, open: cfg.Rate > 0, seg: seg, runID: newRunID(time.Now())}
+	r := &runner{cfg: cfg, t: t, open: cfg.Rate > 0, seg: seg, runID: newRunID(time.Now()), endCh: make(chan struct{})}
 	r.workers = int(max(seg.Share(int64(cfg.Concurrency)), 1))
 	if cfg.Requests > 0 {
 		r.limited = true
@@ -165,10 +167,16 @@ func (r *runner) setStop(ev keycastresult.StopEvent) {
 	}
 }
 
+// end stops new requests; those in flight finish.
+func (r *runner) end() {
+	r.ending.Store(true)
+	r.endOnce.Do(func() { close(r.endCh) })
+}
+
 // cutOff stops new requests and interrupts those in flight; their outcome is unknown, so they are
 // not counted.
 func (r *runner) cutOff() {
-	r.ending.Store(true)
+	r.end()
 	r.aborted.Store(true)
 	r.abort()
 	past := time.Unix(1, 0)
@@ -291,7 +299,7 @@ loop:
 		case <-done:
 			break loop
 		case <-deadline:
-			r.ending.Store(true)
+			r.end()
 			deadline = nil
 		case <-ctxDone:
 			ctxDone = nil
@@ -462,7 +470,7 @@ func (r *runner) closedWorker(wk *worker) {
 		tm := time.NewTimer(d)
 		select {
 		case <-tm.C:
-		case <-r.runCtx.Done():
+		case <-r.endCh: // the run ended before this worker's turn came
 			tm.Stop()
 			return
 		}

@@ -2,11 +2,14 @@ package keycastload
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -441,5 +444,64 @@ func TestNoUsersError(t *testing.T) {
 	_, err := Run(context.Background(), cfg)
 	if !errors.Is(err, ErrNoUsers) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+func TestRunEndsAtItsDurationEvenDuringRampUp(t *testing.T) {
+	// Workers still waiting for their ramp-up turn must not hold the run past its duration.
+	f := newFakeServer(t, nil)
+	cfg := baseConfig(f.URL, 2)
+	cfg.Duration, cfg.RampUp, cfg.Concurrency = time.Second, time.Minute, 3
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.DurationSecs >= 30 || res.Summary.TotalRequests == 0 {
+		t.Fatalf("duration %v s, %d requests", res.Summary.DurationSecs, res.Summary.TotalRequests)
+	}
+	// Only worker 0 (ramp delay 0) ever started: user selection still spread its requests.
+	if len(f.auths) != 2 {
+		t.Fatalf("users seen %v", f.auths)
+	}
+}
+
+func TestRunOverTLS(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/nostr" || r.Header.Get("Authorization") == "" {
+			w.WriteHeader(404)
+			return
+		}
+		w.Header().Set("Set-Cookie", "lb=1")
+		io.WriteString(w, `{"result":"ok"}`)
+	}))
+	srv.EnableHTTP2 = false
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	tlsRoots = pool
+	defer func() { tlsRoots = nil }()
+	cfg := baseConfig(srv.URL, 2)
+	cfg.Requests = 40
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.SuccessfulRequests != 40 {
+		t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses)
+	}
+}
+
+func TestRunOpenModelRamp(t *testing.T) {
+	f := newFakeServer(t, nil)
+	cfg := baseConfig(f.URL, 3)
+	cfg.Rate, cfg.RateFrom, cfg.RampUp, cfg.Requests = 4000, 500, 200*time.Millisecond, 400
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	om := res.OpenModel
+	if res.Summary.TotalRequests != 400 || om.RampFrom != 500 || om.RampSecs != 0.2 || om.Scheduled != 400 || om.Dropped != 0 {
+		t.Fatalf("summary %+v open %+v", res.Summary, om)
 	}
 }

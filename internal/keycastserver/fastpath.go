@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,6 +231,14 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 			out = outNeedJSON
 		}
 		wbuf = appendFastResponse(wbuf, &out, req.origin, req.close)
+		if out.heavy {
+			// Let the other connections whose requests are ready run first, so that answers
+			// leave in bursts. Each write to a peer that has gone to sleep wakes it, and on a
+			// virtual machine that wake-up costs the writer about 8 µs of system time; with the
+			// burst, one wake-up serves many answers (measured: 14 → 7 µs of system time per
+			// sign_event). get_public_key answers are too quick to need it.
+			runtime.Gosched()
+		}
 		br.Discard(cl)
 		if req.close {
 			c.Write(wbuf)

@@ -92,6 +92,9 @@ type rpcOut struct {
 	text       bool   // text/plain (axum-style rejection, body ends in "\n"); else application/json
 	body       []byte // may alias the caller's scratch buffer or a handler's precomputed answer
 	retryAfter string // Retry-After value, "" for none; set with Cache-Control: no-store
+	// heavy marks answers that took CPU-heavy work (signing, encryption); the fast path lets
+	// other ready connections run before writing them (see serveFastConn).
+	heavy bool
 }
 
 func textOut(status int, msg string) rpcOut {
@@ -207,10 +210,12 @@ func (s *Server) rpc(ctx context.Context, authz string, call *rpcCall, start tim
 		return s.fail(badParams(keycast.MsgUnsupportedMethod+call.method), scratch)
 	}
 	if err != nil {
-		return s.fail(err, scratch)
+		out, outcome := s.fail(err, scratch)
+		out.heavy = true
+		return out, outcome
 	}
 	s.m.rpcSuccess.Add(1)
-	return rpcOut{status: http.StatusOK, body: result}, oSuccess
+	return rpcOut{status: http.StatusOK, body: result, heavy: true}, oSuccess
 }
 
 // fail turns an RPC error into its answer and outcome.

@@ -35,7 +35,8 @@ type Server struct {
 	// batch of responses goes out in as few records and writes as possible.
 	TLSConfig *tls.Config
 	// Keys answers get-domain-keys and get-revocations; nil serves empty
-	// lists.
+	// lists. When it implements ChangeNotifier (Store does), its writes
+	// invalidate the snapshot cache at once.
 	Keys KeySource
 	// Logger receives operational logs (nil discards them).
 	Logger *slog.Logger
@@ -102,6 +103,9 @@ func (s *Server) init() error {
 		s.fixed = buildFixedResponses()
 		s.loadKeys = s.loadDomainKeysSnapshot
 		s.loadRevs = s.loadRevocationsSnapshot
+		if n, ok := s.Keys.(ChangeNotifier); ok {
+			n.OnChange(s.cache.InvalidateAll)
+		}
 		if s.cfg.ParkAfter > 0 {
 			p, err := newPoller(s)
 			if err != nil {
@@ -319,8 +323,9 @@ func (s *Server) Metrics() Snapshot {
 }
 
 // InvalidateSnapshots drops the cached get-domain-keys and get-revocations
-// responses; call it after writing domain keys or revocations to the store
-// (otherwise they show within DOMAIN_KEY_SNAPSHOT_TTL_SECONDS).
+// responses. Writes through a ChangeNotifier key source do this by
+// themselves; call it after writes the server cannot see (another process
+// or handle), or they show within DOMAIN_KEY_SNAPSHOT_TTL_SECONDS.
 func (s *Server) InvalidateSnapshots() {
 	if s.init() == nil {
 		s.cache.InvalidateAll()

@@ -595,10 +595,16 @@ func TestGetDomainKeysFromStore(t *testing.T) {
 		resp.Keys[0].Algorithm != "ed25519" || resp.Domain != "loadtest.local" || resp.RecentRevocationsAvailable == nil || *resp.RecentRevocationsAvailable {
 		t.Fatalf("get-domain-keys = %+v, want the server's own signing key, no recent revocations", resp)
 	}
-	// A revocation is served from the cache only after invalidation.
+	// A write through another handle (another process) shows only after
+	// invalidation (or the TTL); one through the server's own store at once.
+	other, err := OpenStore(ctx, store.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
 	rev := linkkeys.Revocation{TargetKeyID: resp.Keys[0].KeyID, TargetFingerprint: resp.Keys[0].Fingerprint,
 		RevokedAt: time.Now().UTC().Format(time.RFC3339), Signatures: []linkkeys.ClaimSignature{{Domain: "loadtest.local", SignedByKeyID: "k2", Signature: []byte{1, 2}}}}
-	if err := store.InsertRevocation(ctx, rev); err != nil {
+	if err := other.InsertRevocation(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
 	if again := keys(); len(again.Keys) != 1 {
@@ -608,6 +614,14 @@ func TestGetDomainKeysFromStore(t *testing.T) {
 	after := keys()
 	if len(after.Keys) != 0 || after.RecentRevocationsAvailable == nil || !*after.RecentRevocationsAvailable {
 		t.Errorf("after revocation and invalidation: %+v, want no keys and recent revocations", after)
+	}
+	pub := make([]byte, 32)
+	pub[0] = 1
+	if _, err := store.InsertDomainKey(ctx, DomainKey{PublicKey: pub, Algorithm: "x25519", KeyUsage: "encrypt", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if now := keys(); len(now.Keys) != 1 || now.Keys[0].KeyUsage != "encrypt" {
+		t.Errorf("a write through the server's own store did not show at once: %+v", now)
 	}
 	r := c.call("DomainKeys", "get-revocations", []byte{0xa0})
 	var revs linkkeys.GetRevocationsResponse

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
@@ -72,6 +73,14 @@ type KeySource interface {
 	HasRevocationsSince(ctx context.Context, since time.Time) (bool, error)
 }
 
+// ChangeNotifier is implemented by key sources that report their own writes
+// (Store does). A Server whose Keys implement it registers the invalidation
+// of its snapshot cache, so writes through the same handle show at once;
+// writes by other processes show within DOMAIN_KEY_SNAPSHOT_TTL_SECONDS.
+type ChangeNotifier interface {
+	OnChange(fn func())
+}
+
 // Store is the server's SQLite database: the domain_keys and
 // issued_revocations tables, created by embedded migrations. It is safe for
 // concurrent use.
@@ -81,6 +90,25 @@ type Store struct {
 	// Now is the wall clock used for "active" and for new rows; tests may
 	// replace it before use.
 	Now func() time.Time
+
+	mu        sync.Mutex
+	listeners []func()
+}
+
+// OnChange registers fn to run after every write through this Store.
+func (s *Store) OnChange(fn func()) {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, fn)
+	s.mu.Unlock()
+}
+
+func (s *Store) changed() {
+	s.mu.Lock()
+	ls := append([]func(){}, s.listeners...)
+	s.mu.Unlock()
+	for _, fn := range ls {
+		fn()
+	}
 }
 
 // OpenStore opens (creating if missing) the SQLite file at path in WAL mode
@@ -216,6 +244,7 @@ func (s *Store) InsertDomainKey(ctx context.Context, k DomainKey) (string, error
 	if err != nil {
 		return "", fmt.Errorf("linkkeysserver: storing domain key %s: %w", k.ID, err)
 	}
+	s.changed()
 	return k.ID, nil
 }
 
@@ -279,6 +308,7 @@ func (s *Store) InsertRevocation(ctx context.Context, r linkkeys.Revocation) err
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("linkkeysserver: storing revocation of %s: %w", r.TargetKeyID, err)
 	}
+	s.changed()
 	return nil
 }
 
@@ -352,10 +382,12 @@ type ServerKeyOptions struct {
 // grow run after run.
 func (s *Store) PrepareServerKey(ctx context.Context, opt ServerKeyOptions) (ed25519.PrivateKey, error) {
 	now := s.Now()
-	if _, err := s.db.ExecContext(ctx, `UPDATE domain_keys SET expires_at = ?
+	if res, err := s.db.ExecContext(ctx, `UPDATE domain_keys SET expires_at = ?
 		WHERE private_key_encrypted IS NULL AND key_usage = 'sign' AND revoked_at IS NULL AND expires_at > ?`,
 		rfc3339(now), rfc3339(now)); err != nil {
 		return nil, fmt.Errorf("linkkeysserver: retiring memory-only keys of earlier runs: %w", err)
+	} else if n, _ := res.RowsAffected(); n > 0 {
+		s.changed()
 	}
 	if !opt.DontStore && len(opt.Passphrase) > 0 {
 		rows, err := s.db.QueryContext(ctx, `SELECT id, private_key_encrypted, public_key FROM domain_keys
