@@ -162,6 +162,7 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 	wbuf := make([]byte, 0, 2048)
 	scratch := make([]byte, 0, 1024)
 	var bodyBuf []byte
+	var memo tokenMemo
 	handed := false
 	defer func() {
 		s.fastMu.Lock()
@@ -226,7 +227,7 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		}
 		var out rpcOut
 		if req.jsonCT {
-			out = s.nostr(context.Background(), req.authz, req.host, body, start, scratch[:0])
+			out = s.nostr(context.Background(), req.authz, req.host, body, start, scratch[:0], &memo)
 		} else {
 			out = outNeedJSON
 		}

@@ -129,6 +129,13 @@ func TestFastPathConnectionHandling(t *testing.T) {
 			t.Fatalf("pipelined answers: %q %d %q", bodyOf(rs[0]), rs[1].StatusCode, bodyOf(rs[2]))
 		}
 	})
+	t.Run("token changes on one connection", func(t *testing.T) {
+		raw := rpcReq(addr, tok, gpk) + rpcReq(addr, tok+"x", gpk) + rpcReq(addr, tok, gpk)
+		rs := rawExchange(t, addr, raw, 3)
+		if rs[0].StatusCode != 200 || rs[1].StatusCode != 401 || rs[2].StatusCode != 200 {
+			t.Fatalf("statuses %d %d %d", rs[0].StatusCode, rs[1].StatusCode, rs[2].StatusCode)
+		}
+	})
 	t.Run("handoff to net/http mid-connection keeps the stream", func(t *testing.T) {
 		raw := rpcReq(addr, tok, gpk) +
 			"GET /health HTTP/1.1\r\nHost: " + addr + "\r\n\r\n" +

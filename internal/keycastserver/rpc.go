@@ -130,7 +130,7 @@ func (s *Server) serveNostr(w http.ResponseWriter, r *http.Request) {
 		authz = a[0]
 	}
 	scratch := bodyPool.Get().(*[]byte)
-	out := s.nostr(r.Context(), authz, r.Host, *bp, start, (*scratch)[:0])
+	out := s.nostr(r.Context(), authz, r.Host, *bp, start, (*scratch)[:0], nil)
 	writeOut(w, out)
 	putBody(scratch)
 }
@@ -159,7 +159,7 @@ func writeOut(w http.ResponseWriter, out rpcOut) {
 // nostr answers one /api/nostr request whose Content-Type was accepted: decode, count,
 // authenticate through the handler cache, run the method. Dynamic answers are appended to
 // scratch.
-func (s *Server) nostr(ctx context.Context, authz, host string, body []byte, start time.Time, scratch []byte) rpcOut {
+func (s *Server) nostr(ctx context.Context, authz, host string, body []byte, start time.Time, scratch []byte, memo *tokenMemo) rpcOut {
 	call, err := parseRPC(body)
 	if err != nil {
 		var be *bodyError
@@ -170,18 +170,18 @@ func (s *Server) nostr(ctx context.Context, authz, host string, body []byte, sta
 		return textOut(http.StatusBadRequest, err.Error())
 	}
 	s.m.rpcRequests.Add(1)
-	out, outcome := s.rpc(ctx, authz, &call, start, scratch)
+	out, outcome := s.rpc(ctx, authz, &call, start, scratch, memo)
 	s.m.opDuration[call.idx][outcome].Observe(time.Since(start).Seconds())
 	return out
 }
 
 // rpc runs one call; it returns the answer and the histogram outcome.
-func (s *Server) rpc(ctx context.Context, authz string, call *rpcCall, start time.Time, scratch []byte) (rpcOut, int) {
+func (s *Server) rpc(ctx context.Context, authz string, call *rpcCall, start time.Time, scratch []byte, memo *tokenMemo) (rpcOut, int) {
 	if authz == "" {
 		s.m.rpcAuthErrors.Add(1)
 		return s.fail(errMissingToken, scratch)
 	}
-	h, err := s.handlerFor(ctx, authz, start)
+	h, err := s.handlerFor(ctx, authz, start, memo)
 	if err != nil {
 		s.m.rpcAuthErrors.Add(1)
 		return s.fail(err, scratch)
@@ -245,13 +245,30 @@ func (s *Server) timeoutMsg() string {
 }
 
 // handlerFor returns the cached handler of a bearer token, loading it on a miss.
-func (s *Server) handlerFor(ctx context.Context, authz string, start time.Time) (*rpcHandler, error) {
+// tokenMemo remembers the last Authorization value of a connection and its cache key: clients
+// send the same token on a connection again and again, and comparing 600 bytes is cheaper than
+// hashing them.
+type tokenMemo struct {
+	authz []byte
+	key   tokenKey
+}
+
+func (s *Server) handlerFor(ctx context.Context, authz string, start time.Time, memo *tokenMemo) (*rpcHandler, error) {
 	if len(authz) <= len("Bearer ") || authz[:len("Bearer ")] != "Bearer " {
 		return nil, errInvalidToken
 	}
-	tok := authz[len("Bearer "):]
-	// Hash the token's bytes in place: sha256 keeps no reference, so no copy is needed.
-	key := tokenKey(sha256.Sum256(unsafe.Slice(unsafe.StringData(tok), len(tok))))
+	var key tokenKey
+	if memo != nil && len(memo.authz) > 0 && string(memo.authz) == authz {
+		key = memo.key
+	} else {
+		tok := authz[len("Bearer "):]
+		// Hash the token's bytes in place: sha256 keeps no reference, so no copy is needed.
+		key = tokenKey(sha256.Sum256(unsafe.Slice(unsafe.StringData(tok), len(tok))))
+		if memo != nil {
+			memo.authz = append(memo.authz[:0], authz...)
+			memo.key = key
+		}
+	}
 	now := s.cfg.Now()
 	h, st := s.cache.get(key, now.UnixNano())
 	switch st {

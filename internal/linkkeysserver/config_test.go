@@ -48,6 +48,21 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 	}
 }
 
+// limits.rs handshake_limiter_config_reads_defaults: per-source capacity 20,
+// refill 1 per second, no trusted proxies.
+func TestHandshakeLimiterConfigReadsDefaults(t *testing.T) {
+	cfg, err := ConfigFromEnv(envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Handshake
+	if h.Burst != 20 || h.RatePerMinute/60 != 1 || len(h.TrustedProxies) != 0 || h.GlobalBurst != 1000 ||
+		h.GlobalRatePerSecond != 500 || h.OverflowBurst != 40 || h.OverflowRatePerSecond != 20 ||
+		h.DistinctSourceThreshold != 10000 || h.Window != time.Minute || h.IPv6Prefix != 64 || h.Shards != 16 {
+		t.Errorf("handshake limiter defaults %+v", h)
+	}
+}
+
 // TestConfigLineDefaults is the §5.2 default rendering, byte for byte.
 func TestConfigLineDefaults(t *testing.T) {
 	const want = "config: max_connections=200000 handshake_timeout=5s handshake_concurrency=512 idle_timeout=1800s io_timeout=60s max_inflight_frames=8 write_queue_bound=8 handshake_per_source_capacity=20 handshake_global_capacity=1000 handshake_distinct_source_threshold=10000"
