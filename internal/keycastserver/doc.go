@@ -80,6 +80,15 @@
 //	KEYCAST_RPC_RATE_PER_SECOND  see above
 //	KEYCAST_RPC_BURST            see above
 //	KEYCAST_BCRYPT_COST          bcrypt cost 4..31 (default 12, Keycast's DEFAULT_COST)
+//	KEYCAST_FAST_PATH            on (default) or off: answer POST /api/nostr with the HTTP/1.1
+//	                             fast path or send everything through net/http
 //
 // ConfigFromEnv reads them all and reports every bad value at once, naming the variable.
+//
+// # Performance
+//
+// Serve answers well-formed "POST /api/nostr HTTP/1.1" requests with a small per-connection
+// loop (fastpath.go) and hands any other connection to net/http; answers are identical either
+// way. A cache hit allocates nothing. Figures and the method are in docs/benchmarks.md
+// ("Keycast server"); bench/keycast-server-rpc.sh measures them with wrk.
 package keycastserver

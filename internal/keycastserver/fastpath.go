@@ -177,7 +177,9 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 	}()
 	var deadlineSet time.Time
 	for {
-		if br.Buffered() == 0 && len(wbuf) > 0 {
+		// Answers wait while further pipelined requests are already here; never across a read
+		// that could block.
+		if len(wbuf) > 0 && !headBuffered(br) {
 			if _, err := c.Write(wbuf); err != nil {
 				return
 			}
@@ -220,6 +222,12 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 			// Copy the auth and host strings first: reading overwrites the buffer they alias.
 			req.authz = strings.Clone(req.authz)
 			req.host = strings.Clone(req.host)
+			if len(wbuf) > 0 {
+				if _, err := c.Write(wbuf); err != nil {
+					return
+				}
+				wbuf = wbuf[:0]
+			}
 			if _, err := io.ReadFull(br, body); err != nil {
 				return
 			}
@@ -266,6 +274,16 @@ func (s *Server) handoff(c net.Conn, br *bufio.Reader, hand *handoffListener, pe
 		return false
 	}
 	return true
+}
+
+// headBuffered reports, without reading, whether a whole request head is already buffered.
+func headBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := br.Peek(n)
+	return bytes.Contains(b, crlfcrlf)
 }
 
 var errHandoff = errors.New("keycastserver: request needs net/http")

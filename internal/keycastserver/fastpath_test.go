@@ -129,6 +129,28 @@ func TestFastPathConnectionHandling(t *testing.T) {
 			t.Fatalf("pipelined answers: %q %d %q", bodyOf(rs[0]), rs[1].StatusCode, bodyOf(rs[2]))
 		}
 	})
+	t.Run("answer is not held behind a half-sent pipelined request", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		second := rpcReq(addr, tok, gpk)
+		io.WriteString(c, rpcReq(addr, tok, gpk)+second[:20])
+		br := bufio.NewReader(c)
+		r, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("first answer withheld: %v", err)
+		}
+		if b, _ := io.ReadAll(r.Body); string(b) != want {
+			t.Fatalf("first answer %q", b)
+		}
+		io.WriteString(c, second[20:])
+		if r, err = http.ReadResponse(br, nil); err != nil || r.StatusCode != 200 {
+			t.Fatalf("second answer: %v", err)
+		}
+	})
 	t.Run("token changes on one connection", func(t *testing.T) {
 		raw := rpcReq(addr, tok, gpk) + rpcReq(addr, tok+"x", gpk) + rpcReq(addr, tok, gpk)
 		rs := rawExchange(t, addr, raw, 3)

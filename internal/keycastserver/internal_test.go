@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +147,25 @@ func TestSheddingQueueTimeout(t *testing.T) {
 	wantAdmissionRejected(t, st, h, b)
 	if !strings.Contains(string(must(s.m.appendText(nil))), `outcome="queue_timeout",resource="cpu"} 1`) {
 		t.Error("queue timeout not counted")
+	}
+}
+
+// TestHandlerTimeout: a request still waiting for a CPU slot when the handler budget ends gets
+// 504, not the admission contract.
+func TestHandlerTimeout(t *testing.T) {
+	s, base := startInternal(t, Config{CPUSlots: 1, CPUQueue: 4, QueueTimeout: time.Minute, HandlerTimeout: 30 * time.Millisecond})
+	tok, pub := grantToken(t, base)
+	release, err := s.gate.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	st, _, b := post(t, base+keycast.PathNostr, signBody(pub), "Authorization", "Bearer "+tok)
+	if st != http.StatusGatewayTimeout || string(b) != `{"error":"RPC request timed out after 30ms"}` {
+		t.Fatalf("got %d %s, want 504", st, b)
+	}
+	if !strings.Contains(string(must(s.m.appendText(nil))), `method="sign_event",outcome="timeout"} 1`) {
+		t.Error("timeout outcome not counted")
 	}
 }
 
@@ -511,4 +531,38 @@ func FuzzEventFast(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestConcurrentMissesCoalesce: a burst of first requests with one token must cost one handler
+// load (one CPU slot), not one each. With the only slot held and room for one waiter, uncoalesced
+// misses would overflow the queue and be shed; coalesced, every request is answered.
+func TestConcurrentMissesCoalesce(t *testing.T) {
+	s, base := startInternal(t, Config{CPUSlots: 1, CPUQueue: 1, QueueTimeout: time.Minute})
+	tok, _ := grantToken(t, base)
+	release, err := s.gate.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.m.rpcRequests.Load()
+	const n = 16
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i], _, _ = post(t, base+keycast.PathNostr, `{"method":"get_public_key","params":[]}`, "Authorization", "Bearer "+tok)
+		}()
+	}
+	// Every request has reached the RPC handler and the one load is waiting for the slot.
+	for s.m.rpcRequests.Load()-before < n || s.gate.Waiting() < 1 {
+		runtime.Gosched()
+	}
+	release()
+	wg.Wait()
+	for i, st := range statuses {
+		if st != 200 {
+			t.Errorf("request %d: status %d, want 200 (misses for one token share one load)", i, st)
+		}
+	}
 }

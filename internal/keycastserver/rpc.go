@@ -183,7 +183,11 @@ func (s *Server) rpc(ctx context.Context, authz string, call *rpcCall, start tim
 	}
 	h, err := s.handlerFor(ctx, authz, start, memo)
 	if err != nil {
-		s.m.rpcAuthErrors.Add(1)
+		// Upstream counts every handler-load failure as an auth error; shedding and timeouts are
+		// not authentication failures, so they are counted by their own admission metrics only.
+		if !errors.Is(err, errRejected) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			s.m.rpcAuthErrors.Add(1)
+		}
 		return s.fail(err, scratch)
 	}
 	if h.rate != nil {
@@ -282,12 +286,16 @@ func (s *Server) handlerFor(ctx context.Context, authz string, start time.Time, 
 	s.m.handlerLoads.Inc()
 	// The fast path's authz aliases its read buffer; the slow path may keep pieces of it.
 	authz = strings.Clone(authz)
-	h, err := s.loadHandler(ctx, authz, key, now, start)
+	// Concurrent misses for one token coalesce into one load: a burst of first requests from one
+	// user costs one token verification and one CPU slot, not one each (which would shed them).
+	v, err, _ := s.loads.Do(string(key[:]), func() (any, error) {
+		return s.loadHandler(ctx, authz, key, now, start)
+	})
 	if err != nil {
 		s.m.handlerLoadFailures.Inc()
 		return nil, err
 	}
-	return h, nil
+	return v.(*rpcHandler), nil
 }
 
 // loadHandler is the cache-miss path: full UCAN validation, the authorization and key from the

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycaststore"
@@ -37,6 +39,7 @@ type Server struct {
 
 	cache   *handlerCache
 	gate    *admit.Gate
+	loads   singleflight.Group // coalesces concurrent handler-cache misses per token
 	m       *metrics
 	tenants *tenantCache
 
