@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // UsersFile is the credentials file written by setup and read by run (§1.2).
@@ -111,4 +112,10 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("keycast: renaming into %s: %w", path, err)
 	}
 	return nil
+}
+
+// FormatTimestamp formats t as RFC 3339 UTC with nanoseconds and a Z suffix, the form upstream's
+// files carry (e.g. 2025-12-10T12:34:56.123456789Z).
+func FormatTimestamp(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
 }

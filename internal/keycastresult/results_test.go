@@ -94,3 +94,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseOldUpstreamForm reads a pre-980a13ae upstream file: no seed, rates or server_metrics;
+// they default to zero and null, as serde's defaults do.
+func TestParseOldUpstreamForm(t *testing.T) {
+	old := `{"metadata":{"url":"u","scenario":"WarmCache","method":"GetPublicKey","concurrency":1,"duration_secs":5,"user_count":1,"timestamp":"t"},
+	"summary":{"duration_secs":5.0,"requests_per_second":1.0,"total_requests":5,"successful_requests":5,"failed_requests":0,"latency_min_ms":1.0,"latency_p50_ms":1.0,"latency_p95_ms":1.0,"latency_p99_ms":1.0,"latency_max_ms":1.0,"cache_hit_ratio":1.0,"error_rate":0.0,"errors_auth":0,"errors_server":0,"errors_client":0,"errors_network":0},
+	"timeline":[]}`
+	r, err := Parse([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Metadata.Seed != 0 || r.ServerMetrics != nil || r.Summary.UnintentionalErrorRate != 0 || r.Latency != nil {
+		t.Fatalf("defaults %+v", r)
+	}
+	if _, err := Parse([]byte(`{"summary":{"total_requests":"x"}}`)); err == nil {
+		t.Fatal("wrong type accepted")
+	}
+	if _, err := Parse([]byte(`{`)); err == nil {
+		t.Fatal("syntax error accepted")
+	}
+}
