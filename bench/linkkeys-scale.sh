@@ -18,17 +18,18 @@
 #     5. ddos            --sources 1000000 --concurrency 500 --client-ip-base 127.16.0.0 (bounded memory)
 #
 # Every client writes a JSON result (counts, failure reasons, HDR histograms, machine record, flags)
-# and the servers' METRICS logs are kept, all under $OUT (default bench/out/linkkeys-scale-<time>).
+# and the servers' METRICS logs are kept, all under $OUT (default $TMPDIR/linkkeys-scale-<time>).
 # The summary at the end is computed from those files alone.
 #
-# Usage: bench/linkkeys-scale.sh            the full run (about 10 minutes on the 2-core machine)
+# Usage: bench/linkkeys-scale.sh            the full run (about 6 minutes on the 2-core machine)
 #        SMALL=1 bench/linkkeys-scale.sh    every size divided down (a check of the script itself)
+#        PROCS=N                            server processes for step 1 (default 12)
 # Needs: go, python3. Run it on a quiet machine: the figures are CPU-bound.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-OUT=${OUT:-$ROOT/bench/out/linkkeys-scale-$(date -u +%Y%m%dT%H%M%SZ)}
+OUT=${OUT:-${TMPDIR:-/tmp}/linkkeys-scale-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 BIN="$OUT/linkkeys-loadtest"
 go build -o "$BIN" ./cmd/linkkeys-loadtest
@@ -37,7 +38,7 @@ go build -o "$BIN" ./cmd/linkkeys-loadtest
 # to the hard one and let the clients fan out and the server run several processes instead.
 ulimit -n "$(ulimit -Hn)"
 
-COUNT=200000 CONC=3000 HOLD=20 HS_SECS=15 REQ_SECS=20 DDOS=12000 BIG=1000000 PROCS=${PROCS:-14}
+COUNT=200000 CONC=3000 HOLD=20 HS_SECS=15 REQ_SECS=20 DDOS=12000 BIG=1000000 PROCS=${PROCS:-12}
 if [ "${SMALL:-}" = 1 ]; then
   COUNT=6000 CONC=500 HOLD=3 HS_SECS=3 REQ_SECS=3 DDOS=1200 BIG=20000 PROCS=${PROCS:-2}
 fi
@@ -141,29 +142,42 @@ c = res("connections")
 m = metrics("scale")
 # Baseline: the last reading before the first connection was accepted.
 base = [s for s in m if s["accepted_connections"] == 0][-1]["process_rss_bytes"]
-peak = max(m, key=lambda s: s["established_connections"])
+top = max(s["established_connections"] for s in m)
+held = [s for s in m if s["established_connections"] == top]
+peak, steady = held[0], held[-1]  # first reading at the top (end of the ramp) and last (end of the hold)
 print("== summary (from the JSON results and METRICS logs in %s)" % out)
 mr = c["machine"]
 print("machine: %s, %d cores, %.1f GiB, kernel %s, nofile %s/%s, somaxconn %s, ports %s, %s, loadproof %s" % (
     mr.get("cpu_model"), mr["cores"], mr.get("memory_bytes", 0) / 2**30, mr.get("kernel"), mr.get("nofile_soft"),
     mr.get("nofile_hard"), mr.get("somaxconn"), mr.get("ip_local_port_range"), mr["go_version"], mr["loadproof_version"]))
 a, h = c["attempts"], c["hold"]
-print("1. connections: %d of %d established (%d failed: %s), ramp %s, held at once: %d, client processes %d" % (
-    a["succeeded"], count, a["failed"], a["failure_reasons"], h["ramp_time"]["text"], h["held"], len(c["segments"])))
-print("   server RSS %.1f MiB at 0 connections, %.1f MiB at %d established: %.2f KiB per connection; frame_buffer_bytes %d" % (
-    base / 2**20, peak["process_rss_bytes"] / 2**20, peak["established_connections"],
-    kib(peak["process_rss_bytes"] - base) / max(peak["established_connections"], 1), peak["frame_buffer_bytes"]))
+print("1. connections: %d of %d established (%d failed: %s), ramp %s, held at once: %d (%d still established at the end of the hold), client processes %d" % (
+    a["succeeded"], count, a["failed"], a["failure_reasons"], h["ramp_time"]["text"], h["held"], h.get("still_open_at_end", -1), len(c["segments"])))
+for label, s in (("right after the ramp", peak), ("at the end of the hold", steady)):
+    print("   server RSS %.1f MiB at 0 connections, %.1f MiB at %d established %s: %.2f KiB per connection; frame_buffer_bytes %d" % (
+        base / 2**20, s["process_rss_bytes"] / 2**20, s["established_connections"], label,
+        kib(s["process_rss_bytes"] - base) / max(s["established_connections"], 1), s["frame_buffer_bytes"]))
+print("   server: handshake_timeouts %d, handshake_rejections %d, shed %d" % (steady["handshake_timeouts"], steady["handshake_rejections"],
+    steady["shed_connection_limit"] + steady["shed_handshake_per_source"] + steady["shed_handshake_overflow"] + steady["shed_handshake_global"]))
 print("   client RSS %.2f KiB per held connection (summed over workers, after GC)" % kib(h["client_rss_bytes_per_connection"]))
 srv = c.get("server") or {}
 print("   server accounting: %s" % ("; ".join("%s %d/%d %s" % (k["name"], k["client"], k["server"], "ok" if k["ok"] else "MISMATCH") for k in srv.get("checks", [])) or srv.get("note")))
+def cpu(r, ops):
+    parts = ["client %.1f µs" % (r["client_cpu"]["ns"] / 1e3 / max(ops, 1))]
+    if r.get("server_cpu"):
+        parts.append("server %.1f µs" % (r["server_cpu"]["ns"] / 1e3 / max(ops, 1)))
+    return "CPU per op: " + ", ".join(parts)
+print("   %s" % cpu(c, a["attempted"]))
 for n in ("handshake-bench", "handshake-bench-resume"):
     hb = res(n)["handshakes"]
     print("2. %s: %d completed, %d failed over %ds: %.1f/s (full %d, resumed %d)" % (
         n, hb["completed"], hb["failed"], hb["duration_secs"], hb["handshakes_per_sec"], hb["full"], hb["resumed"]))
+    print("   %s" % cpu(res(n), hb["completed"]))
 for n in ("request-bench", "request-bench-pipelined"):
     q = res(n)["requests"]
     print("3. %s: %d completed, %d errors over %ds: %.1f requests/s (pipeline %d), p50 %.3f ms p99 %.3f ms" % (
         n, q["completed"], q["errors"], q["duration_secs"], q["requests_per_sec"], q["pipeline"], q["latency"]["p50_ms"], q["latency"]["p99_ms"]))
+    print("   %s" % cpu(res(n), q["completed"]))
 for n in ("ddos", "ddos-big"):
     d = res(n)
     dm = metrics(n)

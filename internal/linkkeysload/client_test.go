@@ -221,6 +221,35 @@ func TestConnectionsHoldsAndCounts(t *testing.T) {
 	}
 }
 
+func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
+	s := newFakeServer(t)
+	s.dropAfterHandshake = func(n int64) bool { return n%4 == 0 }
+	s.dropped = make(chan struct{}, 100)
+	s.start()
+	cfg := ConnectionsConfig{Target: s.target, Count: 20, Concurrency: 4, AttemptTimeout: 5 * time.Second,
+		Sources: testSources("127.0.19.0", 4), ProgressEvery: 100}
+	res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, func(ctx context.Context, held []*tls.Conn) {
+		for range 5 {
+			<-s.dropped
+		}
+		// The server's FIN reaches the client sockets asynchronously and nothing signals it, so
+		// look again for a bounded while.
+		for range 2000 {
+			if countOpen(held) == 15 {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client completed every handshake; the server dropped five of them afterwards.
+	if res.Attempts.Succeeded != 20 || res.Hold.Held != 20 || res.Hold.StillOpen != 15 {
+		t.Fatalf("%+v %+v", res.Attempts, res.Hold)
+	}
+}
+
 func TestDDoSAccountsWithServerMetrics(t *testing.T) {
 	s := newFakeServer(t)
 	s.refuse = func(n int64) bool { return n%3 == 0 }

@@ -7,7 +7,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/machine"
@@ -25,8 +28,8 @@ type ConnectionsConfig struct {
 	ProgressEvery  uint32        `json:"progress_every"`
 }
 
-// holdFunc blocks while the connections are held; held is how many this process holds.
-type holdFunc func(ctx context.Context, held int64)
+// holdFunc blocks while the connections are held (this process's share).
+type holdFunc func(ctx context.Context, held []*tls.Conn)
 
 // runConnectionsSegment runs one segment: its Range of the attempt indexes with its Share of the
 // concurrency, holds what it established until hold returns, then closes everything.
@@ -51,23 +54,55 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 		tally: t,
 	}
 	began := time.Now()
+	restoreGC := tuneGC(gcPercentRamp)
 	pool.run(ctx)
+	restoreGC()
 	ramp := time.Since(began)
 	// Return the ramp's garbage (handshake buffers, finished goroutine stacks) to the OS, so the
 	// held RSS is what the connections themselves cost.
 	debug.FreeOSMemory()
 	rss1, _ := machine.RSSBytes()
-	hold(ctx, int64(len(conns)))
+	hold(ctx, conns)
+	open := countOpen(conns)
 	closeAll(conns)
 	end := time.Now()
 	res := Result{
 		Command: CmdConnections, Target: cfg.Target, Start: began, End: end,
 		Segments: []engine.Segment{seg}, Attempts: t.a,
-		Hold:      &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), RampTime: Duration(ramp), RSSBaseline: rss0, RSSHeld: rss1},
+		Hold: &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: open, RampTime: Duration(ramp),
+			RSSBaseline: rss0, RSSHeld: rss1},
 		ClientCPU: Duration(processCPU() - cpu0),
 	}
 	res.finish()
 	return res, nil
+}
+
+// tcpEstablished is Linux's TCP_ESTABLISHED socket state (tcp_states.h).
+const tcpEstablished = 1
+
+// countOpen returns how many connections are still established from the kernel's point of view.
+// A connection the server closed while the client held it without reading (a server-side
+// handshake timeout after the client's own handshake had completed, an idle timeout) sits in
+// CLOSE_WAIT; TCP_INFO tells the two apart without reading, which would consume the TLS records
+// the server may have queued (session tickets).
+func countOpen(conns []*tls.Conn) int64 {
+	var n int64
+	for _, c := range conns {
+		sc, ok := c.NetConn().(syscall.Conn)
+		if !ok {
+			continue
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			continue
+		}
+		_ = raw.Control(func(fd uintptr) {
+			if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && info.State == tcpEstablished {
+				n++
+			}
+		})
+	}
+	return n
 }
 
 // closeAll closes connections from a few goroutines: each close writes a close_notify record.
@@ -113,7 +148,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runConnectionsSegment(ctx, cfg, engine.Whole, progress, func(ctx context.Context, held int64) {
+		res, err = runConnectionsSegment(ctx, cfg, engine.Whole, progress, func(ctx context.Context, _ []*tls.Conn) {
 			progress.Close()
 			sleepCtx(ctx, hold)
 		})

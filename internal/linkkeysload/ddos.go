@@ -20,6 +20,7 @@ type DDoSConfig struct {
 }
 
 func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p Progress) (Result, error) {
+	defer tuneGC(gcPercentChurn)()
 	cpu0 := processCPU()
 	start, count := seg.Range(int64(cfg.Sources))
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)

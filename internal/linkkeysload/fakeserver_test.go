@@ -21,20 +21,24 @@ import (
 // way a rate limiter does (close before any TLS byte), and counts like the real server. The
 // integration tests run the same clients against the real reference server.
 type fakeServer struct {
-	t        testing.TB
-	ln       net.Listener
-	target   Target
-	cfg      *tls.Config
-	refuse   func(n int64) bool // close the n-th accepted connection (0-based) without TLS
-	status   linkkeys.Status    // status of every answer (0 = OK)
-	accepted atomic.Int64
-	shed     atomic.Int64
-	done     atomic.Int64 // completed handshakes
-	failed   atomic.Int64
-	frames   atomic.Int64
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
+	t      testing.TB
+	ln     net.Listener
+	target Target
+	cfg    *tls.Config
+	refuse func(n int64) bool // close the n-th accepted connection (0-based) without TLS
+	status linkkeys.Status    // status of every answer (0 = OK)
+	// dropAfterHandshake, when set, closes the n-th established connection (0-based) right after
+	// its handshake and signals dropped.
+	dropAfterHandshake func(n int64) bool
+	dropped            chan struct{}
+	accepted           atomic.Int64
+	shed               atomic.Int64
+	done               atomic.Int64 // completed handshakes
+	failed             atomic.Int64
+	frames             atomic.Int64
+	wg                 sync.WaitGroup
+	mu                 sync.Mutex
+	conns              map[net.Conn]struct{}
 }
 
 func newFakeServer(t testing.TB) *fakeServer {
@@ -115,7 +119,12 @@ func (s *fakeServer) handle(raw net.Conn) {
 		s.failed.Add(1)
 		return
 	}
-	s.done.Add(1)
+	n := s.done.Add(1) - 1
+	if s.dropAfterHandshake != nil && s.dropAfterHandshake(n) {
+		_ = raw.Close()
+		s.dropped <- struct{}{}
+		return
+	}
 	_ = raw.SetDeadline(time.Time{})
 	br := bufio.NewReader(tc)
 	bw := bufio.NewWriter(tc)

@@ -85,6 +85,7 @@ func (c *ticketCache) drain(conn *tls.Conn) bool {
 }
 
 func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Segment) (Result, error) {
+	defer tuneGC(gcPercentChurn)()
 	cpu0 := processCPU()
 	wstart, workers := seg.Range(int64(cfg.Concurrency))
 	d := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}

@@ -114,7 +114,7 @@ func TestConnectionsAgainstServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Attempts.Succeeded != 300 || res.Hold.Held != 300 {
+	if res.Attempts.Succeeded != 300 || res.Hold.Held != 300 || res.Hold.StillOpen != 300 {
 		t.Fatalf("%+v\n%s", res.Attempts, out.String())
 	}
 	if res.Server == nil || res.Server.Mismatch() || !res.Server.Delta.HasCompleted || res.Server.Delta.HandshakesCompleted != 300 {

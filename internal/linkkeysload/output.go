@@ -54,8 +54,8 @@ func WriteConnectionsDone(w io.Writer, cfg ConnectionsConfig, r Result) {
 	}
 	fmt.Fprintln(w, noteConnections)
 	if h := r.Hold; h != nil {
-		fmt.Fprintf(w, "  held: %d connections at once for %ds after the last attempt (ramp %s, %d process(es)); client RSS %.2f KiB per held connection\n",
-			h.Held, h.HoldSecs, FormatRustDuration(time.Duration(h.RampTime)), max(len(r.Segments), 1), h.BytesPerConn/1024)
+		fmt.Fprintf(w, "  held: %d connections at once for %ds after the last attempt (ramp %s, %d process(es)); %d still established at the end of the hold (%d closed by the server); client RSS %.2f KiB per held connection\n",
+			h.Held, h.HoldSecs, FormatRustDuration(time.Duration(h.RampTime)), max(len(r.Segments), 1), h.StillOpen, h.Held-h.StillOpen, h.BytesPerConn/1024)
 	}
 	writeLatency(w, "connect+handshake latency", a.Latency)
 	writeCPU(w, r, a.Attempted, "attempt")

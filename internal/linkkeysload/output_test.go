@@ -65,7 +65,7 @@ func TestGoldenConnections(t *testing.T) {
 	a.Reasons = map[string]int64{"attempt_timeout": 23}
 	a.Latency = latencies(900, 1200, 2500, 40000)
 	r := Result{Elapsed: Duration(34_612_345_678), Attempts: a, Segments: nil,
-		Hold: &Hold{HoldSecs: 20, Held: 199977, RampTime: Duration(14_612_000_000), RSSBaseline: 10 << 20, RSSHeld: 10<<20 + 199977*6000}}
+		Hold: &Hold{HoldSecs: 20, Held: 199977, StillOpen: 199970, RampTime: Duration(14_612_000_000), RSSBaseline: 10 << 20, RSSHeld: 10<<20 + 199977*6000}}
 	r.finish()
 	WriteConnectionsDone(&b, cfg, r)
 	// Without failures there is no reasons line.

@@ -126,6 +126,9 @@ type Hold struct {
 	HoldSecs uint64 `json:"hold_secs"`
 	// Held is the number of connections open when the hold started (all workers ready).
 	Held int64 `json:"held"`
+	// StillOpen is how many of them were still established (TCP state) when the hold ended; the
+	// rest were closed by the server while held.
+	StillOpen int64 `json:"still_open_at_end"`
 	// RampTime is from the start to the moment the last worker finished its attempts.
 	RampTime Duration `json:"ramp_time"`
 	// RSSBaseline and RSSHeld are the client processes' resident set sizes summed over workers:
@@ -222,6 +225,7 @@ func Merge(parts []Result) (Result, error) {
 				out.Hold = &Hold{HoldSecs: p.Hold.HoldSecs}
 			}
 			out.Hold.Held += p.Hold.Held
+			out.Hold.StillOpen += p.Hold.StillOpen
 			out.Hold.RampTime = max(out.Hold.RampTime, p.Hold.RampTime)
 			out.Hold.RSSBaseline += p.Hold.RSSBaseline
 			out.Hold.RSSHeld += p.Hold.RSSHeld

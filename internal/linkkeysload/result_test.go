@@ -37,6 +37,7 @@ func randomParts(seed uint64, parts int, n int) (whole Result, split []Result) {
 		for _, r := range []*Result{&whole, p} {
 			r.Attempts.record(f, d)
 			r.Hold.Held++
+			r.Hold.StillOpen++
 			r.Hold.RSSHeld += 5000
 			r.Handshakes.Completed++
 			r.Handshakes.Resumed += int64(k % 2)

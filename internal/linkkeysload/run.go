@@ -2,6 +2,7 @@ package linkkeysload
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -153,7 +154,9 @@ func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Write
 		total := spec.Segment.Share(int64(spec.Connections.Count))
 		p := &workerProgress{w: stdout, total: total}
 		bc := joinBarrier(spec.Barrier)
-		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, bc.wait)
+		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, func(ctx context.Context, held []*tls.Conn) {
+			bc.wait(ctx, int64(len(held)))
+		})
 		bc.close()
 	case CmdDDoS:
 		if spec.DDoS == nil {
