@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,14 +44,19 @@ type Dialer struct {
 	Timeout time.Duration
 	// TLS is the client configuration; nil means linkkeys.ClientTLSConfig for the target.
 	TLS *tls.Config
+
+	// once guards building the default configuration: attempts dial concurrently.
+	once       sync.Once
+	defaultTLS *tls.Config
 }
 
-// tlsConfig returns the TLS configuration, building the pinned default on first use.
+// tlsConfig returns the TLS configuration, building the pinned default once.
 func (d *Dialer) tlsConfig() *tls.Config {
-	if d.TLS == nil {
-		d.TLS = linkkeys.ClientTLSConfig(d.Target.Domain, d.Target.Fingerprint)
+	if d.TLS != nil {
+		return d.TLS
 	}
-	return d.TLS
+	d.once.Do(func() { d.defaultTLS = linkkeys.ClientTLSConfig(d.Target.Domain, d.Target.Fingerprint) })
+	return d.defaultTLS
 }
 
 // bindNoPort sets IP_BIND_ADDRESS_NO_PORT before the socket is bound: bind then reserves only the
