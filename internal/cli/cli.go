@@ -122,9 +122,10 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 			Short: "Load-test harnesses that turn capacity claims into evidence",
 			Long: "loadproof measures how many connections and requests a key server takes, and records the\n" +
 				"machine and settings the figures were measured on. Subcommands: linkkeys (TCP/TLS/CBOR\n" +
-				"harness and reference server), keycast (HTTP RPC tool and reference server), demo.",
+				"harness and reference server), keycast (HTTP RPC tool and reference server), report (result\n" +
+				"files of either, merged exactly), demo.",
 		}
-		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env))
+		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env))
 	}
 	root.Version = machine.LoadproofVersion()
 	root.SilenceUsage = true

@@ -125,6 +125,16 @@ func TestLinkKeysClientsRunAgainstServer(t *testing.T) {
 		if err != nil || res.Command != c.args[0] || res.Flags["info-file"] != info || res.Machine.GoVersion == "" {
 			t.Fatalf("%v: result %v %+v", c.args, err, res.Flags)
 		}
+		// The report is drawn from the result file alone: it redraws the same header and DONE line.
+		renv, rout, rerr := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, []string{"report", jsonPath}, renv); code != ExitOK {
+			t.Fatalf("report %s: exit %d: %s", jsonPath, code, rerr)
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(line, c.args[0]+": ") && !strings.Contains(rout.String(), line+"\n") {
+				t.Errorf("%v: report of the result file lacks the command's line %q:\n%s", c.args, line, rout)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/report"
+)
+
+// newReportCmd is `loadproof report FILE...`: it reads result files of either harness (LinkKeys
+// client results written with --json, Keycast run results), merges several files of one run's
+// segments exactly (counts add, HDR histograms merge), and prints the report. Nothing is measured.
+func newReportCmd(env *Env) *cobra.Command {
+	var format, output string
+	c := &cobra.Command{
+		Use:   "report FILE...",
+		Short: "Report (and merge) result files of either harness, from the files alone",
+		Long: "report reads LinkKeys client results (--json) or Keycast run results, merges several files\n" +
+			"that are segments of one run (worker processes or machines) exactly, and prints the report.\n" +
+			"--format json prints the merged result; --output writes it to a file.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return usageError("report: --format %q: must be text or json", format)
+			}
+			return runReport(env, args, format, output)
+		},
+	}
+	c.Flags().StringVarP(&format, "format", "f", "text", "text or json")
+	c.Flags().StringVarP(&output, "output", "o", "", "also write the merged result as JSON to this file")
+	return c
+}
+
+// resultKind tells the two result formats apart by their top-level keys.
+func resultKind(b []byte) (string, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return "", fmt.Errorf("not a JSON object: %w", err)
+	}
+	_, cmd := top["command"]
+	_, meta := top["metadata"]
+	_, sum := top["summary"]
+	switch {
+	case cmd:
+		return "linkkeys", nil
+	case meta && sum:
+		return "keycast", nil
+	}
+	return "", fmt.Errorf("neither a LinkKeys client result (no \"command\") nor a Keycast results file (no \"metadata\" and \"summary\")")
+}
+
+func runReport(env *Env, paths []string, format, output string) error {
+	var kind string
+	var lk []linkkeysload.Result
+	var kc []*keycastresult.Results
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
+		}
+		k, err := resultKind(b)
+		if err != nil {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
+		}
+		if kind != "" && k != kind {
+			return usageError("report: %s is a %s result but %s is a %s result; merge files of one kind", p, k, paths[0], kind)
+		}
+		kind = k
+		if k == "linkkeys" {
+			r, err := linkkeysload.ReadResult(b)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
+			}
+			lk = append(lk, r)
+		} else {
+			r, err := keycastresult.Parse(b)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
+			}
+			kc = append(kc, r)
+		}
+	}
+	var merged any
+	var text func() error
+	if kind == "linkkeys" {
+		r := lk[0]
+		if len(lk) > 1 {
+			var err error
+			if r, err = linkkeysload.Merge(lk); err != nil {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: merging: %w", err)}
+			}
+		}
+		merged = r
+		text = func() error { return linkkeysload.Report(env.Stdout, r) }
+	} else {
+		r := kc[0]
+		if len(kc) > 1 {
+			var err error
+			if r, err = keycastresult.Merge(kc); err != nil {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: merging: %w", err)}
+			}
+		}
+		merged = r
+		text = func() error {
+			out, err := report.Render(r, "text")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Stdout, out)
+			return nil
+		}
+	}
+	if output != "" {
+		b, err := json.MarshalIndent(merged, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(output, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+	if format == "json" {
+		b, err := json.MarshalIndent(merged, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(env.Stdout, string(b))
+		return nil
+	}
+	return text()
+}
