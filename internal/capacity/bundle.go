@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/atomicfile"
 )
 
 // Manifest is manifest.json: the SHA-256 and size of every other file in the bundle, so a copy can be
@@ -38,42 +40,11 @@ type bundle struct {
 
 // write writes name atomically (temporary file in the same directory, fsync, rename).
 func (b *bundle) write(name string, data []byte) error {
-	if err := writeAtomic(filepath.Join(b.dir, name), data); err != nil {
-		return err
+	if err := atomicfile.Write(filepath.Join(b.dir, name), data, 0o644); err != nil {
+		return fmt.Errorf("capacity: failed to write evidence bundle: %w", err)
 	}
 	if !slices.Contains(b.files, name) {
 		b.files = append(b.files, name)
-	}
-	return nil
-}
-
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("capacity: failed to write evidence bundle %q: %w", path, err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("capacity: failed to write evidence bundle %q: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("capacity: failed to write evidence bundle %q: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("capacity: failed to write evidence bundle %q: %w", path, err)
 	}
 	return nil
 }
@@ -94,7 +65,10 @@ func WriteManifest(dir string, files []string, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("capacity: encoding manifest: %w", err)
 	}
-	return writeAtomic(filepath.Join(dir, ManifestFile), append(b, '\n'))
+	if err := atomicfile.Write(filepath.Join(dir, ManifestFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("capacity: failed to write evidence bundle: %w", err)
+	}
+	return nil
 }
 
 func hashFile(path string) (string, int64, error) {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/atomicfile"
 )
 
 // FanOut describes a run split across worker processes of the same binary. Each worker is started as
@@ -148,12 +150,8 @@ func (f FanOut) Run(ctx context.Context) ([][]byte, error) {
 
 // WriteResult writes a worker's result atomically, so a parent never reads half a file.
 func WriteResult(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("engine: writing worker result: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("engine: writing worker result: %w", err)
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
+		return fmt.Errorf("engine: worker result: %w", err)
 	}
 	return nil
 }

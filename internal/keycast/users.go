@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/atomicfile"
 )
 
 // UsersFile is the credentials file written by setup and read by run (§1.2).
@@ -79,37 +80,8 @@ func WriteUsersFile(path string, uf *UsersFile) error {
 	if err != nil {
 		return fmt.Errorf("keycast: encoding users file: %w", err)
 	}
-	return writeFileAtomic(path, data, 0o600)
-}
-
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("keycast: creating a temporary file next to %s: %w", path, err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("keycast: writing %s: %w", path, err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		return fail(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("keycast: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("keycast: renaming into %s: %w", path, err)
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
+		return fmt.Errorf("keycast: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/machine"
 )
@@ -202,20 +203,8 @@ func Write(path string, r *Results) error {
 			return fmt.Errorf("keycastresult: %w", err)
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".results-*")
-	if err != nil {
-		return fmt.Errorf("keycastresult: writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("keycastresult: writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("keycastresult: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("keycastresult: writing %s: %w", path, err)
+	if err := atomicfile.Write(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("keycastresult: %w", err)
 	}
 	return nil
 }
