@@ -121,7 +121,8 @@ func runDemo(ctx context.Context, env *Env, opt demoOptions) error {
 	fmt.Fprintln(w)
 
 	evidenceDir := filepath.Join(out, "capacity-evidence")
-	ev, cerr := capacity.Execute(ctx, demoPlan(url, usersPath, opt.PhaseSecs), capacity.Options{
+	ev, cerr := capacity.Execute(ctx, capacity.RehearsalPlan(capacity.RehearsalOptions{Name: "loadproof-demo", URL: url, UsersFile: usersPath,
+		PhaseSeconds: uint64(opt.PhaseSecs), SpikeConcurrency: 32, DeclareShedding: true}), capacity.Options{
 		OutputDir: evidenceDir, Progress: w, Logger: logger,
 	})
 	if ev == nil {
@@ -155,36 +156,4 @@ func runDemo(ctx context.Context, env *Env, opt demoOptions) error {
 		return fmt.Errorf("demo: capacity profile: %w", cerr)
 	}
 	return nil
-}
-
-// demoPlan is a six-phase profile of a few seconds each. Only the spike sends CPU-heavy requests
-// concurrently, so a server with one CPU slot sheds there, as the plan declares, and nowhere else.
-func demoPlan(url, users string, secs int) *capacity.Plan {
-	p := &capacity.Plan{
-		ProfileName:       "loadproof-demo",
-		ProfilePlatform:   capacity.PlatformGKE,
-		TargetURL:         url,
-		UsersFile:         users,
-		Seed:              371,
-		Revisions:         capacity.Revisions{Code: "demo", Image: "embedded reference server", Infrastructure: "loadproof demo"},
-		EnvironmentParity: "Embedded reference server on loopback; a rehearsal, not platform evidence.",
-		Objectives:        capacity.Objectives{AvailabilityPercent: 99, LatencyP95Ms: 1000},
-		StopConditions:    capacity.StopConditions{MaxErrorRate: 0.5, MaxLatencyP95Ms: 5000},
-	}
-	methods := []keycast.Method{keycast.MethodGetPublicKey, keycast.MethodSignEvent, keycast.MethodNIP44Encrypt,
-		keycast.MethodGetPublicKey, keycast.MethodSignEvent, keycast.MethodGetPublicKey}
-	scenarios := []keycast.Scenario{keycast.ScenarioMixed, keycast.ScenarioMixed, keycast.ScenarioMixed,
-		keycast.ScenarioWarmCache, keycast.ScenarioColdStart, keycast.ScenarioMixed}
-	for i, k := range capacity.RequiredKinds {
-		ph := capacity.Phase{
-			Name: "demo " + string(k), Kind: k, Method: methods[i], Scenario: scenarios[i],
-			Concurrency: 1, DurationSeconds: uint64(secs), MaxErrorRate: 0.01, MaxLatencyP95Ms: 1000, SLOApplies: true,
-		}
-		if k == capacity.KindSpike {
-			ph.Concurrency, ph.SLOApplies, ph.MaxErrorRate, ph.MaxLatencyP95Ms = 32, false, 0.05, 2000
-			ph.IntentionalShedding = &capacity.Shedding{Status: 503, ErrorCode: keycast.CodeAdmissionRejected, MinRate: 0.01}
-		}
-		p.Phases = append(p.Phases, ph)
-	}
-	return p
 }

@@ -20,38 +20,12 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
 )
 
-// e2ePlan is a short profile (one second a phase) against url. Only the spike runs concurrently; the
-// other phases send one request at a time, so a server with one CPU slot and no wait queue sheds in
-// the spike and nowhere else.
+// e2ePlan is the rehearsal profile with one-second phases and a spike of 24 concurrent signers,
+// with the seed set apart from the default so the test sees it carried into every phase.
 func e2ePlan(url, users string, shedding bool) *capacity.Plan {
-	p := &capacity.Plan{
-		ProfileName:       "e2e-reference-server",
-		ProfilePlatform:   capacity.PlatformGKE,
-		TargetURL:         url,
-		UsersFile:         users,
-		Seed:              7,
-		Revisions:         capacity.Revisions{Code: "test", Image: "test", Infrastructure: "kctest"},
-		EnvironmentParity: "test server on 127.0.0.1",
-		Objectives:        capacity.Objectives{AvailabilityPercent: 99, LatencyP95Ms: 2000},
-		StopConditions:    capacity.StopConditions{MaxErrorRate: 0.5, MaxLatencyP95Ms: 5000},
-	}
-	methods := []keycast.Method{keycast.MethodGetPublicKey, keycast.MethodSignEvent, keycast.MethodNIP44Encrypt,
-		keycast.MethodGetPublicKey, keycast.MethodSignEvent, keycast.MethodGetPublicKey}
-	scenarios := []keycast.Scenario{keycast.ScenarioMixed, keycast.ScenarioMixed, keycast.ScenarioMixed,
-		keycast.ScenarioWarmCache, keycast.ScenarioColdStart, keycast.ScenarioMixed}
-	for i, k := range capacity.RequiredKinds {
-		ph := capacity.Phase{
-			Name: "e2e " + string(k), Kind: k, Method: methods[i], Scenario: scenarios[i],
-			Concurrency: 1, DurationSeconds: 1, MaxErrorRate: 0.01, MaxLatencyP95Ms: 2000, SLOApplies: true,
-		}
-		if k == capacity.KindSpike {
-			ph.Concurrency, ph.SLOApplies, ph.MaxErrorRate = 24, false, 0.05
-			if shedding {
-				ph.IntentionalShedding = &capacity.Shedding{Status: 503, ErrorCode: keycast.CodeAdmissionRejected, MinRate: 0.01}
-			}
-		}
-		p.Phases = append(p.Phases, ph)
-	}
+	p := capacity.RehearsalPlan(capacity.RehearsalOptions{Name: "e2e-reference-server", URL: url, UsersFile: users,
+		PhaseSeconds: 1, SpikeConcurrency: 24, DeclareShedding: shedding})
+	p.Seed = 7
 	return p
 }
 
