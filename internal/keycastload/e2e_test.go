@@ -206,3 +206,20 @@ func rpc(t *testing.T, base, token, body string) json.RawMessage {
 	}
 	return out.Result
 }
+
+// TestSetupHTTPSurvivesShedding: against a server whose bcrypt and token steps queue past the
+// admission wait, many steps are shed (503 admission_rejected) and retried; every user must still
+// be created (a server that consumed the authorization code before shedding the token step turned
+// such retries into 401s).
+func TestSetupHTTPSurvivesShedding(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{BcryptCost: 10})
+	res, err := keycastload.Setup(context.Background(), keycastload.SetupConfig{
+		URL: srv.URL, Users: 80, Concurrency: 16, Mode: keycastload.ModeHTTP,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.File.Users) != 80 {
+		t.Fatalf("created %d of 80 users; failures:%s", len(res.File.Users), keycastload.FormatFailures(res.Failures))
+	}
+}

@@ -566,3 +566,41 @@ func TestConcurrentMissesCoalesce(t *testing.T) {
 		}
 	}
 }
+
+// TestShedTokenExchangeKeepsTheCode: a token exchange shed for lack of CPU must not consume the
+// authorization code, so the client's retry (as Retry-After tells it) succeeds.
+func TestShedTokenExchangeKeepsTheCode(t *testing.T) {
+	s, base := startInternal(t, Config{CPUSlots: 1, CPUQueue: -1})
+	st, h, b := post(t, base+keycast.PathRegister, `{"email":"retry@test.local","password":"pw"}`, "Origin", base)
+	if st != 200 {
+		t.Fatalf("register: %d %s", st, b)
+	}
+	var session string
+	for _, c := range h.Values("Set-Cookie") {
+		if v, ok := strings.CutPrefix(c, "keycast_session="); ok {
+			session, _, _ = strings.Cut(v, ";")
+		}
+	}
+	st, _, b = post(t, base+keycast.PathAuthorize, `{"approved":true,"client_id":"loadtest","redirect_uri":"`+base+`/callback","scope":"policy:social"}`,
+		"Cookie", "keycast_session="+session)
+	if st != 200 {
+		t.Fatalf("authorize: %d %s", st, b)
+	}
+	var ar keycast.AuthorizeResponse
+	json.Unmarshal(b, &ar)
+	tokenBody := `{"code":"` + ar.Code + `","client_id":"loadtest","redirect_uri":"` + base + `/callback"}`
+
+	release, err := s.gate.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, h, b = post(t, base+keycast.PathToken, tokenBody)
+	wantAdmissionRejected(t, st, h, b)
+	release()
+	if st, _, b = post(t, base+keycast.PathToken, tokenBody); st != 200 {
+		t.Fatalf("retry after shedding: %d %s, want 200 (the shed exchange must not consume the code)", st, b)
+	}
+	if st, _, b = post(t, base+keycast.PathToken, tokenBody); st != 401 {
+		t.Fatalf("third use of the code: %d %s, want 401 (single use)", st, b)
+	}
+}

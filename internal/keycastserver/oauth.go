@@ -149,6 +149,19 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request, tenantID int
 		s.oauthError(w, http.StatusBadRequest, "Unknown policy '"+truncate(slug, 50)+"'. Use GET /api/policies for available options.")
 		return
 	}
+	// Take the CPU slot (key derivation and token signing) before consuming the code: a request
+	// shed here is told to retry, and its retry must find the code still valid.
+	release, err := s.acquireCPU(ctx, time.Time{})
+	if err != nil {
+		s.oauthFail(w, err)
+		return
+	}
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
 	// Single use: only the exchange that deletes the row goes on.
 	if err := s.store.DeleteCode(ctx, tenantID, req.Code); err != nil {
 		if errors.Is(err, keycaststore.ErrCodeUsed) {
@@ -176,14 +189,10 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request, tenantID int
 		s.oauthFail(w, err)
 		return
 	}
-	release, err := s.acquireCPU(ctx, time.Time{})
-	if err != nil {
-		s.oauthFail(w, err)
-		return
-	}
 	secret := randomAlnum(48)
 	tok, bunkerPub, err := s.mintAccess(sealed, user, tenantID, redirectOrigin, secret, now)
 	release()
+	released = true
 	if err != nil {
 		s.oauthFail(w, err)
 		return
