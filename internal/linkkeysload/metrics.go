@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,191 +11,36 @@ import (
 	"net/http"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
 
-// MetricsPrefix starts every METRICS line the server prints.
-const MetricsPrefix = "METRICS "
+// MetricsPrefix starts every METRICS line the server prints (linkkeys.MetricsPrefix).
+const MetricsPrefix = linkkeys.MetricsPrefix
 
 // Snapshot is one reading of the server's counters and gauges: a parsed METRICS line (reference
-// §4.2) or a scrape of its Prometheus endpoint.
-type Snapshot struct {
-	Label                  string  `json:"label"`
-	ElapsedSecs            float64 `json:"elapsed_secs"`
-	AcceptedConnections    uint64  `json:"accepted_connections"`
-	OpenConnections        uint64  `json:"open_connections"`
-	EstablishedConnections uint64  `json:"established_connections"`
-	HandshakesInProgress   uint64  `json:"handshakes_in_progress"`
-	HandshakeTimeouts      uint64  `json:"handshake_timeouts"`
-	HandshakeRejections    uint64  `json:"handshake_rejections"`
-	ShedConnectionLimit    uint64  `json:"shed_connection_limit"`
-	ShedHandshakePerSource uint64  `json:"shed_handshake_per_source"`
-	ShedHandshakeOverflow  uint64  `json:"shed_handshake_overflow"`
-	ShedHandshakeGlobal    uint64  `json:"shed_handshake_global"`
-	FramesProcessed        uint64  `json:"frames_processed"`
-	FrameBufferBytes       uint64  `json:"frame_buffer_bytes"`
-	// ProcessRSSBytes is nil when the server could not read its RSS (null on the line).
-	ProcessRSSBytes *uint64 `json:"process_rss_bytes"`
-	// Extra holds fields a server appends after process_rss_bytes (numbers only; other types are
-	// kept out), for example a cumulative count of completed handshakes.
-	Extra map[string]float64 `json:"extra,omitempty"`
-}
+// §4.2) or a scrape of its Prometheus endpoint. It has the fields of linkkeys.MetricsLine: the
+// fields a server appends after process_rss_bytes are EstablishedTotal, ParkedConnections and
+// RateLimitedResponses when it prints them, and Extra for any other numeric ones.
+type Snapshot linkkeys.MetricsLine
 
-// metricsFields lists the line's fields in their required order, with a pointer getter for each
-// unsigned counter.
-var metricsFields = []string{
-	"label", "elapsed_secs", "accepted_connections", "open_connections", "established_connections",
-	"handshakes_in_progress", "handshake_timeouts", "handshake_rejections", "shed_connection_limit",
-	"shed_handshake_per_source", "shed_handshake_overflow", "shed_handshake_global", "frames_processed",
-	"frame_buffer_bytes", "process_rss_bytes",
-}
+// maxMetricsLine bounds the line length we accept; a real line is about 600 bytes.
+const maxMetricsLine = linkkeys.MaxMetricsLineBytes
 
-func (s *Snapshot) counter(name string) *uint64 {
-	switch name {
-	case "accepted_connections":
-		return &s.AcceptedConnections
-	case "open_connections":
-		return &s.OpenConnections
-	case "established_connections":
-		return &s.EstablishedConnections
-	case "handshakes_in_progress":
-		return &s.HandshakesInProgress
-	case "handshake_timeouts":
-		return &s.HandshakeTimeouts
-	case "handshake_rejections":
-		return &s.HandshakeRejections
-	case "shed_connection_limit":
-		return &s.ShedConnectionLimit
-	case "shed_handshake_per_source":
-		return &s.ShedHandshakePerSource
-	case "shed_handshake_overflow":
-		return &s.ShedHandshakeOverflow
-	case "shed_handshake_global":
-		return &s.ShedHandshakeGlobal
-	case "frames_processed":
-		return &s.FramesProcessed
-	case "frame_buffer_bytes":
-		return &s.FrameBufferBytes
-	}
-	return nil
-}
-
-// maxMetricsLine bounds the line length we accept; a real line is about 500 bytes.
-const maxMetricsLine = 64 << 10
-
-// ParseMetricsLine parses one METRICS line: the literal prefix "METRICS " and one compact JSON object
-// whose first fifteen keys are the fields of reference §4.2 in that order. Later keys (a server may
-// append fields) are kept in Extra when numeric. Every counter must be a non-negative integer that
-// fits in 64 bits, elapsed_secs a finite non-negative number, label a string and process_rss_bytes
-// an integer or null. A trailing newline is allowed.
+// ParseMetricsLine parses one METRICS line with the rules of linkkeys.ParseMetricsLine: the literal
+// prefix "METRICS " and one compact JSON object whose first fifteen keys are the fields of reference
+// §4.2 in that order; later keys (a server may append fields) fill the appended fields or, when
+// unknown and numeric, Extra. A trailing newline is allowed.
 func ParseMetricsLine(line string) (Snapshot, error) {
-	line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
-	if len(line) > maxMetricsLine {
-		return Snapshot{}, errorf("METRICS line of %d bytes exceeds %d; is this a METRICS line?", len(line), maxMetricsLine)
-	}
-	body, ok := strings.CutPrefix(line, MetricsPrefix)
-	if !ok {
-		return Snapshot{}, errorf("not a METRICS line: it must start with %q", MetricsPrefix)
-	}
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return Snapshot{}, errorf("METRICS line: want a JSON object after the prefix")
-	}
-	var s Snapshot
-	seen := map[string]bool{}
-	for i := 0; dec.More(); i++ {
-		kt, err := dec.Token()
-		if err != nil {
-			return Snapshot{}, errorf("METRICS line: %v", err)
-		}
-		key, _ := kt.(string)
-		if seen[key] {
-			return Snapshot{}, errorf("METRICS line: field %q appears twice", key)
-		}
-		seen[key] = true
-		if i < len(metricsFields) && key != metricsFields[i] {
-			return Snapshot{}, errorf("METRICS line: field %d is %q, want %q (fields must come in the order of the reference)", i+1, key, metricsFields[i])
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return Snapshot{}, errorf("METRICS line: value of %q: %v", key, err)
-		}
-		if err := s.set(key, i >= len(metricsFields), raw); err != nil {
-			return Snapshot{}, err
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return Snapshot{}, errorf("METRICS line: unterminated object: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Snapshot{}, errorf("METRICS line: trailing data after the JSON object")
-	}
-	for _, f := range metricsFields {
-		if !seen[f] {
-			return Snapshot{}, errorf("METRICS line: missing field %q", f)
-		}
-	}
-	return s, nil
-}
-
-func (s *Snapshot) set(key string, extra bool, raw json.RawMessage) error {
-	if extra {
-		var n json.Number
-		if json.Unmarshal(raw, &n) == nil {
-			if f, err := n.Float64(); err == nil && !math.IsInf(f, 0) {
-				if s.Extra == nil {
-					s.Extra = map[string]float64{}
-				}
-				s.Extra[key] = f
-			}
-		}
-		return nil
-	}
-	switch key {
-	case "label":
-		if err := json.Unmarshal(raw, &s.Label); err != nil {
-			return errorf("METRICS line: label must be a string, got %s", raw)
-		}
-		return nil
-	case "elapsed_secs":
-		var n json.Number
-		f, err := 0.0, json.Unmarshal(raw, &n)
-		if err == nil {
-			f, err = n.Float64()
-		}
-		if err != nil || f < 0 || math.IsInf(f, 0) {
-			return errorf("METRICS line: elapsed_secs must be a finite number >= 0, got %s", raw)
-		}
-		s.ElapsedSecs = f
-		return nil
-	case "process_rss_bytes":
-		if string(raw) == "null" {
-			return nil
-		}
-		v, err := parseU64(raw)
-		if err != nil {
-			return errorf("METRICS line: process_rss_bytes must be an unsigned integer or null, got %s", raw)
-		}
-		s.ProcessRSSBytes = &v
-		return nil
-	}
-	v, err := parseU64(raw)
+	m, err := linkkeys.ParseMetricsLine(line)
 	if err != nil {
-		return errorf("METRICS line: %s must be an unsigned integer, got %s", key, raw)
+		return Snapshot{}, errorf("%w", err)
 	}
-	*s.counter(key) = v
-	return nil
-}
-
-func parseU64(raw []byte) (uint64, error) {
-	return strconv.ParseUint(string(bytes.TrimSpace(raw)), 10, 64)
+	return Snapshot(m), nil
 }
 
 // Admitted returns the server's count of connections that passed admission (the limiter) by this
@@ -216,9 +60,17 @@ func (s Snapshot) Admitted() uint64 {
 }
 
 // HandshakesCompleted returns the server's cumulative count of completed TLS handshakes, when it
-// reports one; ok is false otherwise (established_connections is a gauge and cannot stand in).
+// reports one (established_total, or a numeric field of another common name in Extra); ok is false
+// otherwise (established_connections is a gauge and cannot stand in).
 func (s Snapshot) HandshakesCompleted() (uint64, bool) {
-	for _, k := range []string{"handshakes_completed", "established_total", "established", "handshakes_ok"} {
+	if v, ok := s.Extra["handshakes_completed"]; ok {
+		return uint64(v), true
+	}
+	if s.EstablishedTotal != nil {
+		return *s.EstablishedTotal, true
+	}
+	// "established_total" in Extra: a result file written before the field was typed.
+	for _, k := range []string{"established_total", "established", "handshakes_ok"} {
 		if v, ok := s.Extra[k]; ok {
 			return uint64(v), true
 		}
@@ -306,11 +158,11 @@ func ParsePrometheus(r io.Reader) (Snapshot, error) {
 				}
 				continue
 			}
-			if c := s.counter(key); c != nil {
+			if linkkeys.IsMetricsCounter(key) {
 				if v < 0 || math.IsNaN(v) || v >= math.MaxUint64 {
 					return Snapshot{}, errorf("reading Prometheus metrics: %s = %v is not a count", name, v)
 				}
-				*c = uint64(v)
+				(*linkkeys.MetricsLine)(&s).SetCounter(key, uint64(v))
 				found = found || key == "accepted_connections"
 				continue
 			}

@@ -1,15 +1,10 @@
 package linkkeysserver
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"math"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
 // counters are the server's own metrics (reference §4.1), plain atomics. The
@@ -37,68 +32,69 @@ type counters struct {
 	_                [56]byte
 }
 
-// Snapshot is a point-in-time copy of the server's metrics. The JSON-tagged
-// fields are the METRICS line (reference §4.2) in its field order, then the
-// fields this server appends after process_rss_bytes; the rest are the
-// limiter and snapshot-cache statistics, which only Server.Metrics and the
-// Prometheus endpoint carry.
+// Snapshot is a point-in-time copy of the server's metrics. The fields up to
+// RateLimitedResponses are those of the METRICS line (reference §4.2, see
+// linkkeys.MetricsLine and Snapshot.MetricsLine), the upstream ones in their
+// order, then the fields this server appends after process_rss_bytes; the
+// rest are the limiter and snapshot-cache statistics, which only
+// Server.Metrics and the Prometheus endpoint carry.
 type Snapshot struct {
 	// Label is "running" or "final".
-	Label string `json:"label"`
+	Label string
 	// ElapsedSecs is the time since the server loop started.
-	ElapsedSecs float64 `json:"elapsed_secs"`
+	ElapsedSecs float64
 	// AcceptedConnections counts every accept().
-	AcceptedConnections uint64 `json:"accepted_connections"`
+	AcceptedConnections uint64
 	// OpenConnections is the number of sockets from accept to close,
 	// handshaking or established. Unlike upstream it does not drift on
 	// the connection-limit shed path.
-	OpenConnections uint64 `json:"open_connections"`
+	OpenConnections uint64
 	// EstablishedConnections is the number of connections past the TLS
 	// handshake and in the message loop (parked ones included).
-	EstablishedConnections uint64 `json:"established_connections"`
+	EstablishedConnections uint64
 	// HandshakesInProgress counts connections waiting for a handshake slot
 	// or inside the TLS handshake.
-	HandshakesInProgress uint64 `json:"handshakes_in_progress"`
+	HandshakesInProgress uint64
 	// HandshakeTimeouts counts slot waits plus handshakes that ran out of
 	// TCP_HANDSHAKE_TIMEOUT_SECONDS.
-	HandshakeTimeouts uint64 `json:"handshake_timeouts"`
+	HandshakeTimeouts uint64
 	// HandshakeRejections counts failed TLS handshakes.
-	HandshakeRejections uint64 `json:"handshake_rejections"`
+	HandshakeRejections uint64
 	// ShedConnectionLimit counts connections refused by TCP_MAX_CONNECTIONS.
-	ShedConnectionLimit uint64 `json:"shed_connection_limit"`
+	ShedConnectionLimit uint64
 	// ShedHandshakePerSource counts connections refused by a source's
 	// handshake bucket.
-	ShedHandshakePerSource uint64 `json:"shed_handshake_per_source"`
+	ShedHandshakePerSource uint64
 	// ShedHandshakeOverflow counts connections refused by the shared
 	// overflow bucket (protection mode).
-	ShedHandshakeOverflow uint64 `json:"shed_handshake_overflow"`
+	ShedHandshakeOverflow uint64
 	// ShedHandshakeGlobal counts connections refused by the global
 	// handshake bucket.
-	ShedHandshakeGlobal uint64 `json:"shed_handshake_global"`
+	ShedHandshakeGlobal uint64
 	// FramesProcessed counts dispatched frames, error responses included.
-	FramesProcessed uint64 `json:"frames_processed"`
+	FramesProcessed uint64
 	// FrameBufferBytes is the bytes of frame bodies announced by an accepted
 	// length prefix and not yet handed to dispatch; 0 on idle connections.
-	FrameBufferBytes uint64 `json:"frame_buffer_bytes"`
+	FrameBufferBytes uint64
 	// ProcessRSSBytes is VmRSS of the process; nil when unreadable.
-	ProcessRSSBytes *uint64 `json:"process_rss_bytes"`
+	ProcessRSSBytes *uint64
 
 	// EstablishedTotal counts every completed handshake (a counter, unlike
 	// EstablishedConnections). With it the admission identity is exact:
 	// AcceptedConnections = EstablishedTotal + HandshakeRejections +
 	// HandshakeTimeouts + the four shed counters + HandshakesInProgress.
-	EstablishedTotal uint64 `json:"established_total"`
+	EstablishedTotal uint64
 	// ParkedConnections is the established connections currently parked
 	// (no goroutine, no buffers).
-	ParkedConnections uint64 `json:"parked_connections"`
+	ParkedConnections uint64
 	// RateLimitedResponses counts status-7 answers of the public-read gate.
-	RateLimitedResponses uint64 `json:"rate_limited_responses"`
+	RateLimitedResponses uint64
 
 	// HandshakeLimiter and PublicReadLimiter are the two limiters' stats.
-	HandshakeLimiter  admit.LimiterStats `json:"-"`
-	PublicReadLimiter admit.LimiterStats `json:"-"`
+	HandshakeLimiter  admit.LimiterStats
+	PublicReadLimiter admit.LimiterStats
 	// SnapshotCache is the get-domain-keys / get-revocations cache's stats.
-	SnapshotCache CacheStats `json:"-"`
+	SnapshotCache CacheStats
 }
 
 // Pending returns the connections accepted but not yet through admission:
@@ -138,250 +134,93 @@ func (c *counters) snapshot() Snapshot {
 	}
 }
 
-// MetricsPrefix starts every METRICS line.
-const MetricsPrefix = "METRICS "
-
-// AppendMetricsLine appends the METRICS line of s (reference §4.2) to dst,
-// without a newline: the prefix "METRICS " and compact JSON whose fields come
-// in the upstream order, followed by the fields this server appends
-// (established_total, parked_connections, rate_limited_responses).
-// elapsed_secs is formatted like serde_json formats an f64 (shortest
-// round-trip digits, "5.0" for whole numbers).
-func AppendMetricsLine(dst []byte, s Snapshot) []byte {
-	dst = append(dst, MetricsPrefix...)
-	dst = append(dst, `{"label":`...)
-	dst = appendJSONString(dst, s.Label)
-	dst = append(dst, `,"elapsed_secs":`...)
-	dst = AppendSerdeFloat(dst, s.ElapsedSecs)
-	u := func(name string, v uint64) {
-		dst = append(dst, ',', '"')
-		dst = append(dst, name...)
-		dst = append(dst, '"', ':')
-		dst = strconv.AppendUint(dst, v, 10)
-	}
-	u("accepted_connections", s.AcceptedConnections)
-	u("open_connections", s.OpenConnections)
-	u("established_connections", s.EstablishedConnections)
-	u("handshakes_in_progress", s.HandshakesInProgress)
-	u("handshake_timeouts", s.HandshakeTimeouts)
-	u("handshake_rejections", s.HandshakeRejections)
-	u("shed_connection_limit", s.ShedConnectionLimit)
-	u("shed_handshake_per_source", s.ShedHandshakePerSource)
-	u("shed_handshake_overflow", s.ShedHandshakeOverflow)
-	u("shed_handshake_global", s.ShedHandshakeGlobal)
-	u("frames_processed", s.FramesProcessed)
-	u("frame_buffer_bytes", s.FrameBufferBytes)
-	if s.ProcessRSSBytes != nil {
-		u("process_rss_bytes", *s.ProcessRSSBytes)
-	} else {
-		dst = append(dst, `,"process_rss_bytes":null`...)
-	}
-	u("established_total", s.EstablishedTotal)
-	u("parked_connections", s.ParkedConnections)
-	u("rate_limited_responses", s.RateLimitedResponses)
-	return append(dst, '}')
-}
-
-// FormatMetricsLine returns the METRICS line of s without a newline.
-func FormatMetricsLine(s Snapshot) string { return string(AppendMetricsLine(nil, s)) }
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // a string always marshals
-	return append(dst, b...)
-}
-
-// AppendSerdeFloat appends f the way serde_json (ryu) prints an f64: the
-// shortest digits that round-trip, laid out as an integer with ".0"
-// ("5.0", "120.0"), a plain decimal ("0.25", "0.00012") or scientific
-// notation ("1e-7", "1.5e16", "1e21") when the decimal point would sit more
-// than 16 digits left or right of the digits. NaN and infinities, which
-// serde_json writes as null, are written as null.
-func AppendSerdeFloat(dst []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(dst, "null"...)
-	}
-	if f == 0 {
-		if math.Signbit(f) {
-			return append(dst, "-0.0"...)
-		}
-		return append(dst, "0.0"...)
-	}
-	if f < 0 {
-		dst = append(dst, '-')
-		f = -f
-	}
-	// 'e' with -1 precision gives the shortest round-trip digits.
-	var buf [32]byte
-	e := strconv.AppendFloat(buf[:0], f, 'e', -1, 64)
-	mant, expPart, _ := bytes.Cut(e, []byte{'e'})
-	exp, _ := strconv.Atoi(string(expPart))
-	digits := make([]byte, 0, 17)
-	for _, c := range mant {
-		if c != '.' {
-			digits = append(digits, c)
-		}
-	}
-	length := len(digits)
-	kk := exp + 1 // position of the decimal point relative to the digits
-	k := kk - length
-	switch {
-	case k >= 0 && kk <= 16:
-		dst = append(dst, digits...)
-		for range k {
-			dst = append(dst, '0')
-		}
-		dst = append(dst, '.', '0')
-	case kk > 0 && kk <= 16:
-		dst = append(dst, digits[:kk]...)
-		dst = append(dst, '.')
-		dst = append(dst, digits[kk:]...)
-	case kk > -5 && kk <= 0:
-		dst = append(dst, '0', '.')
-		for range -kk {
-			dst = append(dst, '0')
-		}
-		dst = append(dst, digits...)
-	case length == 1:
-		dst = append(dst, digits[0], 'e')
-		dst = strconv.AppendInt(dst, int64(kk-1), 10)
-	default:
-		dst = append(dst, digits[0], '.')
-		dst = append(dst, digits[1:]...)
-		dst = append(dst, 'e')
-		dst = strconv.AppendInt(dst, int64(kk-1), 10)
-	}
-	return dst
-}
-
-// metricsWire is the decoding form of a METRICS line: pointers find missing
-// fields.
-type metricsWire struct {
-	Label                  *string         `json:"label"`
-	ElapsedSecs            *float64        `json:"elapsed_secs"`
-	AcceptedConnections    *uint64         `json:"accepted_connections"`
-	OpenConnections        *uint64         `json:"open_connections"`
-	EstablishedConnections *uint64         `json:"established_connections"`
-	HandshakesInProgress   *uint64         `json:"handshakes_in_progress"`
-	HandshakeTimeouts      *uint64         `json:"handshake_timeouts"`
-	HandshakeRejections    *uint64         `json:"handshake_rejections"`
-	ShedConnectionLimit    *uint64         `json:"shed_connection_limit"`
-	ShedHandshakePerSource *uint64         `json:"shed_handshake_per_source"`
-	ShedHandshakeOverflow  *uint64         `json:"shed_handshake_overflow"`
-	ShedHandshakeGlobal    *uint64         `json:"shed_handshake_global"`
-	FramesProcessed        *uint64         `json:"frames_processed"`
-	FrameBufferBytes       *uint64         `json:"frame_buffer_bytes"`
-	ProcessRSSBytes        json.RawMessage `json:"process_rss_bytes"` // empty when absent, "null" when null
-	EstablishedTotal       *uint64         `json:"established_total"`
-	ParkedConnections      *uint64         `json:"parked_connections"`
-	RateLimitedResponses   *uint64         `json:"rate_limited_responses"`
-}
+// MetricsPrefix starts every METRICS line (linkkeys.MetricsPrefix).
+const MetricsPrefix = linkkeys.MetricsPrefix
 
 // ErrNotMetricsLine is returned (wrapped) by ParseMetricsLine for a line
 // that does not start with "METRICS ", so callers reading a server's mixed
-// stdout can skip other lines.
-var ErrNotMetricsLine = errors.New("linkkeysserver: not a METRICS line")
+// stdout can skip other lines. It is linkkeys.ErrNotMetricsLine.
+var ErrNotMetricsLine = linkkeys.ErrNotMetricsLine
 
-// ParseMetricsLine parses one METRICS line as printed by this server or by
-// the upstream Rust load-test server. A trailing newline is allowed. The 15
-// upstream fields are required, with label "running" or "final", a finite
-// non-negative elapsed_secs, non-negative whole counters and
-// process_rss_bytes a whole number or null; the fields this server appends
-// are optional (0 when absent); unknown fields are ignored. Anything else is
-// an error naming the problem.
-func ParseMetricsLine(line string) (Snapshot, error) {
-	line = trimEOL(line)
-	body, ok := cutPrefix(line, MetricsPrefix)
-	if !ok {
-		return Snapshot{}, fmt.Errorf("%w: %q does not start with %q", ErrNotMetricsLine, truncate(line, 40), MetricsPrefix)
+// MetricsLine returns the METRICS line fields of s, with the three fields
+// this server appends (established_total, parked_connections,
+// rate_limited_responses) set.
+func (s Snapshot) MetricsLine() linkkeys.MetricsLine {
+	return linkkeys.MetricsLine{
+		Label:                  s.Label,
+		ElapsedSecs:            s.ElapsedSecs,
+		AcceptedConnections:    s.AcceptedConnections,
+		OpenConnections:        s.OpenConnections,
+		EstablishedConnections: s.EstablishedConnections,
+		HandshakesInProgress:   s.HandshakesInProgress,
+		HandshakeTimeouts:      s.HandshakeTimeouts,
+		HandshakeRejections:    s.HandshakeRejections,
+		ShedConnectionLimit:    s.ShedConnectionLimit,
+		ShedHandshakePerSource: s.ShedHandshakePerSource,
+		ShedHandshakeOverflow:  s.ShedHandshakeOverflow,
+		ShedHandshakeGlobal:    s.ShedHandshakeGlobal,
+		FramesProcessed:        s.FramesProcessed,
+		FrameBufferBytes:       s.FrameBufferBytes,
+		ProcessRSSBytes:        s.ProcessRSSBytes,
+		EstablishedTotal:       &s.EstablishedTotal,
+		ParkedConnections:      &s.ParkedConnections,
+		RateLimitedResponses:   &s.RateLimitedResponses,
 	}
-	var w metricsWire
-	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
-	if err := dec.Decode(&w); err != nil {
-		return Snapshot{}, fmt.Errorf("linkkeysserver: METRICS line: invalid JSON object: %w", err)
-	}
-	if rest := bytes.TrimSpace([]byte(body[dec.InputOffset():])); len(rest) > 0 {
-		return Snapshot{}, fmt.Errorf("linkkeysserver: METRICS line: %d unexpected bytes after the JSON object", len(rest))
-	}
-	var missing []string
-	req := func(name string, p *uint64) uint64 {
-		if p == nil {
-			missing = append(missing, name)
-			return 0
-		}
-		return *p
-	}
+}
+
+// SnapshotFromMetricsLine returns the Snapshot a METRICS line describes:
+// the appended fields the line lacks (an upstream Rust line has none) are 0,
+// Extra fields are dropped, and the limiter and cache statistics are zero.
+func SnapshotFromMetricsLine(m linkkeys.MetricsLine) Snapshot {
 	opt := func(p *uint64) uint64 {
 		if p == nil {
 			return 0
 		}
 		return *p
 	}
-	var s Snapshot
-	if w.Label == nil {
-		missing = append(missing, "label")
-	} else {
-		s.Label = *w.Label
+	return Snapshot{
+		Label:                  m.Label,
+		ElapsedSecs:            m.ElapsedSecs,
+		AcceptedConnections:    m.AcceptedConnections,
+		OpenConnections:        m.OpenConnections,
+		EstablishedConnections: m.EstablishedConnections,
+		HandshakesInProgress:   m.HandshakesInProgress,
+		HandshakeTimeouts:      m.HandshakeTimeouts,
+		HandshakeRejections:    m.HandshakeRejections,
+		ShedConnectionLimit:    m.ShedConnectionLimit,
+		ShedHandshakePerSource: m.ShedHandshakePerSource,
+		ShedHandshakeOverflow:  m.ShedHandshakeOverflow,
+		ShedHandshakeGlobal:    m.ShedHandshakeGlobal,
+		FramesProcessed:        m.FramesProcessed,
+		FrameBufferBytes:       m.FrameBufferBytes,
+		ProcessRSSBytes:        m.ProcessRSSBytes,
+		EstablishedTotal:       opt(m.EstablishedTotal),
+		ParkedConnections:      opt(m.ParkedConnections),
+		RateLimitedResponses:   opt(m.RateLimitedResponses),
 	}
-	if w.ElapsedSecs == nil {
-		missing = append(missing, "elapsed_secs")
-	} else {
-		s.ElapsedSecs = *w.ElapsedSecs
-	}
-	s.AcceptedConnections = req("accepted_connections", w.AcceptedConnections)
-	s.OpenConnections = req("open_connections", w.OpenConnections)
-	s.EstablishedConnections = req("established_connections", w.EstablishedConnections)
-	s.HandshakesInProgress = req("handshakes_in_progress", w.HandshakesInProgress)
-	s.HandshakeTimeouts = req("handshake_timeouts", w.HandshakeTimeouts)
-	s.HandshakeRejections = req("handshake_rejections", w.HandshakeRejections)
-	s.ShedConnectionLimit = req("shed_connection_limit", w.ShedConnectionLimit)
-	s.ShedHandshakePerSource = req("shed_handshake_per_source", w.ShedHandshakePerSource)
-	s.ShedHandshakeOverflow = req("shed_handshake_overflow", w.ShedHandshakeOverflow)
-	s.ShedHandshakeGlobal = req("shed_handshake_global", w.ShedHandshakeGlobal)
-	s.FramesProcessed = req("frames_processed", w.FramesProcessed)
-	s.FrameBufferBytes = req("frame_buffer_bytes", w.FrameBufferBytes)
-	if len(w.ProcessRSSBytes) == 0 {
-		missing = append(missing, "process_rss_bytes")
-	} else if raw := bytes.TrimSpace(w.ProcessRSSBytes); !bytes.Equal(raw, []byte("null")) {
-		v, err := strconv.ParseUint(string(raw), 10, 64)
-		if err != nil {
-			return Snapshot{}, fmt.Errorf("linkkeysserver: METRICS line: process_rss_bytes is %s: must be a whole number of bytes or null", truncate(string(raw), 40))
-		}
-		s.ProcessRSSBytes = &v
-	}
-	s.EstablishedTotal = opt(w.EstablishedTotal)
-	s.ParkedConnections = opt(w.ParkedConnections)
-	s.RateLimitedResponses = opt(w.RateLimitedResponses)
-	if len(missing) > 0 {
-		return Snapshot{}, fmt.Errorf("linkkeysserver: METRICS line: missing required fields %v", missing)
-	}
-	if s.Label != "running" && s.Label != "final" {
-		return Snapshot{}, fmt.Errorf("linkkeysserver: METRICS line: label is %q: must be \"running\" or \"final\"", truncate(s.Label, 40))
-	}
-	if s.ElapsedSecs < 0 || math.IsInf(s.ElapsedSecs, 0) || math.IsNaN(s.ElapsedSecs) {
-		return Snapshot{}, fmt.Errorf("linkkeysserver: METRICS line: elapsed_secs is %v: must be a finite number of seconds, 0 or more", s.ElapsedSecs)
-	}
-	return s, nil
 }
 
-func trimEOL(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
-		s = s[:len(s)-1]
-	}
-	return s
+// AppendMetricsLine appends the METRICS line of s (reference §4.2) to dst,
+// without a newline: linkkeys.AppendMetricsLine of s.MetricsLine(), the
+// upstream fields in order followed by established_total,
+// parked_connections and rate_limited_responses.
+func AppendMetricsLine(dst []byte, s Snapshot) []byte {
+	return linkkeys.AppendMetricsLine(dst, s.MetricsLine())
 }
 
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return s, false
-}
+// FormatMetricsLine returns the METRICS line of s without a newline.
+func FormatMetricsLine(s Snapshot) string { return string(AppendMetricsLine(nil, s)) }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// ParseMetricsLine parses one METRICS line as printed by this server or by
+// the upstream Rust load-test server, with the rules of
+// linkkeys.ParseMetricsLine, and returns it as a Snapshot (see
+// SnapshotFromMetricsLine).
+func ParseMetricsLine(line string) (Snapshot, error) {
+	m, err := linkkeys.ParseMetricsLine(line)
+	if err != nil {
+		return Snapshot{}, err
 	}
-	return s[:n] + "…"
+	return SnapshotFromMetricsLine(m), nil
 }
 
 // SumSnapshots adds the counters and gauges of several processes' snapshots

@@ -1,8 +1,6 @@
 package linkkeysserver
 
 import (
-	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,32 +48,6 @@ func TestMetricsLineShape(t *testing.T) {
 	}
 }
 
-func TestAppendSerdeFloat(t *testing.T) {
-	for _, tc := range []struct {
-		f    float64
-		want string
-	}{
-		{0, "0.0"}, {5, "5.0"}, {120, "120.0"}, {0.25, "0.25"}, {3.001234567, "3.001234567"},
-		{0.000128732, "0.000128732"}, {0.0001, "0.0001"}, {0.00001, "0.00001"}, {0.000001, "1e-6"}, {1.5e-7, "1.5e-7"},
-		{1e15, "1000000000000000.0"}, {1e16, "1e16"}, {1.5e16, "1.5e16"}, {123456789.125, "123456789.125"},
-		{-2, "-2.0"}, {math.Inf(1), "null"}, {math.NaN(), "null"},
-	} {
-		if got := string(AppendSerdeFloat(nil, tc.f)); got != tc.want {
-			t.Errorf("AppendSerdeFloat(%v) = %q, want %q", tc.f, got, tc.want)
-		}
-	}
-}
-
-func TestSerdeFloatRoundTrips(t *testing.T) {
-	for _, f := range []float64{1e-9, 0.1, 1.0 / 3, 12345.678, 9.999999e15, 1e20, 4.9e-324} {
-		s := string(AppendSerdeFloat(nil, f))
-		g, err := strconv.ParseFloat(s, 64)
-		if err != nil || g != f {
-			t.Errorf("%v -> %q -> %v, %v", f, s, g, err)
-		}
-	}
-}
-
 func TestParseMetricsLine(t *testing.T) {
 	s := sampleSnapshot()
 	got, err := ParseMetricsLine(FormatMetricsLine(s) + "\n")
@@ -106,8 +78,8 @@ func TestParseMetricsLineRejects(t *testing.T) {
 		{"not json", "METRICS {", "invalid JSON"},
 		{"array", "METRICS []", "invalid JSON"},
 		{"missing field", strings.Replace(good, `"frames_processed":11,`, "", 1), "missing required fields [frames_processed]"},
-		{"negative", strings.Replace(good, `"open_connections":2`, `"open_connections":-2`, 1), "invalid JSON"},
-		{"fraction", strings.Replace(good, `"open_connections":2`, `"open_connections":2.5`, 1), "invalid JSON"},
+		{"negative", strings.Replace(good, `"open_connections":2`, `"open_connections":-2`, 1), "open_connections is -2"},
+		{"fraction", strings.Replace(good, `"open_connections":2`, `"open_connections":2.5`, 1), "open_connections is 2.5"},
 		{"bad label", strings.Replace(good, `"running"`, `"sleeping"`, 1), `label is "sleeping"`},
 		{"bad rss", strings.Replace(good, `"process_rss_bytes":13`, `"process_rss_bytes":"13"`, 1), "process_rss_bytes"},
 		{"negative elapsed", strings.Replace(good, `5.001234567`, `-1`, 1), "elapsed_secs"},
@@ -120,27 +92,6 @@ func TestParseMetricsLineRejects(t *testing.T) {
 			}
 		})
 	}
-}
-
-func FuzzParseMetricsLine(f *testing.F) {
-	f.Add(FormatMetricsLine(sampleSnapshot()))
-	f.Add(`METRICS {"label":"final","elapsed_secs":1e-5,"accepted_connections":0,"open_connections":0,"established_connections":0,"handshakes_in_progress":0,"handshake_timeouts":0,"handshake_rejections":0,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":0,"shed_handshake_global":0,"frames_processed":0,"frame_buffer_bytes":0,"process_rss_bytes":null}`)
-	f.Add("METRICS {}")
-	f.Add("METRICS ")
-	f.Fuzz(func(t *testing.T, line string) {
-		s, err := ParseMetricsLine(line)
-		if err != nil {
-			return
-		}
-		// Whatever parses re-formats and parses to the same snapshot.
-		again, err := ParseMetricsLine(FormatMetricsLine(s))
-		if err != nil {
-			t.Fatalf("re-parse of %q: %v", FormatMetricsLine(s), err)
-		}
-		if FormatMetricsLine(again) != FormatMetricsLine(s) {
-			t.Errorf("round trip differs:\n%s\n%s", FormatMetricsLine(again), FormatMetricsLine(s))
-		}
-	})
 }
 
 func TestSumSnapshots(t *testing.T) {
