@@ -104,4 +104,14 @@
 // two-space indented JSON in that key order once it listens ([WriteInfo]);
 // clients read it strictly ([ReadInfo]) and connect to 127.0.0.1:port,
 // pinning the fingerprint and sending the domain as SNI.
+//
+// # Metrics line
+//
+// The load-test server prints its counters as "METRICS " followed by compact
+// JSON: label, elapsed_secs, then thirteen counters and gauges in a fixed
+// order, then process_rss_bytes (a whole number or null). Servers may append
+// fields after process_rss_bytes; ours appends established_total,
+// parked_connections and rate_limited_responses. [AppendMetricsLine] writes the
+// line, [ParseMetricsLine] reads ours and upstream's, so the server and every
+// client share one definition ([MetricsLine]).
 package linkkeys
