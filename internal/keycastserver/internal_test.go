@@ -604,3 +604,40 @@ func TestShedTokenExchangeKeepsTheCode(t *testing.T) {
 		t.Fatalf("third use of the code: %d %s, want 401 (single use)", st, b)
 	}
 }
+
+// FuzzConfigFromEnv: any environment either configures a server whose defaults are sane or is
+// refused with errors that each name one of the variables read.
+func FuzzConfigFromEnv(f *testing.F) {
+	names := []string{"PORT", "DATABASE_URL", "SERVER_NSEC", "MASTER_KEY_PATH", "ALLOWED_ORIGINS", "HANDLER_CACHE_SIZE",
+		"TOKEN_EXPIRY_SECONDS", "BUNKER_RELAYS", "HTTP_BODY_LIMIT", "KEYCAST_CPU_SLOTS", "KEYCAST_CPU_QUEUE",
+		"KEYCAST_QUEUE_TIMEOUT_MS", "KEYCAST_RPC_RATE_PER_SECOND", "KEYCAST_RPC_BURST", "KEYCAST_BCRYPT_COST", "KEYCAST_FAST_PATH"}
+	f.Add(uint8(0), "3000", uint8(9), "4")
+	f.Add(uint8(10), "-1", uint8(12), "1e9")
+	f.Add(uint8(4), "http://a, wss://b", uint8(15), "maybe")
+	f.Fuzz(func(t *testing.T, i uint8, v string, j uint8, w string) {
+		env := map[string]string{names[int(i)%len(names)]: v, names[int(j)%len(names)]: w}
+		c, err := ConfigFromEnv(func(k string) string { return env[k] })
+		if err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				line = strings.TrimSpace(line)
+				if line == "keycastserver: bad configuration:" {
+					continue
+				}
+				ok := false
+				for _, n := range names {
+					if strings.HasPrefix(line, n) {
+						ok = true
+					}
+				}
+				if !ok {
+					t.Fatalf("error line %q names no variable", line)
+				}
+			}
+			return
+		}
+		d := c.withDefaults()
+		if d.CPUSlots < 1 || d.HandlerCacheSize < 1 || d.BodyLimit < 1 || d.QueueTimeout <= 0 || d.BcryptCost < 4 || d.BcryptCost > 31 {
+			t.Fatalf("accepted %v into a config with bad defaults: %+v", env, d)
+		}
+	})
+}
