@@ -182,10 +182,12 @@ func listenAddr(cfg linkkeysserver.Config, f lkServerFlags, changed bool) string
 	return f.listen
 }
 
-func startPrometheus(addr string, src func() linkkeysserver.Snapshot, process bool, logger *slog.Logger) (*http.Server, error) {
+// startPrometheus serves /metrics on addr; it returns the server and the address it bound (which
+// the info file advertises to clients as metrics_addr).
+func startPrometheus(addr string, src func() linkkeysserver.Snapshot, process bool, logger *slog.Logger) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+		return nil, "", fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", linkkeysserver.PrometheusHandler(linkkeysserver.NewPrometheusRegistry(src, process)))
@@ -196,7 +198,7 @@ func startPrometheus(addr string, src func() linkkeysserver.Snapshot, process bo
 		}
 	}()
 	logger.Info("prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	return hs, nil
+	return hs, ln.Addr().String(), nil
 }
 
 // runLinkKeysServer is the single-process server, or the parent of
@@ -249,16 +251,18 @@ func runLinkKeysServer(ctx context.Context, env *Env, f lkServerFlags, listenCha
 	srv := &linkkeysserver.Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: store, Logger: logger}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	var metricsAddr string
 	if f.metricsAddr != "" {
-		hs, err := startPrometheus(f.metricsAddr, srv.Metrics, true, logger)
+		hs, bound, err := startPrometheus(f.metricsAddr, srv.Metrics, true, logger)
 		if err != nil {
 			srv.Close()
 			return &ExitError{Code: ExitCouldNotRun, Err: err}
 		}
 		defer hs.Close()
+		metricsAddr = bound
 	}
 	tcp := ln.Addr().(*net.TCPAddr)
-	if err := linkkeys.WriteInfo(f.infoFile, linkkeys.Info{Port: uint16(tcp.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid())}); err != nil {
+	if err := linkkeys.WriteInfo(f.infoFile, linkkeys.Info{Port: uint16(tcp.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid()), MetricsAddr: metricsAddr}); err != nil {
 		srv.Close()
 		return err
 	}
@@ -368,8 +372,9 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 		lastMu.Unlock()
 		return sum
 	}
+	var metricsAddr string
 	if f.metricsAddr != "" {
-		hs, err := startPrometheus(f.metricsAddr, func() linkkeysserver.Snapshot {
+		hs, bound, err := startPrometheus(f.metricsAddr, func() linkkeysserver.Snapshot {
 			lastMu.Lock()
 			defer lastMu.Unlock()
 			return last
@@ -379,8 +384,9 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 			return &ExitError{Code: ExitCouldNotRun, Err: err}
 		}
 		defer hs.Close()
+		metricsAddr = bound
 	}
-	if err := linkkeys.WriteInfo(f.infoFile, linkkeys.Info{Port: uint16(res.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid())}); err != nil {
+	if err := linkkeys.WriteInfo(f.infoFile, linkkeys.Info{Port: uint16(res.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid()), MetricsAddr: metricsAddr}); err != nil {
 		sv.Kill()
 		return err
 	}

@@ -217,3 +217,34 @@ func TestLinkKeysServerBadEnvironment(t *testing.T) {
 		t.Errorf("a bad environment still created files: %v", m)
 	}
 }
+
+// TestInfoFileAdvertisesMetrics: with --metrics-addr the info file carries metrics_addr, and ddos
+// finds the server's accounting there without --server-metrics.
+func TestInfoFileAdvertisesMetrics(t *testing.T) {
+	dir := t.TempDir()
+	info := filepath.Join(dir, "info.json")
+	env, out, errBuf := lksEnv(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, LinkKeys, []string{"server", "--db-path", filepath.Join(dir, "db.sqlite3"),
+			"--info-file", info, "--metrics-interval-secs", "1", "--metrics-addr", "127.0.0.1:0"}, env)
+	}()
+	waitLine(t, out, "listening on ")
+	inf, err := linkkeys.ReadInfo(info)
+	if err != nil || inf.MetricsAddr == "" {
+		t.Fatalf("info file %+v %v: want metrics_addr", inf, err)
+	}
+	cenv, cout, cerr := lkTestEnv()
+	if code := Run(context.Background(), LinkKeys, []string{"ddos", "--info-file", info, "--sources", "20", "--concurrency", "5"}, cenv); code != ExitOK {
+		t.Fatalf("ddos exit %d: %s", code, cerr)
+	}
+	if !strings.Contains(cout.String(), "server accounting") || !strings.Contains(cout.String(), "attempts = server accepted_connections: 20 vs 20 ok") {
+		t.Errorf("ddos did not read the server's accounting from metrics_addr:\n%s", cout)
+	}
+	cancel()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("server exit %d: %s", code, errBuf.String())
+	}
+}

@@ -17,11 +17,15 @@ type Info struct {
 	Domain      string `json:"domain"`
 	Fingerprint string `json:"fingerprint"`
 	PID         uint32 `json:"pid"`
+	// MetricsAddr (loadproof addition, omitted when empty) is the host:port of the server's
+	// Prometheus endpoint, so clients can read the server's accounting without being told where.
+	// Upstream clients ignore the extra key.
+	MetricsAddr string `json:"metrics_addr,omitempty"`
 }
 
 // MarshalInfo returns the file form of info: two-space indented JSON with the
 // keys port, domain, fingerprint, pid in that order and no trailing newline,
-// byte for byte what the upstream server writes.
+// byte for byte what the upstream server writes (plus metrics_addr last, when set).
 func MarshalInfo(info Info) ([]byte, error) {
 	// Like serde_json, and unlike json.Marshal's default, leave <, > and &
 	// unescaped.
@@ -121,6 +125,7 @@ func ParseInfo(b []byte) (Info, error) {
 		Domain      *string `json:"domain"`
 		Fingerprint *string `json:"fingerprint"`
 		PID         *uint32 `json:"pid"`
+		MetricsAddr string  `json:"metrics_addr"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&raw); err != nil {
@@ -151,7 +156,7 @@ func ParseInfo(b []byte) (Info, error) {
 	if len(errs) > 0 {
 		return Info{}, errors.Join(errs...)
 	}
-	return Info{Port: *raw.Port, Domain: *raw.Domain, Fingerprint: *raw.Fingerprint, PID: *raw.PID}, nil
+	return Info{Port: *raw.Port, Domain: *raw.Domain, Fingerprint: *raw.Fingerprint, PID: *raw.PID, MetricsAddr: raw.MetricsAddr}, nil
 }
 
 func isLowerHex64(s string) bool {

@@ -2,8 +2,6 @@ package linkkeysserver
 
 import (
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,44 +15,54 @@ const PrometheusNamespace = "linkkeys_server"
 // memoSnapshot takes at most one snapshot per short window, so the ~40
 // metric funcs of one scrape read one consistent snapshot (and the limiter
 // shards are locked once per scrape, not once per metric).
-type memoSnapshot struct {
-	mu   sync.Mutex
-	src  func() Snapshot
-	at   time.Time
-	snap Snapshot
+// snapshotCollector exposes one Snapshot per scrape: every series of a scrape comes from the same
+// reading (so the accounting identity holds within a scrape), and every scrape reads afresh (so a
+// client comparing scrapes before and after a short run sees the run).
+type snapshotCollector struct {
+	src    func() Snapshot
+	series []series
 }
 
-func (m *memoSnapshot) get() Snapshot {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if now := time.Now(); now.Sub(m.at) > 200*time.Millisecond {
-		m.snap = m.src()
-		m.at = now
+type series struct {
+	desc *prometheus.Desc
+	kind prometheus.ValueType
+	f    func(Snapshot) float64
+}
+
+func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, s := range c.series {
+		ch <- s.desc
 	}
-	return m.snap
+}
+
+func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.src()
+	for _, s := range c.series {
+		ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.f(snap))
+	}
 }
 
 // NewPrometheusRegistry returns a registry exposing src's metrics: the
 // counters and gauges of the METRICS line, the two limiters' statistics
 // (label limiter="handshake" or "public_read") and the snapshot cache's, as
-// CounterFuncs and GaugeFuncs, plus the standard Go runtime and process
-// collectors when processCollectors is set. src is read at most once per
-// 200 ms; pass Server.Metrics, or for a multi-process parent a function
+// counters and gauges of one collector, plus the standard Go runtime and process
+// collectors when processCollectors is set. src is read once per scrape;
+// pass Server.Metrics, or for a multi-process parent a function
 // returning the children's sum (and processCollectors false: the parent's
 // own process is not the server; linkkeys_server_process_rss_bytes carries
 // the children's summed RSS).
 func NewPrometheusRegistry(src func() Snapshot, processCollectors bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	m := &memoSnapshot{src: src}
+	c := &snapshotCollector{src: src}
+	add := func(kind prometheus.ValueType, name, help string, labels prometheus.Labels, f func(Snapshot) float64) {
+		desc := prometheus.NewDesc(prometheus.BuildFQName(PrometheusNamespace, "", name), help, nil, labels)
+		c.series = append(c.series, series{desc: desc, kind: kind, f: f})
+	}
 	counter := func(name, help string, labels prometheus.Labels, f func(Snapshot) float64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: PrometheusNamespace, Name: name, Help: help, ConstLabels: labels,
-		}, func() float64 { return f(m.get()) }))
+		add(prometheus.CounterValue, name, help, labels, f)
 	}
 	gauge := func(name, help string, labels prometheus.Labels, f func(Snapshot) float64) {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: PrometheusNamespace, Name: name, Help: help, ConstLabels: labels,
-		}, func() float64 { return f(m.get()) }))
+		add(prometheus.GaugeValue, name, help, labels, f)
 	}
 	u := func(v uint64) float64 { return float64(v) }
 
@@ -144,6 +152,7 @@ func NewPrometheusRegistry(src func() Snapshot, processCollectors bool) *prometh
 		}
 		return float64(*s.ProcessRSSBytes)
 	})
+	reg.MustRegister(c)
 	if processCollectors {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

@@ -66,3 +66,28 @@ func TestPrometheusEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestPrometheusScrapesReadAfresh: a scrape right after another must show what changed between
+// them (a client brackets a run of a few milliseconds with two scrapes).
+func TestPrometheusScrapesReadAfresh(t *testing.T) {
+	s := sampleSnapshot()
+	reg := NewPrometheusRegistry(func() Snapshot { return s }, false)
+	srv := httptest.NewServer(PrometheusHandler(reg))
+	defer srv.Close()
+	scrape := func() string {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if !strings.Contains(scrape(), "linkkeys_server_accepted_connections_total 1\n") {
+		t.Fatal("first scrape")
+	}
+	s.AcceptedConnections = 99
+	if text := scrape(); !strings.Contains(text, "linkkeys_server_accepted_connections_total 99\n") {
+		t.Fatalf("second scrape does not show the change:\n%s", text)
+	}
+}
