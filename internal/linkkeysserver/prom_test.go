@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -70,8 +71,9 @@ func TestPrometheusEndpoint(t *testing.T) {
 // TestPrometheusScrapesReadAfresh: a scrape right after another must show what changed between
 // them (a client brackets a run of a few milliseconds with two scrapes).
 func TestPrometheusScrapesReadAfresh(t *testing.T) {
+	var mu sync.Mutex
 	s := sampleSnapshot()
-	reg := NewPrometheusRegistry(func() Snapshot { return s }, false)
+	reg := NewPrometheusRegistry(func() Snapshot { mu.Lock(); defer mu.Unlock(); return s }, false)
 	srv := httptest.NewServer(PrometheusHandler(reg))
 	defer srv.Close()
 	scrape := func() string {
@@ -86,7 +88,9 @@ func TestPrometheusScrapesReadAfresh(t *testing.T) {
 	if !strings.Contains(scrape(), "linkkeys_server_accepted_connections_total 1\n") {
 		t.Fatal("first scrape")
 	}
+	mu.Lock()
 	s.AcceptedConnections = 99
+	mu.Unlock()
 	if text := scrape(); !strings.Contains(text, "linkkeys_server_accepted_connections_total 99\n") {
 		t.Fatalf("second scrape does not show the change:\n%s", text)
 	}
