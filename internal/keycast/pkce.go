@@ -110,6 +110,9 @@ func OriginOf(redirectURI string) (string, error) {
 		return "", fmt.Errorf("Invalid redirect_uri: %q is not an absolute URL with a host", truncate(redirectURI, 200))
 	}
 	host := strings.ToLower(u.Hostname())
+	if host == "" {
+		return "", fmt.Errorf("Invalid redirect_uri: %q is not an absolute URL with a host", truncate(redirectURI, 200))
+	}
 	port := u.Port()
 	if port != "" {
 		n, err := strconv.ParseUint(port, 10, 16)
