@@ -36,29 +36,12 @@ WORK=$(mktemp -d)
 SERVER_PID=""
 cleanup() {
   if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK" "$ROOT/bench/.generator-machine"
+  rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-mkdir -p "$ROOT/bench/.generator-machine"
-cat > "$ROOT/bench/.generator-machine/main.go" <<'EOF'
-package main
-
-import (
-	"encoding/json"
-	"os"
-
-	"github.com/loadproof/loadproof/internal/machine"
-)
-
-func main() {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	enc.Encode(machine.Collect("KEYCAST_", "HANDLER_CACHE_SIZE", "GOMAXPROCS"))
-}
-EOF
 echo "== machine"
-go run ./bench/.generator-machine
+go run ./cmd/loadproof machine --settings KEYCAST_,HANDLER_CACHE_SIZE,GOMAXPROCS
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 go build -o "$WORK/kl" ./cmd/keycast-loadtest

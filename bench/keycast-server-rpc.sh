@@ -38,30 +38,13 @@ WORK=$(mktemp -d)
 SERVER_PID=""
 cleanup() {
   if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK" "$ROOT/bench/.machine-record"
+  rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 # Machine record (internal/machine), printed first.
-mkdir -p "$ROOT/bench/.machine-record"
-cat > "$ROOT/bench/.machine-record/main.go" <<'EOF'
-package main
-
-import (
-	"encoding/json"
-	"os"
-
-	"github.com/loadproof/loadproof/internal/machine"
-)
-
-func main() {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	enc.Encode(machine.Collect("KEYCAST_", "HANDLER_CACHE_SIZE", "GOMAXPROCS"))
-}
-EOF
 echo "== machine"
-go run ./bench/.machine-record
+go run ./cmd/loadproof machine --settings KEYCAST_,HANDLER_CACHE_SIZE,GOMAXPROCS
 echo "== wrk $(wrk --version 2>&1 | head -1)"
 
 go build -o "$WORK/kl" ./cmd/keycast-loadtest

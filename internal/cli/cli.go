@@ -125,7 +125,7 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 				"harness and reference server), keycast (HTTP RPC tool and reference server), report (result\n" +
 				"files of either, merged exactly), demo.",
 		}
-		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env))
+		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env), newMachineCmd(env))
 	}
 	root.Version = machine.LoadproofVersion()
 	root.SilenceUsage = true
