@@ -102,6 +102,17 @@ func (s *Signer) SignAux(msg32 [32]byte, aux *[32]byte) ([64]byte, error) {
 	return s.sign(msg32[:], &mask)
 }
 
+// SignMessage signs a message of any length per BIP-340 (the current
+// revision allows messages other than 32-byte digests); aux nil means no aux
+// data. Nostr and UCAN sign 32-byte digests: use Sign or SignAux for those.
+func (s *Signer) SignMessage(msg []byte, aux *[32]byte) ([64]byte, error) {
+	if aux == nil {
+		return s.sign(msg, &zeroAuxMask)
+	}
+	mask := taggedHash(&tagAux, aux[:])
+	return s.sign(msg, &mask)
+}
+
 // SignRandom signs msg32 with 32 fresh bytes from crypto/rand as aux data, as
 // rust-nostr's event signing does (signatures are not reproducible).
 func (s *Signer) SignRandom(msg32 [32]byte) ([64]byte, error) {
@@ -159,6 +170,11 @@ func SignSchnorr(sk SecretKey, msg32 [32]byte, aux *[32]byte) ([64]byte, error) 
 // false.
 func VerifySchnorr(pk PublicKey, msg32 [32]byte, sig [64]byte) bool {
 	return verifySchnorr(&pk, msg32[:], &sig)
+}
+
+// VerifySchnorrMessage is VerifySchnorr for a message of any length.
+func VerifySchnorrMessage(pk PublicKey, msg []byte, sig [64]byte) bool {
+	return verifySchnorr(&pk, msg, &sig)
 }
 
 func verifySchnorr(pk *PublicKey, msg []byte, sig *[64]byte) bool {

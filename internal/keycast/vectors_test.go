@@ -13,19 +13,15 @@ import (
 	"testing"
 )
 
-// testvectorsDir finds ../shared/testvectors relative to the repository
-// root (three levels above this package) and skips when it is absent.
-func testvectorsDir(t testing.TB) string {
+// vectorFile returns the path of an official vector file in testdata/. A
+// missing file fails the test: the vectors are part of the repository.
+func vectorFile(t testing.TB, name string) string {
 	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
+	p := filepath.Join("testdata", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("official test vectors: %v (testdata/README.md says where they come from)", err)
 	}
-	dir := filepath.Join(wd, "..", "..", "..", "shared", "testvectors")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("official test vectors not found at %s", dir)
-	}
-	return dir
+	return p
 }
 
 func mustHex(t testing.TB, s string) []byte {
@@ -46,27 +42,13 @@ func hex32(t testing.TB, s string) [32]byte {
 	return [32]byte(b)
 }
 
-// officialBIP340Signatures are the signatures of rows 0-4 of the BIP-340
-// test vectors as published in bitcoin/bips (bip-0340/test-vectors.csv) and
-// carried by btcec/v2 v2.3.5's schnorr tests. The copy in
-// ../shared/testvectors has different signatures in these rows (see
-// TestSharedBIP340CSVSignatures), so the expected outputs come from here and
-// every other column from the shared file.
-var officialBIP340Signatures = map[string]string{
-	"0": "E907831F80848D1069A5371B402410364BDF1C5F8307B0084C55F1CE2DCA821525F66A4A85EA8B71E482A74F382D2CE5EBEEE8FDB2172F477DF4900D310536C0",
-	"1": "6896BD60EEAE296DB48A229FF71DFE071BDE413E6D43F917DC8DCF8C78DE33418906D11AC976ABCCB20B091292BFF4EA897EFCB639EA871CFA95F6DE339E4B0A",
-	"2": "5831AAEED7B44BB74E5EAB94BA9D4294C49BCF2A60728D8B4C200F50DD313C1BAB745879A5AD954A72C45A91C3A51D3C7ADEA98D82F8481E0E1E03674A6F3FB7",
-	"3": "7EB0509757E246F19449885651611CB965ECC1A187DD51B64FDA1EDC9637D5EC97582B9CB13DB3933705B32BA982AF5AF25FD78881EBB32771FC5922EFC66EA3",
-	"4": "00000000000000000000003B78CE563F89A0ED9414F5AA28AD0D96D6795F9C6376AFB1548AF603B3EB45C9F8207DEE1060CB71C04E80F593060B07D28308D7F4",
-}
-
 type bip340Row struct {
 	idx, sk, pk, aux, msg, sig, result, comment string
 }
 
 func loadBIP340CSV(t *testing.T) []bip340Row {
 	t.Helper()
-	f, err := os.Open(filepath.Join(testvectorsDir(t), "bip340-test-vectors.csv"))
+	f, err := os.Open(vectorFile(t, "bip340-test-vectors.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,78 +67,58 @@ func loadBIP340CSV(t *testing.T) []bip340Row {
 	return rows
 }
 
-// TestBIP340Vectors runs every row of the shared vector file: public key
-// derivation, signing with the given aux data (both SignSchnorr and Signer),
-// and verification with the expected result. Rows 0-4 take the expected
-// signature from officialBIP340Signatures.
+// TestBIP340Vectors checks every row of the official BIP-340 file as it
+// stands: a signing row's public key and signature (SignSchnorr for 32-byte
+// messages, Signer.SignMessage for every length) must equal the file's, and
+// our verifier must agree with the file's TRUE/FALSE on every row.
 func TestBIP340Vectors(t *testing.T) {
 	rows := loadBIP340CSV(t)
-	signed, verified := 0, 0
+	signed, verified, otherLengths := 0, 0, 0
 	for _, row := range rows {
 		t.Run("vector"+row.idx, func(t *testing.T) {
 			msg := mustHex(t, row.msg)
-			if len(msg) != 32 {
-				// Later BIP-340 revisions add variable-length messages;
-				// the contract signs 32-byte digests only.
-				t.Skipf("message is %d bytes", len(msg))
-			}
 			pk := PublicKey(hex32(t, row.pk))
-			sigHex := row.sig
-			if official, ok := officialBIP340Signatures[row.idx]; ok {
-				sigHex = official
-			}
-			want := [64]byte(mustHex(t, sigHex))
+			want := [64]byte(mustHex(t, row.sig))
 			if row.sk != "" {
 				sk := SecretKey(hex32(t, row.sk))
 				if got := sk.Public(); got != pk {
 					t.Fatalf("public key %X, want %X", got, pk)
 				}
 				aux := hex32(t, row.aux)
-				sig, err := SignSchnorr(sk, [32]byte(msg), &aux)
+				s := NewSigner(sk)
+				sig, err := s.SignMessage(msg, &aux)
 				if err != nil {
 					t.Fatalf("sign: %v", err)
 				}
 				if sig != want {
 					t.Fatalf("signature\n got %X\nwant %X", sig, want)
 				}
-				s := NewSigner(sk)
-				sig2, err := s.SignAux([32]byte(msg), &aux)
-				if err != nil || sig2 != want {
-					t.Fatalf("Signer.SignAux = %X, %v; want %X", sig2, err, want)
+				if len(msg) == 32 {
+					sig2, err := SignSchnorr(sk, [32]byte(msg), &aux)
+					if err != nil || sig2 != want {
+						t.Fatalf("SignSchnorr = %X, %v; want %X", sig2, err, want)
+					}
+				} else {
+					otherLengths++
 				}
 				signed++
 			}
 			wantOK := row.result == "TRUE"
-			if got := VerifySchnorr(pk, [32]byte(msg), want); got != wantOK {
+			if got := VerifySchnorrMessage(pk, msg, want); got != wantOK {
 				t.Fatalf("verify = %v, want %v (%s)", got, wantOK, row.comment)
+			}
+			if len(msg) == 32 {
+				if got := VerifySchnorr(pk, [32]byte(msg), want); got != wantOK {
+					t.Fatalf("VerifySchnorr = %v, want %v (%s)", got, wantOK, row.comment)
+				}
 			}
 			verified++
 		})
 	}
-	if signed < 4 || verified < 15 {
-		t.Fatalf("too few vectors exercised (signed %d, verified %d)", signed, verified)
-	}
-}
-
-// TestSharedBIP340CSVSignatures checks the signature column of the shared
-// file itself. The copy in ../shared/testvectors differs from the published
-// BIP-340 vectors in rows 0-4 (its signatures there do not verify under final
-// BIP-340; an independent Python implementation agrees), so those rows are
-// reported with t.Log and checked against officialBIP340Signatures in
-// TestBIP340Vectors instead; every other TRUE row must verify as given.
-func TestSharedBIP340CSVSignatures(t *testing.T) {
-	for _, row := range loadBIP340CSV(t) {
-		if official, ok := officialBIP340Signatures[row.idx]; ok && !strings.EqualFold(row.sig, official) {
-			t.Logf("shared bip340-test-vectors.csv row %s: signature %s differs from the published BIP-340 signature %s; using the published one", row.idx, row.sig, official)
-			continue
-		}
-		msg := mustHex(t, row.msg)
-		if len(msg) != 32 || row.result != "TRUE" {
-			continue
-		}
-		if !VerifySchnorr(PublicKey(hex32(t, row.pk)), [32]byte(msg), [64]byte(mustHex(t, row.sig))) {
-			t.Errorf("shared bip340-test-vectors.csv row %s is marked TRUE but its signature does not verify", row.idx)
-		}
+	// The current revision has 19 rows, 8 of them signing rows (4 with
+	// messages other than 32 bytes); a truncated file must not pass.
+	if len(rows) < 19 || signed < 8 || otherLengths < 4 || verified != len(rows) {
+		t.Fatalf("too few vectors exercised: %d rows, signed %d (%d of other lengths), verified %d", len(rows), signed, otherLengths, verified)
 	}
 }
 
@@ -215,7 +177,7 @@ type nip44Vectors struct {
 
 func loadNIP44Vectors(t testing.TB) *nip44Vectors {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testvectorsDir(t), "nip44.vectors.json"))
+	data, err := os.ReadFile(vectorFile(t, "nip44.vectors.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

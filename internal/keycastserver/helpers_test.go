@@ -231,17 +231,15 @@ func rpcString(t testing.TB, r resp, what string) string {
 	return s
 }
 
-// testvectors returns ../shared/testvectors relative to the repository root, or skips.
-func testvectors(t testing.TB) string {
+// vectorFile returns the path of an official vector file in testdata/. A
+// missing file fails the test: the vectors are part of the repository.
+func vectorFile(t testing.TB, name string) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "testvectors"))
-	if err != nil {
-		t.Fatal(err)
+	p := filepath.Join("testdata", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("official test vectors: %v (testdata/README.md says where they come from)", err)
 	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("test vectors not found at %s", dir)
-	}
-	return dir
+	return p
 }
 
 func startServer(t testing.TB, cfg keycastserver.Config) (*kctest.Server, *client) {
