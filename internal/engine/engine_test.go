@@ -64,8 +64,8 @@ func TestZeroSegmentIsWhole(t *testing.T) {
 func TestConstantPacerInterleaves(t *testing.T) {
 	// Two segments at half rate with offsets interleave into the full-rate schedule.
 	full := ConstantPacer{PerSecond: 1000}
-	a := ConstantPacer{PerSecond: 500, Phase: Segment{0, 2}.Offset()}
-	b := ConstantPacer{PerSecond: 500, Phase: Segment{1, 2}.Offset()}
+	a := ConstantPacer{PerSecond: 500, Phase: Segment{Index: 0, Count: 2}.Offset()}
+	b := ConstantPacer{PerSecond: 500, Phase: Segment{Index: 1, Count: 2}.Offset()}
 	for n := int64(0); n < 100; n++ {
 		if a.At(n) != full.At(2*n) || b.At(n) != full.At(2*n+1) {
 			t.Fatalf("n=%d: %v %v vs %v %v", n, a.At(n), b.At(n), full.At(2*n), full.At(2*n+1))

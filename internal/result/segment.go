@@ -1,13 +1,6 @@
-// Package engine holds the protocol-free parts of a load run: deterministic segments (how a count, a
-// rate or a key space splits across N workers, processes or machines so the parts add up exactly),
-// pacers for the open workload model (intended send times, so coordinated omission can be corrected),
-// and process fan-out (re-running this binary as worker processes and collecting their results).
-package engine
+package result
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // Segment identifies one share of a run split into Count parts; Index runs from 0 to Count-1.
 // The zero value (Count 0) means "the whole run" and behaves like Segment{Index: 0, Count: 1}.
@@ -29,7 +22,7 @@ func (s Segment) norm() Segment {
 // Validate reports whether the segment is well formed.
 func (s Segment) Validate() error {
 	if s.Count < 0 || (s.Count > 0 && (s.Index < 0 || s.Index >= s.Count)) {
-		return fmt.Errorf("engine: segment %d of %d is out of range: index must be 0..count-1", s.Index, s.Count)
+		return fmt.Errorf("result: segment %d of %d is out of range: index must be 0..count-1", s.Index, s.Count)
 	}
 	return nil
 }
@@ -97,12 +90,4 @@ func (s Segment) Sub(n, i int) Segment {
 		n = 1
 	}
 	return Segment{Index: s.Index*n + i, Count: s.Count * n}
-}
-
-// ceilDiv is used by callers that size worker pools.
-func CeilDiv(a, b int64) int64 {
-	if b <= 0 {
-		return math.MaxInt64
-	}
-	return (a + b - 1) / b
 }

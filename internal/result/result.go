@@ -1,0 +1,217 @@
+// Package result is loadproof's one result model: the envelope every result file of either harness
+// carries (format, command and flags, target, machine records, segments, totals by outcome class,
+// whole-run histograms by latency kind) and the timeline of interval snapshots the engine takes
+// during a run (default one a second), with the server samples taken in each.
+//
+// Everything here merges exactly: segments of one run (worker processes, machines) combine into the
+// result one very large machine would have written. Intervals merge by index from each part's own
+// start, which the coordinated start of a fanned-out run makes the same instant (the clock offsets
+// are recorded in the machine records).
+//
+// The package is pure data: it imports no protocol and runs no load, so reports read it from files.
+package result
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/machine"
+)
+
+// Format is the version of the envelope's JSON form.
+const Format = "loadproof.result/v2"
+
+// Outcome classes shared by both harnesses, for reports that compare them. A harness may define
+// more (LinkKeys failure stages, Keycast "intentional" shedding); these names are the common ones.
+const (
+	ClassSuccess = "success"
+	ClassNetwork = "network"
+)
+
+// Envelope is the part of every result file that is the same for both harnesses. Harness result
+// types embed it, so its fields sit at the top level of the file next to the harness's own.
+type Envelope struct {
+	Format  string `json:"format"`
+	Harness string `json:"harness"`
+	Command string `json:"command"`
+	// Flags holds every flag of the command line as given (defaults included), by flag name.
+	Flags map[string]string `json:"flags,omitempty"`
+	// Target is the address the load went to (host:port or URL).
+	Target string `json:"target"`
+	// Machines holds one record per process or machine that generated load.
+	Machines  []machine.Record `json:"machines,omitempty"`
+	Segments  []Segment        `json:"segments,omitempty"`
+	StartedAt time.Time        `json:"started_at"`
+	EndedAt   time.Time        `json:"ended_at"`
+	// IntervalSecs is the length of one interval snapshot.
+	IntervalSecs float64 `json:"interval_secs,omitempty"`
+	// Classes lists the outcome classes in the harness's order (for stable reports).
+	Classes []string `json:"classes,omitempty"`
+	// Totals counts operations by outcome class over the whole run.
+	Totals map[string]int64 `json:"totals"`
+	// Causes counts failures by detailed cause ("http_503_admission_rejected", "tls:TIMEOUT", …).
+	Causes map[string]int64 `json:"causes,omitempty"`
+	// Histograms holds whole-run latency histograms by kind ("latency", "uncorrected", …).
+	Histograms map[string]*hist.Histogram `json:"histograms,omitempty"`
+	// Intervals is the timeline of interval snapshots.
+	Intervals []Interval `json:"intervals,omitempty"`
+}
+
+// Interval is one interval snapshot: what finished during [T, T+Secs) from the run start.
+type Interval struct {
+	T    float64 `json:"t"`
+	Secs float64 `json:"secs"`
+	// Counts holds the operations that finished in the interval, by outcome class (zeros omitted).
+	Counts map[string]int64 `json:"counts,omitempty"`
+	// Causes holds failures by detailed cause.
+	Causes map[string]int64 `json:"causes,omitempty"`
+	// Counters holds driver counters that are not outcomes (late sends, scheduled, connections
+	// established, bytes), by name.
+	Counters map[string]int64 `json:"counters,omitempty"`
+	// Latency holds the interval's histograms by kind.
+	Latency map[string]*hist.Histogram `json:"latency,omitempty"`
+	// Server holds the server sample taken in this interval (RSS, open connections, shed counters,
+	// cache hits: whatever the target exposes), by metric name. Samples of several servers (or of
+	// several processes of one) are summed when merged.
+	Server map[string]float64 `json:"server,omitempty"`
+}
+
+// Total returns the number of operations in the interval.
+func (iv *Interval) Total() int64 {
+	var n int64
+	for _, v := range iv.Counts {
+		n += v
+	}
+	return n
+}
+
+// Total returns the number of operations over the run.
+func (e *Envelope) Total() int64 {
+	var n int64
+	for _, v := range e.Totals {
+		n += v
+	}
+	return n
+}
+
+// Elapsed is the run's wall time.
+func (e *Envelope) Elapsed() time.Duration { return e.EndedAt.Sub(e.StartedAt) }
+
+// Merge adds o (another segment of the same run) into e exactly: counts and histograms add,
+// intervals add by index, machine records and segments are appended, the run spans from the earliest
+// start to the latest end.
+func (e *Envelope) Merge(o *Envelope) error {
+	if o == nil {
+		return nil
+	}
+	if e.Format == "" {
+		*e = Envelope{Format: o.Format, Harness: o.Harness, Command: o.Command, Flags: maps.Clone(o.Flags),
+			Target: o.Target, IntervalSecs: o.IntervalSecs, Classes: slices.Clone(o.Classes)}
+		e.StartedAt, e.EndedAt = o.StartedAt, o.EndedAt
+	} else if e.Harness != o.Harness || e.Command != o.Command {
+		return fmt.Errorf("result: cannot merge a %s %s result into a %s %s result: segments of one run have the same command",
+			o.Harness, o.Command, e.Harness, e.Command)
+	}
+	if e.IntervalSecs != o.IntervalSecs && len(o.Intervals) > 0 && len(e.Intervals) > 0 {
+		return fmt.Errorf("result: cannot merge intervals of %gs into intervals of %gs", o.IntervalSecs, e.IntervalSecs)
+	}
+	for _, c := range o.Classes {
+		if !slices.Contains(e.Classes, c) {
+			e.Classes = append(e.Classes, c)
+		}
+	}
+	e.Machines = append(e.Machines, o.Machines...)
+	e.Segments = append(e.Segments, o.Segments...)
+	if !o.StartedAt.IsZero() && (e.StartedAt.IsZero() || o.StartedAt.Before(e.StartedAt)) {
+		e.StartedAt = o.StartedAt
+	}
+	if o.EndedAt.After(e.EndedAt) {
+		e.EndedAt = o.EndedAt
+	}
+	e.Totals = addCounts(e.Totals, o.Totals)
+	e.Causes = addCounts(e.Causes, o.Causes)
+	e.Histograms = addHists(e.Histograms, o.Histograms)
+	for i := range o.Intervals {
+		if i >= len(e.Intervals) {
+			e.Intervals = append(e.Intervals, Interval{T: o.Intervals[i].T, Secs: o.Intervals[i].Secs})
+		}
+		e.Intervals[i].merge(&o.Intervals[i])
+	}
+	return nil
+}
+
+func (iv *Interval) merge(o *Interval) {
+	iv.Counts = addCounts(iv.Counts, o.Counts)
+	iv.Causes = addCounts(iv.Causes, o.Causes)
+	iv.Counters = addCounts(iv.Counters, o.Counters)
+	iv.Latency = addHists(iv.Latency, o.Latency)
+	if len(o.Server) > 0 {
+		if iv.Server == nil {
+			iv.Server = map[string]float64{}
+		}
+		for k, v := range o.Server {
+			iv.Server[k] += v
+		}
+	}
+	iv.Secs = max(iv.Secs, o.Secs)
+}
+
+func addCounts(dst, src map[string]int64) map[string]int64 {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make(map[string]int64, len(src))
+	}
+	for k, v := range src {
+		dst[k] += v
+	}
+	return dst
+}
+
+func addHists(dst, src map[string]*hist.Histogram) map[string]*hist.Histogram {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make(map[string]*hist.Histogram, len(src))
+	}
+	for k, h := range src {
+		if dst[k] == nil {
+			dst[k] = hist.New()
+		}
+		dst[k].Merge(h)
+	}
+	return dst
+}
+
+// Validate checks what a reader relies on: the format, a harness and command, and intervals in
+// order. It names the first problem.
+func (e *Envelope) Validate() error {
+	var errs []error
+	if e.Format != Format {
+		errs = append(errs, fmt.Errorf("format %q is not %q", e.Format, Format))
+	}
+	if e.Harness == "" || e.Command == "" {
+		errs = append(errs, errors.New("harness or command is missing"))
+	}
+	for k, v := range e.Totals {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("total %q is negative (%d)", k, v))
+		}
+	}
+	for i := 1; i < len(e.Intervals); i++ {
+		if e.Intervals[i].T < e.Intervals[i-1].T {
+			errs = append(errs, fmt.Errorf("interval %d starts at %gs, before interval %d at %gs", i, e.Intervals[i].T, i-1, e.Intervals[i-1].T))
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("result: not a valid loadproof result: %w", errors.Join(errs...))
+	}
+	return nil
+}
