@@ -215,3 +215,15 @@ func (e *Envelope) Validate() error {
 	}
 	return nil
 }
+
+// StopEvent records why a run ended before its bound: a live stop condition (metric, observed
+// value, limit, window) or a signal.
+type StopEvent struct {
+	Reason      string  `json:"reason"` // "stop-condition", "signal", …
+	Metric      string  `json:"metric,omitempty"`
+	Observed    float64 `json:"observed,omitempty"`
+	Limit       float64 `json:"limit,omitempty"`
+	WindowSecs  float64 `json:"window_secs,omitempty"`
+	ElapsedSecs float64 `json:"elapsed_secs"`
+	At          string  `json:"at"` // RFC 3339
+}

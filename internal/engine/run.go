@@ -1,0 +1,777 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// Outcome is what a driver says about one operation.
+type Outcome struct {
+	// Class is an index into Config.Classes; class 0 is success.
+	Class uint8
+	// Cause, when set, is counted by name (failures: "http_503_admission_rejected", "tls:TIMEOUT").
+	Cause string
+	// Took, when positive, replaces the engine's own measurement of the operation's service time
+	// (for a driver whose operation includes work that is not part of what it measures, such as
+	// closing a connection after the handshake being timed).
+	Took time.Duration
+	// Skip says the operation was cut off by the end of the run (stop condition, signal): its
+	// outcome is unknown, so it is not counted.
+	Skip bool
+}
+
+// Driver performs one operation. It is called concurrently from every worker; w carries the
+// worker's identity and scratch state, n the operation's sequence number within this segment
+// (Global maps it to the run-wide number). Do must return when ctx ends.
+type Driver interface {
+	Do(ctx context.Context, w *Worker, n int64) Outcome
+}
+
+// DriverFunc adapts a function to Driver.
+type DriverFunc func(ctx context.Context, w *Worker, n int64) Outcome
+
+// Do implements Driver.
+func (f DriverFunc) Do(ctx context.Context, w *Worker, n int64) Outcome { return f(ctx, w, n) }
+
+// Worker is one request loop. A driver keeps its per-worker scratch state in State.
+type Worker struct {
+	ID    int
+	State any
+	// Intended is the open model's intended send time of the operation in progress (zero in the
+	// closed model).
+	Intended time.Time
+	sh       *shard
+}
+
+// Observe records a latency sample of an extra kind (an index into Config.Kinds, above 0).
+func (w *Worker) Observe(kind int, d time.Duration) {
+	w.sh.mu.Lock()
+	w.sh.cur.lat[kind].Record(d)
+	w.sh.mu.Unlock()
+}
+
+// Add adds n to a driver counter (an index into Config.Counters).
+func (w *Worker) Add(counter int, n int64) {
+	w.sh.mu.Lock()
+	w.sh.cur.counters[counter] += n
+	w.sh.mu.Unlock()
+}
+
+// Window is the sliding window of recent intervals that stop conditions judge.
+type Window struct {
+	slots  []winSlot
+	pos    int
+	filled int
+	tmp    *hist.Histogram
+	counts []int64
+}
+
+type winSlot struct {
+	counts []int64
+	lat    *hist.Histogram
+}
+
+// Seconds returns the window's length in intervals filled so far.
+func (w *Window) Seconds() int { return w.filled }
+
+// Len returns the window's configured length in intervals.
+func (w *Window) Len() int { return len(w.slots) }
+
+// Counts returns the window's operations by class (valid until the next call).
+func (w *Window) Counts() []int64 {
+	clear(w.counts)
+	for i := range w.slots {
+		for c, v := range w.slots[i].counts {
+			w.counts[c] += v
+		}
+	}
+	return w.counts
+}
+
+// Latency returns the window's primary latency histogram (valid until the next call).
+func (w *Window) Latency() *hist.Histogram {
+	w.tmp.Reset()
+	for i := range w.slots {
+		w.tmp.Merge(w.slots[i].lat)
+	}
+	return w.tmp
+}
+
+func newWindow(n, classes int) *Window {
+	w := &Window{slots: make([]winSlot, max(n, 1)), tmp: hist.New(), counts: make([]int64, classes)}
+	for i := range w.slots {
+		w.slots[i] = winSlot{counts: make([]int64, classes), lat: hist.New()}
+	}
+	return w
+}
+
+func (w *Window) add(s *stats) {
+	sl := &w.slots[w.pos]
+	for c, v := range s.counts {
+		sl.counts[c] += v
+	}
+	sl.lat.Merge(s.lat[0])
+}
+
+func (w *Window) advance() {
+	w.filled = min(w.filled+1, len(w.slots))
+	w.pos = (w.pos + 1) % len(w.slots)
+	clear(w.slots[w.pos].counts)
+	w.slots[w.pos].lat.Reset()
+}
+
+// Config describes one run of one segment. Zero values are documented defaults.
+type Config struct {
+	// Driver performs the operations (required).
+	Driver Driver
+	// NewState, when set, makes each worker's State.
+	NewState func(id int) any
+	// Classes names the outcome classes; class 0 is success. Empty means {"success", "failure"}.
+	Classes []string
+	// Kinds names the latency kinds; kind 0 ("latency" when empty) is measured by the engine: from
+	// the send in the closed model, from the intended send time in the open model. The open model
+	// adds a kind "uncorrected" (from the actual send) after the driver's kinds.
+	Kinds []string
+	// Counters names driver counters (Worker.Add). The open model adds "scheduled", "sent" and
+	// "late" after them.
+	Counters []string
+
+	// Workers is the closed model's concurrency, or the open model's most operations in flight;
+	// it is this segment's share already. 0 means 1.
+	Workers int
+	// Rate, when positive, selects the open model: operations per second for this segment.
+	Rate float64
+	// RateFrom is the open model's starting rate when RampUp is set (0 means start from nothing).
+	RateFrom float64
+	// RampUp is, in the closed model, the time over which workers start linearly (worker w starts
+	// at RampUp·w/(Workers−1)); in the open model, the time over which the rate rises from RateFrom
+	// to Rate.
+	RampUp time.Duration
+	// Phase offsets the open model's sends by Phase/Rate, in [0,1), so that segments interleave
+	// (see Segment.Offset).
+	Phase float64
+	// Duration bounds the run in time (0: no bound).
+	Duration time.Duration
+	// Count bounds the run in operations for this segment (0: no bound). With neither bound the run
+	// lasts until ctx ends.
+	Count int64
+	// LateThreshold is how late an open-model send may be before it counts as late; 0 means 1 ms.
+	LateThreshold time.Duration
+
+	// Interval is the length of one interval snapshot; 0 means 1 s.
+	Interval time.Duration
+	// StopWindow is the number of intervals a stop condition judges; 0 means 10.
+	StopWindow int
+	// Stop, when set, is called after every interval with the window of recent intervals; a
+	// non-nil event ends the run early and cuts off operations in flight.
+	Stop func(elapsed time.Duration, w *Window) *result.StopEvent
+	// OnInterval, when set, is called after every interval (and once at the end with the last,
+	// possibly shorter one) with that interval and the cumulative figures so far. It runs on the
+	// engine's collector goroutine: keep it short.
+	OnInterval func(iv *result.Interval, total *Totals)
+	// Sample, when set, reads the target's own counters once per interval (in the background; a
+	// sample that is not back by the end of the next interval is dropped) into Interval.Server.
+	Sample func(ctx context.Context) (map[string]float64, error)
+	// OnCutOff, when set, is called once when the run is cut off (stop condition or ctx), after
+	// the operation context is cancelled, so a driver can interrupt blocking I/O.
+	OnCutOff func()
+	// Start, when set, is the instant the run starts (a coordinated start); the engine waits for it.
+	Start time.Time
+}
+
+// Totals is the cumulative state of a run: counts by class, causes, counters and histograms.
+type Totals struct {
+	Counts   []int64
+	Causes   map[string]int64
+	Counters []int64
+	Latency  []*hist.Histogram
+	// Elapsed is the time since the run started.
+	Elapsed time.Duration
+}
+
+// Total returns the number of operations counted.
+func (t *Totals) Total() int64 {
+	var n int64
+	for _, v := range t.Counts {
+		n += v
+	}
+	return n
+}
+
+// Run is the outcome of Engine.Run: the envelope's measured part plus what the open model and
+// the stop condition add.
+type Run struct {
+	result.Envelope
+	// Totals holds the final cumulative figures in the engine's index form.
+	Totals *Totals
+	// Stop is the reason the run ended early (nil when it ran to its bound).
+	Stop *result.StopEvent
+	// Open holds the open model's schedule figures (nil in the closed model).
+	Open *OpenFigures
+}
+
+// OpenFigures are the open model's schedule figures.
+type OpenFigures struct {
+	// Scheduled is the number of sends due by the end of the run.
+	Scheduled int64
+	// Sent is the number of sends made.
+	Sent int64
+	// Late counts sends more than LateThreshold after their intended time.
+	Late int64
+	// Dropped counts sends due but never made because the run ended first.
+	Dropped int64
+}
+
+// StopSignal is the reason recorded when ctx ends the run.
+const StopSignal = "signal"
+
+// stats is one shard's figures for the current interval.
+type stats struct {
+	counts   []int64
+	causes   map[string]int64
+	counters []int64
+	lat      []*hist.Histogram
+}
+
+func newStats(classes, kinds, counters int) *stats {
+	s := &stats{counts: make([]int64, classes), causes: map[string]int64{}, counters: make([]int64, counters), lat: make([]*hist.Histogram, kinds)}
+	for i := range s.lat {
+		s.lat[i] = hist.New()
+	}
+	return s
+}
+
+func (s *stats) reset() {
+	clear(s.counts)
+	clear(s.causes)
+	clear(s.counters)
+	for _, h := range s.lat {
+		h.Reset()
+	}
+}
+
+func (s *stats) addTo(t *Totals) {
+	for i, v := range s.counts {
+		t.Counts[i] += v
+	}
+	for k, v := range s.causes {
+		t.Causes[k] += v
+	}
+	for i, v := range s.counters {
+		t.Counters[i] += v
+	}
+	for i, h := range s.lat {
+		t.Latency[i].Merge(h)
+	}
+}
+
+// shard is one lock-protected stats bucket shared by a few workers; the collector swaps cur out
+// under the lock, so every sample lands in exactly one interval.
+type shard struct {
+	mu  sync.Mutex
+	cur *stats
+	_   [40]byte // keep shards on separate cache lines
+}
+
+// engine is the state of one run.
+type engine struct {
+	cfg                     Config
+	classes, kinds, ctrs    []string
+	kUnc, cSched, cSent, cL int // open model indexes
+	open                    bool
+	shards                  []shard
+	tickets                 atomic.Int64
+	ending                  atomic.Bool
+	endCh                   chan struct{}
+	endOnce                 sync.Once
+	opCtx                   context.Context
+	cancelOps               context.CancelFunc
+	stopMu                  sync.Mutex
+	stop                    *result.StopEvent
+	start                   time.Time
+	late                    time.Duration
+	pacer                   Pacer
+}
+
+// ErrNoDriver is returned by Execute for a Config without a Driver.
+var ErrNoDriver = errors.New("engine: no driver: Config.Driver is required")
+
+// Execute runs one segment's load as cfg describes and returns what it measured. It returns an
+// error only for a configuration it cannot run; a run cut short by ctx or a stop condition returns
+// its partial figures with Stop set.
+func Execute(ctx context.Context, cfg Config) (*Run, error) {
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return e.run(ctx), nil
+}
+
+func newEngine(cfg Config) (*engine, error) {
+	if cfg.Driver == nil {
+		return nil, ErrNoDriver
+	}
+	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
+		return nil, fmt.Errorf("engine: rate %v must be a finite number of operations per second, 0 for the closed model", cfg.Rate)
+	}
+	if cfg.Count < 0 || cfg.Duration < 0 {
+		return nil, fmt.Errorf("engine: count %d and duration %v must not be negative", cfg.Count, cfg.Duration)
+	}
+	e := &engine{cfg: cfg, open: cfg.Rate > 0, endCh: make(chan struct{})}
+	e.classes = cfg.Classes
+	if len(e.classes) == 0 {
+		e.classes = []string{result.ClassSuccess, "failure"}
+	}
+	if len(e.classes) > 256 {
+		return nil, fmt.Errorf("engine: %d outcome classes; at most 256", len(e.classes))
+	}
+	e.kinds = append([]string(nil), cfg.Kinds...)
+	if len(e.kinds) == 0 {
+		e.kinds = []string{"latency"}
+	}
+	e.ctrs = append([]string(nil), cfg.Counters...)
+	if e.open {
+		e.kUnc = len(e.kinds)
+		e.kinds = append(e.kinds, "uncorrected")
+		e.cSched, e.cSent, e.cL = len(e.ctrs), len(e.ctrs)+1, len(e.ctrs)+2
+		e.ctrs = append(e.ctrs, "scheduled", "sent", "late")
+		if cfg.RampUp > 0 {
+			e.pacer = LinearPacer{From: cfg.RateFrom, To: cfg.Rate, Over: cfg.RampUp, Phase: cfg.Phase}
+		} else {
+			e.pacer = ConstantPacer{PerSecond: cfg.Rate, Phase: cfg.Phase}
+		}
+	}
+	e.cfg.Workers = max(cfg.Workers, 1)
+	e.cfg.Interval = cmp.Or(cfg.Interval, time.Second)
+	e.cfg.StopWindow = cmp.Or(cfg.StopWindow, 10)
+	e.late = cmp.Or(cfg.LateThreshold, time.Millisecond)
+	e.shards = make([]shard, min(e.cfg.Workers, max(4, 4*runtime.GOMAXPROCS(0))))
+	for i := range e.shards {
+		e.shards[i].cur = e.newStats()
+	}
+	return e, nil
+}
+
+func (e *engine) newStats() *stats { return newStats(len(e.classes), len(e.kinds), len(e.ctrs)) }
+
+func (e *engine) newTotals() *Totals {
+	t := &Totals{Counts: make([]int64, len(e.classes)), Causes: map[string]int64{}, Counters: make([]int64, len(e.ctrs)),
+		Latency: make([]*hist.Histogram, len(e.kinds))}
+	for i := range t.Latency {
+		t.Latency[i] = hist.New()
+	}
+	return t
+}
+
+// end stops new operations; those in flight finish.
+func (e *engine) end() {
+	e.ending.Store(true)
+	e.endOnce.Do(func() { close(e.endCh) })
+}
+
+// setStop records the first reason the run ended early and cuts off operations in flight.
+func (e *engine) setStop(ev *result.StopEvent) {
+	e.stopMu.Lock()
+	first := e.stop == nil
+	if first {
+		e.stop = ev
+	}
+	e.stopMu.Unlock()
+	if first {
+		e.end()
+		e.cancelOps()
+		if e.cfg.OnCutOff != nil {
+			e.cfg.OnCutOff()
+		}
+	}
+}
+
+func (e *engine) run(ctx context.Context) *Run {
+	e.opCtx, e.cancelOps = context.WithCancel(context.WithoutCancel(ctx))
+	defer e.cancelOps()
+	if !e.cfg.Start.IsZero() {
+		if d := time.Until(e.cfg.Start); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+	workers := make([]*Worker, e.cfg.Workers)
+	for i := range workers {
+		workers[i] = &Worker{ID: i, sh: &e.shards[i%len(e.shards)]}
+		if e.cfg.NewState != nil {
+			workers[i].State = e.cfg.NewState(i)
+		}
+	}
+	e.start = time.Now()
+	var sched <-chan Ticket
+	if e.open {
+		schedCtx, cancelSched := context.WithCancel(e.opCtx)
+		defer cancelSched()
+		go func() {
+			select {
+			case <-e.endCh:
+				cancelSched()
+			case <-schedCtx.Done():
+			}
+		}()
+		sched = Schedule(schedCtx, e.start, e.pacer, e.cfg.Count, e.cfg.Duration)
+	}
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if e.open {
+				e.openWorker(w, sched)
+			} else {
+				e.closedWorker(w)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return e.collect(ctx, done)
+}
+
+// collect is the collector loop: intervals, stop conditions, server samples, the end.
+func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
+	total := e.newTotals()
+	spare := e.newStats()
+	ivStats := e.newStats()
+	var win *Window
+	if e.cfg.Stop != nil {
+		win = newWindow(e.cfg.StopWindow, len(e.classes))
+	}
+	var intervals []result.Interval
+	sampleCh := make(chan map[string]float64, 1)
+	var pending map[string]float64
+	sampling := atomic.Bool{}
+	sample := func() {
+		if e.cfg.Sample == nil || !sampling.CompareAndSwap(false, true) {
+			return
+		}
+		go func() {
+			defer sampling.Store(false)
+			sctx, cancel := context.WithTimeout(e.opCtx, e.cfg.Interval)
+			defer cancel()
+			if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
+				select {
+				case sampleCh <- m:
+				default:
+				}
+			}
+		}()
+	}
+	last := e.start
+	closeInterval := func(now time.Time) {
+		ivStats.reset()
+		for i := range e.shards {
+			sh := &e.shards[i]
+			sh.mu.Lock()
+			s := sh.cur
+			sh.cur = spare
+			sh.mu.Unlock()
+			ivStats.merge(s)
+			s.reset()
+			spare = s
+		}
+		ivStats.addTo(total)
+		if win != nil {
+			win.add(ivStats)
+		}
+		select {
+		case m := <-sampleCh:
+			pending = m
+		default:
+		}
+		iv := e.interval(ivStats, last, now)
+		iv.Server, pending = pending, nil
+		intervals = append(intervals, iv)
+		last = now
+		total.Elapsed = now.Sub(e.start)
+		if e.cfg.OnInterval != nil {
+			e.cfg.OnInterval(&intervals[len(intervals)-1], total)
+		}
+	}
+
+	var deadline <-chan time.Time
+	if e.cfg.Duration > 0 {
+		tm := time.NewTimer(e.cfg.Duration)
+		defer tm.Stop()
+		deadline = tm.C
+	}
+	tick := time.NewTicker(e.cfg.Interval)
+	defer tick.Stop()
+	sample()
+	ctxDone := ctx.Done()
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-deadline:
+			e.end()
+			deadline = nil
+		case <-ctxDone:
+			ctxDone = nil
+			now := time.Now()
+			e.setStop(&result.StopEvent{Reason: StopSignal, ElapsedSecs: now.Sub(e.start).Seconds(), At: now.UTC().Format(time.RFC3339Nano)})
+		case now := <-tick.C:
+			closeInterval(now)
+			if win != nil {
+				if ev := e.cfg.Stop(now.Sub(e.start), win); ev != nil {
+					if ev.ElapsedSecs == 0 {
+						ev.ElapsedSecs = now.Sub(e.start).Seconds()
+					}
+					if ev.At == "" {
+						ev.At = now.UTC().Format(time.RFC3339Nano)
+					}
+					if ev.WindowSecs == 0 {
+						ev.WindowSecs = float64(win.Seconds()) * e.cfg.Interval.Seconds()
+					}
+					e.setStop(ev)
+				}
+				win.advance()
+			}
+			sample()
+		}
+	}
+	end := time.Now()
+	// A last sample of the target after the load, so the timeline ends with the server's state.
+	if e.cfg.Sample != nil {
+		for sampling.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Interval)
+		if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
+			pending = m
+		}
+		cancel()
+	}
+	closeInterval(end)
+	return e.finish(total, intervals, end)
+}
+
+func (s *stats) merge(o *stats) {
+	for i, v := range o.counts {
+		s.counts[i] += v
+	}
+	for k, v := range o.causes {
+		s.causes[k] += v
+	}
+	for i, v := range o.counters {
+		s.counters[i] += v
+	}
+	for i, h := range o.lat {
+		s.lat[i].Merge(h)
+	}
+}
+
+// interval renders one interval's stats in the result form (names, zeros omitted).
+func (e *engine) interval(s *stats, from, to time.Time) result.Interval {
+	iv := result.Interval{T: from.Sub(e.start).Seconds(), Secs: to.Sub(from).Seconds()}
+	for i, v := range s.counts {
+		if v != 0 {
+			if iv.Counts == nil {
+				iv.Counts = map[string]int64{}
+			}
+			iv.Counts[e.classes[i]] += v
+		}
+	}
+	if len(s.causes) > 0 {
+		iv.Causes = make(map[string]int64, len(s.causes))
+		for k, v := range s.causes {
+			iv.Causes[k] = v
+		}
+	}
+	for i, v := range s.counters {
+		if v != 0 {
+			if iv.Counters == nil {
+				iv.Counters = map[string]int64{}
+			}
+			iv.Counters[e.ctrs[i]] += v
+		}
+	}
+	for i, h := range s.lat {
+		if h.Count() > 0 {
+			if iv.Latency == nil {
+				iv.Latency = map[string]*hist.Histogram{}
+			}
+			iv.Latency[e.kinds[i]] = h.Clone()
+		}
+	}
+	return iv
+}
+
+func (e *engine) finish(total *Totals, intervals []result.Interval, end time.Time) *Run {
+	r := &Run{Totals: total}
+	r.Classes = e.classes
+	r.StartedAt, r.EndedAt = e.start, end
+	r.IntervalSecs = e.cfg.Interval.Seconds()
+	r.Intervals = intervals
+	r.Totals.Elapsed = end.Sub(e.start)
+	r.Envelope.Totals = make(map[string]int64, len(e.classes))
+	for i, v := range total.Counts {
+		r.Envelope.Totals[e.classes[i]] += v
+	}
+	if len(total.Causes) > 0 {
+		r.Causes = total.Causes
+	}
+	r.Histograms = make(map[string]*hist.Histogram, len(e.kinds))
+	for i, h := range total.Latency {
+		r.Histograms[e.kinds[i]] = h
+	}
+	e.stopMu.Lock()
+	r.Stop = e.stop
+	e.stopMu.Unlock()
+	if e.open {
+		stopAt := end.Sub(e.start)
+		if e.cfg.Duration > 0 {
+			stopAt = min(stopAt, e.cfg.Duration)
+		}
+		if r.Stop != nil {
+			stopAt = time.Duration(r.Stop.ElapsedSecs * float64(time.Second))
+		}
+		sent := total.Counters[e.cSent]
+		due := DueBy(e.pacer, stopAt, e.cfg.Count)
+		if e.cfg.Count == 0 && e.cfg.Duration == 0 && r.Stop == nil {
+			due = sent
+		}
+		due = max(due, sent)
+		total.Counters[e.cSched] = due
+		r.Open = &OpenFigures{Scheduled: due, Sent: sent, Late: total.Counters[e.cL], Dropped: due - sent}
+	}
+	return r
+}
+
+// DueBy counts the sends a pacer schedules before offset end, at most limit when limit > 0.
+func DueBy(p Pacer, end time.Duration, limit int64) int64 {
+	if limit > 0 && p.At(limit-1) < end {
+		return limit
+	}
+	// Smallest n with At(n) >= end, by doubling then bisection.
+	lo, hi := int64(0), int64(1)
+	for p.At(hi) < end {
+		lo = hi
+		hi *= 2
+		if hi > 1<<50 {
+			break
+		}
+	}
+	if p.At(lo) >= end {
+		return lo
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if p.At(mid) < end {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
+// rampDelay is the closed model's linear worker start: RampUp·w/(Workers−1).
+func (e *engine) rampDelay(w int) time.Duration {
+	if e.cfg.RampUp <= 0 || e.cfg.Workers <= 1 {
+		return 0
+	}
+	return time.Duration(float64(e.cfg.RampUp) * float64(w) / float64(e.cfg.Workers-1))
+}
+
+func (e *engine) closedWorker(w *Worker) {
+	if d := e.rampDelay(w.ID); d > 0 {
+		tm := time.NewTimer(d)
+		select {
+		case <-tm.C:
+		case <-e.endCh: // the run ended before this worker's turn came
+			tm.Stop()
+			return
+		}
+	}
+	for !e.ending.Load() {
+		n := e.tickets.Add(1) - 1
+		if e.cfg.Count > 0 && n >= e.cfg.Count {
+			return
+		}
+		start := time.Now()
+		out := e.cfg.Driver.Do(e.opCtx, w, n)
+		if out.Skip {
+			continue
+		}
+		took := out.Took
+		if took <= 0 {
+			took = time.Since(start)
+		}
+		e.record(w, &out, took, 0, false)
+	}
+}
+
+func (e *engine) openWorker(w *Worker, sched <-chan Ticket) {
+	for tk := range sched {
+		if e.opCtx.Err() != nil {
+			return
+		}
+		w.Intended = tk.Intended
+		start := time.Now()
+		out := e.cfg.Driver.Do(e.opCtx, w, tk.N)
+		if out.Skip {
+			continue
+		}
+		took := out.Took
+		if took <= 0 {
+			took = time.Since(start)
+		}
+		wait := start.Sub(tk.Intended)
+		e.record(w, &out, took, max(wait, 0), true)
+	}
+}
+
+// record counts one operation: its class, cause, and latency (service time plus, in the open
+// model, the wait behind schedule).
+func (e *engine) record(w *Worker, out *Outcome, took, wait time.Duration, open bool) {
+	sh := w.sh
+	sh.mu.Lock()
+	s := sh.cur
+	if int(out.Class) < len(s.counts) {
+		s.counts[out.Class]++
+	} else {
+		s.counts[len(s.counts)-1]++
+	}
+	if out.Cause != "" {
+		s.causes[out.Cause]++
+	}
+	s.lat[0].Record(took + wait)
+	if open {
+		s.lat[e.kUnc].Record(took)
+		s.counters[e.cSent]++
+		if wait > e.late {
+			s.counters[e.cL]++
+		}
+	}
+	sh.mu.Unlock()
+}
+
+// Global maps a segment-local operation number to the run-wide one: segments interleave, so
+// operation n of segment i of N is run-wide operation n·N+i.
+func Global(seg Segment, local int64) uint64 {
+	if seg.Count <= 0 {
+		return uint64(local)
+	}
+	return uint64(local)*uint64(seg.Count) + uint64(seg.Index)
+}

@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// sumIntervals adds the interval counts of a run by class.
+func sumIntervals(r *Run) map[string]int64 {
+	got := map[string]int64{}
+	for _, iv := range r.Intervals {
+		for k, v := range iv.Counts {
+			got[k] += v
+		}
+	}
+	return got
+}
+
+func TestClosedModelCountIsExactAndIntervalsAddUp(t *testing.T) {
+	var calls atomic.Int64
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		calls.Add(1)
+		if n%10 == 0 {
+			return Outcome{Class: 1, Cause: "every_tenth"}
+		}
+		return Outcome{}
+	})
+	r, err := Execute(context.Background(), Config{Driver: d, Workers: 8, Count: 10_000, Interval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 10_000 || r.Total() != 10_000 {
+		t.Fatalf("calls %d, total %d; want 10000", calls.Load(), r.Total())
+	}
+	if r.Envelope.Totals["success"] != 9_000 || r.Envelope.Totals["failure"] != 1_000 || r.Causes["every_tenth"] != 1_000 {
+		t.Fatalf("totals %v causes %v", r.Envelope.Totals, r.Causes)
+	}
+	if got := sumIntervals(r); got["success"] != 9_000 || got["failure"] != 1_000 {
+		t.Fatalf("intervals add up to %v", got)
+	}
+	if n := r.Histograms["latency"].Count(); n != 10_000 {
+		t.Fatalf("latency histogram holds %d samples", n)
+	}
+	if r.Stop != nil || r.Open != nil {
+		t.Fatalf("stop %v open %v", r.Stop, r.Open)
+	}
+}
+
+func TestSegmentsOfOneRunMergeToTheWhole(t *testing.T) {
+	const total = 1001
+	seen := make([]atomic.Int32, total)
+	var merged result.Envelope
+	for _, seg := range Split(3) {
+		d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+			seen[Global(seg, n)].Add(1)
+			return Outcome{}
+		})
+		r, err := Execute(context.Background(), Config{Driver: d, Workers: 2, Count: seg.Share(total)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Format, r.Harness, r.Command = result.Format, "test", "run"
+		r.Segments = []Segment{seg}
+		if err := merged.Merge(&r.Envelope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range seen {
+		if seen[i].Load() != 1 {
+			t.Fatalf("operation %d ran %d times", i, seen[i].Load())
+		}
+	}
+	if merged.Total() != total || merged.Histograms["latency"].Count() != total || len(merged.Segments) != 3 {
+		t.Fatalf("merged total %d, histogram %d, segments %v", merged.Total(), merged.Histograms["latency"].Count(), merged.Segments)
+	}
+	if err := merged.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenModelCountsSentLateAndDropped(t *testing.T) {
+	// One worker and an operation slower than the schedule: sends fall behind, latency is measured
+	// from the intended time, and what could not be sent by the end counts as dropped.
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		if w.Intended.IsZero() {
+			t.Error("open model operation without an intended time")
+		}
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
+			return Outcome{Skip: true}
+		}
+		return Outcome{}
+	})
+	r, err := Execute(context.Background(), Config{Driver: d, Workers: 1, Rate: 2000, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.Open
+	if o == nil || o.Sent != r.Total() || o.Scheduled < 399 || o.Dropped != o.Scheduled-o.Sent || o.Dropped == 0 || o.Late == 0 {
+		t.Fatalf("open figures %+v, total %d", o, r.Total())
+	}
+	unc, lat := r.Histograms["uncorrected"], r.Histograms["latency"]
+	if unc.Count() != o.Sent || lat.Max() <= unc.Max() {
+		t.Fatalf("corrected max %v must exceed uncorrected max %v (%d samples)", lat.Max(), unc.Max(), unc.Count())
+	}
+}
+
+func TestStopConditionCutsOffTheRun(t *testing.T) {
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		select {
+		case <-time.After(time.Millisecond):
+			return Outcome{Class: 1}
+		case <-ctx.Done():
+			return Outcome{Skip: true}
+		}
+	})
+	var cutOff atomic.Bool
+	cfg := Config{Driver: d, Workers: 4, Duration: time.Minute, Interval: 10 * time.Millisecond, StopWindow: 3,
+		OnCutOff: func() { cutOff.Store(true) },
+		Stop: func(el time.Duration, w *Window) *result.StopEvent {
+			c := w.Counts()
+			if c[1] > 0 && w.Latency().Count() > 0 {
+				return &result.StopEvent{Reason: "stop-condition", Metric: "failures", Observed: float64(c[1]), Limit: 0}
+			}
+			return nil
+		}}
+	r, err := Execute(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stop == nil || r.Stop.Metric != "failures" || !cutOff.Load() || r.Stop.ElapsedSecs >= 60 {
+		t.Fatalf("stop %+v, cut off %v", r.Stop, cutOff.Load())
+	}
+}
+
+func TestSignalEndsTheRunWithPartialFigures(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	d := DriverFunc(func(c context.Context, w *Worker, _ int64) Outcome {
+		if n.Add(1) == 100 {
+			cancel()
+		}
+		return Outcome{}
+	})
+	r, err := Execute(ctx, Config{Driver: d, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stop == nil || r.Stop.Reason != StopSignal || r.Total() < 100 {
+		t.Fatalf("stop %+v, total %d", r.Stop, r.Total())
+	}
+}
+
+func TestServerSamplesLandInIntervals(t *testing.T) {
+	var k atomic.Int64
+	d := DriverFunc(func(ctx context.Context, w *Worker, _ int64) Outcome {
+		time.Sleep(100 * time.Microsecond)
+		return Outcome{}
+	})
+	r, err := Execute(context.Background(), Config{Driver: d, Workers: 1, Duration: 60 * time.Millisecond, Interval: 10 * time.Millisecond,
+		Sample: func(ctx context.Context) (map[string]float64, error) {
+			return map[string]float64{"rss_bytes": float64(k.Add(1))}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, iv := range r.Intervals {
+		if iv.Server["rss_bytes"] > 0 {
+			got++
+		}
+	}
+	if got == 0 || r.Intervals[len(r.Intervals)-1].Server == nil {
+		t.Fatalf("%d of %d intervals carry a server sample; the last must", got, len(r.Intervals))
+	}
+}
+
+func TestBadConfigIsRefused(t *testing.T) {
+	if _, err := Execute(context.Background(), Config{}); err != ErrNoDriver {
+		t.Fatalf("no driver: %v", err)
+	}
+	d := DriverFunc(func(context.Context, *Worker, int64) Outcome { return Outcome{} })
+	if _, err := Execute(context.Background(), Config{Driver: d, Count: -1}); err == nil {
+		t.Fatal("negative count accepted")
+	}
+}
