@@ -355,7 +355,7 @@ func TestNoSecretsInEvidence(t *testing.T) {
 	// A misbehaving engine puts a token and a server body where names belong, and fails a phase
 	// with an error quoting a token and a password.
 	res := results(1000, 10, 0, time.Millisecond)
-	res.FailureCauses = map[string]int64{"http_500": 5, "Bearer " + tok: 3, `{"error":"Database error: password=hunter2"}`: 2}
+	res.Causes = map[string]int64{"http_500": 5, "Bearer " + tok: 3, `{"error":"Database error: password=hunter2"}`: 2}
 	res.ServerMetrics = &keycastresult.ServerMetricsSnapshots{Scope: keycastresult.ServerMetricsScope, SeriesDeltas: map[string]float64{"keycast_http_rpc_requests_total": 100, "bad name " + tok: 1}}
 	r := &fakeRunner{
 		results: map[int]*keycastresult.Results{0: res},

@@ -56,7 +56,7 @@ func results(total, failed, intentional uint64, latency time.Duration) *keycastr
 		Metadata: keycastresult.Metadata{URL: "http://localhost:3000", Scenario: "Mixed", Method: "GetPublicKey", Concurrency: 1, DurationSecs: 1, UserCount: 1, Timestamp: "2025-12-10T12:00:00Z", Seed: 371},
 		Summary:  keycastresult.Summarize(c, h, time.Second),
 		Timeline: []keycastresult.TimelinePoint{},
-		Latency:  h,
+		Envelope: keycastresult.NewEnvelope("http://localhost:3000", h, nil, nil),
 	}
 }
 

@@ -135,15 +135,25 @@ func scrubResults(r *keycastresult.Results) {
 	if r == nil {
 		return
 	}
-	if len(r.FailureCauses) > 0 {
-		causes := make(map[string]int64, len(r.FailureCauses))
-		for k, v := range r.FailureCauses {
-			if !safeKey.MatchString(k) {
-				k = "other_unclassified"
+	if env := r.Envelope; env != nil {
+		env.Causes = scrubCauses(env.Causes)
+		for i := range env.Intervals {
+			iv := &env.Intervals[i]
+			iv.Causes = scrubCauses(iv.Causes)
+			for k := range iv.Server {
+				if !prometheusName.MatchString(k) {
+					delete(iv.Server, k)
+				}
 			}
-			causes[k] += v
 		}
-		r.FailureCauses = causes
+		for k, v := range env.Flags {
+			if secretishName.MatchString(k) || hasURLCredentials(v) {
+				env.Flags[k] = "(redacted)"
+			}
+		}
+		for i := range env.Machines {
+			env.Machines[i] = scrubMachine(env.Machines[i])
+		}
 	}
 	if sm := r.ServerMetrics; sm != nil && len(sm.SeriesDeltas) > 0 {
 		for k := range sm.SeriesDeltas {
@@ -155,10 +165,21 @@ func scrubResults(r *keycastresult.Results) {
 	if r.Stop != nil && !safeKey.MatchString(r.Stop.Metric) {
 		r.Stop.Metric = "unnamed"
 	}
-	if r.Machine != nil {
-		m := scrubMachine(*r.Machine)
-		r.Machine = &m
+}
+
+// scrubCauses counts cause names that are not plain identifiers under "other_unclassified".
+func scrubCauses(in map[string]int64) map[string]int64 {
+	if len(in) == 0 {
+		return in
 	}
+	out := make(map[string]int64, len(in))
+	for k, v := range in {
+		if !safeKey.MatchString(k) {
+			k = "other_unclassified"
+		}
+		out[k] += v
+	}
+	return out
 }
 
 // scrubMachine redacts settings whose name looks like a secret, and any value that carries URL

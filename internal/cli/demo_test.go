@@ -28,7 +28,7 @@ func TestDemoKeycastPart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Summary.TotalRequests == 0 || res.Latency == nil || res.Machine == nil {
+	if res.Summary.TotalRequests == 0 || res.Latency() == nil || len(res.Machines) == 0 {
 		t.Fatalf("results without requests, histogram or machine record: %+v", res.Summary)
 	}
 	if err := capacity.VerifyBundle(filepath.Join(dir, "capacity-evidence")); err != nil {

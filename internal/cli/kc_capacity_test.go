@@ -59,7 +59,7 @@ func cannedRunner(errAt, missAt int) capacity.Runner {
 		if run.Phase.IntentionalShedding != nil {
 			c = keycastresult.Counts{Total: 100, Success: 95, Failed: 5, Intentional: 5}
 		}
-		return &keycastresult.Results{Summary: keycastresult.Summarize(c, h, time.Second), Timeline: []keycastresult.TimelinePoint{}, Latency: h}, nil
+		return &keycastresult.Results{Summary: keycastresult.Summarize(c, h, time.Second), Timeline: []keycastresult.TimelinePoint{}, Envelope: keycastresult.NewEnvelope("http://x", h, nil, nil)}, nil
 	}
 }
 

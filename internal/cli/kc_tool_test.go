@@ -67,7 +67,7 @@ func TestKeycastSetupRunReport(t *testing.T) {
 		t.Fatalf("no progress on stderr:\n%s", errs)
 	}
 	r, err := keycastresult.Read(results)
-	if err != nil || r.Summary.TotalRequests != 50 || r.Metadata.Seed != 3 || r.ServerMetrics == nil || r.Machine == nil {
+	if err != nil || r.Summary.TotalRequests != 50 || r.Metadata.Seed != 3 || r.ServerMetrics == nil || r.Envelope == nil || len(r.Machines) == 0 || len(r.Intervals) == 0 {
 		t.Fatalf("results %+v %v", r, err)
 	}
 

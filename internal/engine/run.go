@@ -25,6 +25,9 @@ type Outcome struct {
 	// (for a driver whose operation includes work that is not part of what it measures, such as
 	// closing a connection after the handshake being timed).
 	Took time.Duration
+	// Tally, when positive, adds one to driver counter Tally-1 together with this outcome (one
+	// lock instead of two for a per-operation flag such as a cache-hit estimate).
+	Tally int
 	// Skip says the operation was cut off by the end of the run (stop condition, signal): its
 	// outcome is unknown, so it is not counted.
 	Skip bool
@@ -541,7 +544,7 @@ loop:
 						ev.At = now.UTC().Format(time.RFC3339Nano)
 					}
 					if ev.WindowSecs == 0 {
-						ev.WindowSecs = float64(win.Seconds()) * e.cfg.Interval.Seconds()
+						ev.WindowSecs = float64(win.Len()) * e.cfg.Interval.Seconds()
 					}
 					e.setStop(ev)
 				}
@@ -755,6 +758,9 @@ func (e *engine) record(w *Worker, out *Outcome, took, wait time.Duration, open 
 	}
 	if out.Cause != "" {
 		s.causes[out.Cause]++
+	}
+	if out.Tally > 0 && out.Tally <= len(s.counters) {
+		s.counters[out.Tally-1]++
 	}
 	s.lat[0].Record(took + wait)
 	if open {

@@ -28,6 +28,6 @@ func BenchmarkRunAgainstExternalServer(b *testing.B) {
 		b.Fatal(err)
 	}
 	if res.Summary.SuccessfulRequests != uint64(b.N) {
-		b.Fatalf("%+v %v", res.Summary, res.FailureCauses)
+		b.Fatalf("%+v %v", res.Summary, res.FailureCauses())
 	}
 }

@@ -31,6 +31,8 @@ const (
 // RunConfig mirrors `run`'s flags (reference keycast.md §1.3) plus loadproof's additions. The zero
 // value of each field means the documented default.
 type RunConfig struct {
+	// Flags holds the command line's flags as given, recorded in the results (optional).
+	Flags map[string]string
 	// URL is the target base URL; a trailing "/" is trimmed. Empty means DefaultURL.
 	URL string
 	// Concurrency is the number of workers (closed model) or the most requests in flight (open

@@ -72,7 +72,7 @@ func TestSetupHTTPThenRunEveryMethod(t *testing.T) {
 				}
 				s := r.Summary
 				if s.TotalRequests != 60 || s.SuccessfulRequests != 60 {
-					t.Fatalf("summary %+v causes %v", s, r.FailureCauses)
+					t.Fatalf("summary %+v causes %v", s, r.FailureCauses())
 				}
 				sm := r.ServerMetrics
 				if sm == nil || sm.Deltas.HTTPRPCRequestsTotal != 60 || sm.Deltas.HTTPRPCSuccess != 60 {
@@ -95,7 +95,7 @@ func TestRegisterMethodRunsTheWholeFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Summary.SuccessfulRequests != 4 || r.Metadata.UserCount != 0 || r.Metadata.Method != "Register" {
-		t.Fatalf("summary %+v causes %v metadata %+v", r.Summary, r.FailureCauses, r.Metadata)
+		t.Fatalf("summary %+v causes %v metadata %+v", r.Summary, r.FailureCauses(), r.Metadata)
 	}
 }
 
@@ -145,7 +145,7 @@ func dbModeUsersCanSign(t *testing.T, srv *kctest.Server, dbURL string) {
 		t.Fatal(err)
 	}
 	if r.Summary.SuccessfulRequests != 70 {
-		t.Fatalf("summary %+v causes %v", r.Summary, r.FailureCauses)
+		t.Fatalf("summary %+v causes %v", r.Summary, r.FailureCauses())
 	}
 }
 
@@ -178,9 +178,9 @@ func TestRunAgainstShedingServerCountsIntentionalRejections(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := r.Summary
-	if s.IntentionalRejections == 0 || s.IntentionalRejections != uint64(r.FailureCauses["http_503_admission_rejected"]) ||
+	if s.IntentionalRejections == 0 || s.IntentionalRejections != uint64(r.FailureCauses()["http_503_admission_rejected"]) ||
 		s.ErrorsServer != 0 || s.SuccessfulRequests+s.IntentionalRejections != 400 {
-		t.Fatalf("summary %+v causes %v", s, r.FailureCauses)
+		t.Fatalf("summary %+v causes %v", s, r.FailureCauses())
 	}
 	if s.UnintentionalErrorRate != 0 {
 		t.Fatalf("shedding counted as unintentional: %v", s.UnintentionalErrorRate)

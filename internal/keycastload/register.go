@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/engine"
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
@@ -257,27 +258,29 @@ func randomAlphanumeric(n int) string {
 // 60 s timeout), email lt{run_id}-{n}@bench.local, and the whole three-call flow timed as one
 // request. Upstream records any failure as a synthetic 500; we classify by the step's real
 // status (so a shed 503 stays intentional and a 409 stays a client error) or as a network error.
-func (r *runner) doRegister(wk *worker, num uint64, intended time.Time) {
+func (r *runner) doRegister(ctx context.Context, num uint64) engine.Outcome {
 	hc := newRegistrationClient(1, registrationTimeout)
 	defer hc.CloseIdleConnections()
 	email := fmt.Sprintf("lt%s-%d@bench.local", r.runID, num)
 	start := time.Now()
-	_, err := RegisterUser(r.runCtx, hc, r.cfg.URL, email, randomAlphanumeric(32), 0)
-	end := time.Now()
+	_, err := RegisterUser(ctx, hc, r.cfg.URL, email, randomAlphanumeric(32), 0)
+	took := time.Since(start)
 	if err != nil && r.aborted.Load() {
-		return
+		return engine.Outcome{Skip: true}
 	}
-	var smp sample
+	out := engine.Outcome{Took: took}
 	if err != nil {
 		var se *StepError
+		var cl Class
 		if errors.As(err, &se) {
-			smp.class, smp.cause = se.class()
+			cl, out.Cause = se.class()
 		} else {
-			smp.class, smp.cause = Network, NetworkCause(err)
+			cl, out.Cause = Network, NetworkCause(err)
 		}
+		out.Class = uint8(cl)
 		r.logFailure(num, err.Error())
 	}
-	r.finish(wk, &smp, intended, start, end)
+	return out
 }
 
 // newRunID is upstream's run id: "{unix_ts}-{6 random alphanumerics}".

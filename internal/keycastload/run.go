@@ -7,16 +7,17 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // Stop reasons recorded in Results.Stop.
@@ -73,7 +74,16 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	return res, nil
 }
 
-// runner is the state of one run.
+// Outcome classes in engine order: the index of each is its Class value.
+var engineClasses = classNames[:]
+
+// Driver counters.
+const (
+	ctrCacheHit = iota // successful requests faster than cacheHitUnder
+)
+
+// runner is one run's driver: it performs one Keycast request per engine operation and classifies
+// it. Loops, pacing, ramp, intervals and stop conditions are the engine's.
 type runner struct {
 	cfg     RunConfig
 	t       *target
@@ -84,20 +94,9 @@ type runner struct {
 	limited bool
 
 	clients []atomic.Pointer[userClient]
-	shards  []shard
-
-	tickets atomic.Int64  // closed model: next local request number
-	ending  atomic.Bool   // no new requests (deadline, stop, signal)
-	endCh   chan struct{} // closed with ending set, for workers still waiting to start
-	endOnce sync.Once
 	aborted atomic.Bool // in-flight requests are being cut off (stop, signal)
-	abort   context.CancelFunc
-	runCtx  context.Context
+	wksMu   sync.Mutex
 	wks     []*worker
-
-	stopMu sync.Mutex
-	stop   *keycastresult.StopEvent
-	start  time.Time
 
 	failLogged atomic.Int32
 	staticBody []byte
@@ -109,26 +108,17 @@ func newRunner(cfg RunConfig, t *target) *runner {
 	if seg.Count == 0 {
 		seg = engine.Whole
 	}
-	r := &runner{cfg: cfg, t: t, open: cfg.Rate > 0, seg: seg, runID: newRunID(time.Now()), endCh: make(chan struct{})}
+	r := &runner{cfg: cfg, t: t, open: cfg.Rate > 0, seg: seg, runID: newRunID(time.Now())}
 	r.workers = int(max(seg.Share(int64(cfg.Concurrency)), 1))
 	if cfg.Requests > 0 {
 		r.limited = true
 		r.limit = seg.Share(cfg.Requests)
 	}
 	r.clients = make([]atomic.Pointer[userClient], len(cfg.Users))
-	r.shards = make([]shard, min(r.workers, max(4, 4*runtime.GOMAXPROCS(0))))
-	for i := range r.shards {
-		r.shards[i].cur = newStats(r.open)
-	}
 	if cfg.Method == keycast.MethodGetPublicKey {
 		r.staticBody, _ = keycast.AppendRPCBody(nil, cfg.Method, "", 0, "")
 	}
 	return r
-}
-
-// globalNum maps a local request number to the run-wide one (segments interleave).
-func (r *runner) globalNum(local int64) uint64 {
-	return uint64(local)*uint64(r.seg.Count) + uint64(r.seg.Index)
 }
 
 func (r *runner) client(i int) *userClient {
@@ -142,10 +132,8 @@ func (r *runner) client(i int) *userClient {
 	return r.clients[i].Load()
 }
 
-// worker is one request loop's scratch state.
+// worker is one request loop's scratch state (the engine worker's State).
 type worker struct {
-	id     int
-	shard  *shard
 	req    []byte
 	body   []byte
 	resp   []byte
@@ -154,32 +142,20 @@ type worker struct {
 	hexbuf [64]byte
 }
 
-// setStop records the first reason the run ended early and cuts off in-flight requests.
-func (r *runner) setStop(ev keycastresult.StopEvent) {
-	r.stopMu.Lock()
-	first := r.stop == nil
-	if first {
-		r.stop = &ev
-	}
-	r.stopMu.Unlock()
-	if first {
-		r.cutOff()
-	}
+func (r *runner) newWorker(id int) any {
+	wk := &worker{rng: rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))}
+	r.wksMu.Lock()
+	r.wks = append(r.wks, wk)
+	r.wksMu.Unlock()
+	return wk
 }
 
-// end stops new requests; those in flight finish.
-func (r *runner) end() {
-	r.ending.Store(true)
-	r.endOnce.Do(func() { close(r.endCh) })
-}
-
-// cutOff stops new requests and interrupts those in flight; their outcome is unknown, so they are
-// not counted.
+// cutOff interrupts requests in flight; their outcome is unknown, so they are not counted.
 func (r *runner) cutOff() {
-	r.end()
 	r.aborted.Store(true)
-	r.abort()
 	past := time.Unix(1, 0)
+	r.wksMu.Lock()
+	defer r.wksMu.Unlock()
 	for _, wk := range r.wks {
 		if c := wk.active.Load(); c != nil {
 			_ = c.nc.SetDeadline(past)
@@ -187,146 +163,130 @@ func (r *runner) cutOff() {
 	}
 }
 
+// timelineBuilder turns the engine's intervals into upstream's timeline points (cumulative
+// percentiles every report interval) and the progress lines.
+type timelineBuilder struct {
+	cfg    RunConfig
+	points []keycastresult.TimelinePoint
+	next   time.Duration
+}
+
+func (tb *timelineBuilder) add(el time.Duration, t *engine.Totals, progress bool) {
+	c := countsOf(t)
+	lat := t.Latency[0]
+	p50, p99 := ms(lat.Quantile(0.50)), ms(lat.Quantile(0.99))
+	tb.points = append(tb.points, keycastresult.TimelinePoint{
+		ElapsedSecs: el.Seconds(), RequestsTotal: c.Total, RequestsSuccess: c.Success, RequestsError: c.Failed,
+		LatencyP50Ms: p50, LatencyP99Ms: p99,
+	})
+	if !progress {
+		return
+	}
+	rps := 0.0
+	if el > 0 {
+		rps = float64(c.Total) / el.Seconds()
+	}
+	fmt.Fprintf(tb.cfg.Progress, "Progress: %d req, %.1f req/s, p50=%.1fms, p99=%.1fms, errors=%d\n",
+		c.Total, rps, p50, p99, c.Failed)
+}
+
+// countsOf converts the engine's per-class totals into upstream's counts.
+func countsOf(t *engine.Totals) keycastresult.Counts {
+	var c keycastresult.Counts
+	for cl, n := range t.Counts {
+		for range n {
+			addClass(&c, Class(cl))
+		}
+	}
+	if len(t.Counters) > ctrCacheHit {
+		c.CacheHitEstimate = uint64(t.Counters[ctrCacheHit])
+	}
+	return c
+}
+
+// engineConfig is this run's engine configuration.
+func (r *runner) engineConfig(tb *timelineBuilder) engine.Config {
+	cfg := r.cfg
+	interval := min(time.Second, cfg.ReportInterval)
+	ec := engine.Config{
+		Driver:   engine.DriverFunc(r.do),
+		NewState: r.newWorker,
+		Classes:  engineClasses,
+		Kinds:    []string{"latency"},
+		Counters: []string{"cache_hit_estimate"},
+		Workers:  r.workers,
+		RampUp:   cfg.RampUp,
+		Duration: cfg.Duration,
+		Interval: interval,
+		OnCutOff: r.cutOff,
+		// LateThreshold is upstream-independent: ours, documented with the open model.
+		LateThreshold: LateThreshold,
+		OnInterval: func(iv *result.Interval, t *engine.Totals) {
+			for t.Elapsed >= tb.next {
+				tb.add(t.Elapsed, t, true)
+				tb.next += cfg.ReportInterval
+			}
+		},
+		Sample: func(ctx context.Context) (map[string]float64, error) {
+			_, series, err := FetchServerMetrics(ctx, cfg.URL)
+			return series, err
+		},
+	}
+	if r.limited {
+		ec.Count = r.limit
+		if r.limit == 0 {
+			ec.Count, ec.Duration = 0, time.Nanosecond // this segment has no requests: end at once
+		}
+	}
+	if r.open {
+		ec.Rate = r.seg.Rate(cfg.Rate)
+		ec.RateFrom = r.seg.Rate(cfg.RateFrom)
+		ec.Phase = r.seg.Offset()
+	}
+	if cfg.Stop != nil {
+		ec.StopWindow = int(math.Ceil(cfg.Stop.Window.Seconds() / interval.Seconds()))
+		ec.Stop = r.judge
+	}
+	return ec
+}
+
 func (r *runner) run(ctx context.Context) *keycastresult.Results {
 	cfg := r.cfg
-	r.runCtx, r.abort = context.WithCancel(context.WithoutCancel(ctx))
-	defer r.abort()
-	r.wks = make([]*worker, r.workers)
-	for i := range r.wks {
-		r.wks[i] = &worker{
-			id:    i,
-			shard: &r.shards[i%len(r.shards)],
-			rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
-		}
-	}
-
-	total := newStats(r.open)
-	var win *window
-	if cfg.Stop != nil {
-		win = newWindow(int(math.Ceil(cfg.Stop.Window.Seconds())))
-	}
-	spare := newStats(r.open)
-	collect := func() {
-		for i := range r.shards {
-			sh := &r.shards[i]
-			sh.mu.Lock()
-			s := sh.cur
-			sh.cur = spare
-			sh.mu.Unlock()
-			s.mergeInto(total)
-			if win != nil {
-				win.add(s)
-			}
-			s.reset()
-			spare = s
-		}
-	}
-	var timeline []keycastresult.TimelinePoint
-	point := func(now time.Time) {
-		c := total.counts
-		el := now.Sub(r.start).Seconds()
-		p50, p99 := ms(total.lat.Quantile(0.50)), ms(total.lat.Quantile(0.99))
-		timeline = append(timeline, keycastresult.TimelinePoint{
-			ElapsedSecs: el, RequestsTotal: c.Total, RequestsSuccess: c.Success, RequestsError: c.Failed,
-			LatencyP50Ms: p50, LatencyP99Ms: p99,
-		})
-	}
-	progress := func(now time.Time) {
-		c := total.counts
-		el := now.Sub(r.start).Seconds()
-		rps := 0.0
-		if el > 0 {
-			rps = float64(c.Total) / el
-		}
-		fmt.Fprintf(cfg.Progress, "Progress: %d req, %.1f req/s, p50=%.1fms, p99=%.1fms, errors=%d\n",
-			c.Total, rps, ms(total.lat.Quantile(0.50)), ms(total.lat.Quantile(0.99)), c.Failed)
-	}
-
 	cfg.Logger.Info("Starting load test", "url", cfg.URL, "scenario", string(cfg.Scenario), "method", string(cfg.Method),
 		"concurrency", r.workers, "duration", cfg.Duration, "requests", r.limit, "rate", cfg.Rate, "segment", r.seg.String())
-
-	r.start = time.Now()
-	var wg sync.WaitGroup
-	var openSched <-chan engine.Ticket
-	var pacer engine.Pacer
-	if r.open {
-		pacer = r.pacer()
-		schedCtx := r.runCtx
-		if cfg.Duration > 0 {
-			var cancelSched context.CancelFunc
-			schedCtx, cancelSched = context.WithDeadline(r.runCtx, r.start.Add(cfg.Duration))
-			defer cancelSched()
-		}
-		maxTickets := int64(0)
-		if r.limited {
-			maxTickets = r.limit
-		}
-		if !r.limited || r.limit > 0 {
-			openSched = engine.Schedule(schedCtx, r.start, pacer, maxTickets, cfg.Duration)
-		} else {
-			c := make(chan engine.Ticket)
-			close(c)
-			openSched = c
-		}
+	tb := &timelineBuilder{cfg: cfg, next: cfg.ReportInterval}
+	zero := &engine.Totals{Latency: []*hist.Histogram{hist.New()}}
+	tb.add(0, zero, true)
+	run, err := engine.Execute(ctx, r.engineConfig(tb))
+	if err != nil {
+		// The configuration was normalized before; an engine refusal is a bug worth its message.
+		panic(fmt.Sprintf("keycastload: engine refused the run configuration: %v", err))
 	}
-	for _, wk := range r.wks {
-		wg.Add(1)
-		if r.open {
-			go func() { defer wg.Done(); r.openWorker(wk, openSched) }()
-		} else {
-			go func() { defer wg.Done(); r.closedWorker(wk) }()
-		}
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-
-	var deadline <-chan time.Time
-	if cfg.Duration > 0 {
-		tm := time.NewTimer(cfg.Duration)
-		defer tm.Stop()
-		deadline = tm.C
-	}
-	second := time.NewTicker(time.Second)
-	defer second.Stop()
-	report := time.NewTicker(cfg.ReportInterval)
-	defer report.Stop()
-	point(r.start)
-	progress(r.start)
-	ctxDone := ctx.Done()
-loop:
-	for {
-		select {
-		case <-done:
-			break loop
-		case <-deadline:
-			r.end()
-			deadline = nil
-		case <-ctxDone:
-			ctxDone = nil
-			now := time.Now()
-			r.setStop(keycastresult.StopEvent{Reason: StopSignal, ElapsedSecs: now.Sub(r.start).Seconds(), At: keycast.FormatTimestamp(now)})
-		case now := <-second.C:
-			collect()
-			if win != nil {
-				r.judge(win, now)
-				win.advance()
-			}
-		case now := <-report.C:
-			collect()
-			point(now)
-			progress(now)
-		}
-	}
-	end := time.Now()
-	collect()
-	point(end)
-	duration := end.Sub(r.start)
+	duration := run.Elapsed()
+	tb.add(duration, run.Totals, false)
 	for i := range r.clients {
 		if c := r.clients[i].Load(); c != nil {
 			c.closeIdle()
 		}
 	}
+	return r.results(run, tb.points)
+}
 
+// results assembles the results file from the engine's run.
+func (r *runner) results(run *engine.Run, timeline []keycastresult.TimelinePoint) *keycastresult.Results {
+	cfg := r.cfg
+	counts := countsOf(run.Totals)
+	lat := run.Totals.Latency[0]
+	duration := run.Elapsed()
+	env := run.Envelope
+	env.Format, env.Harness, env.Command, env.Target = result.Format, "keycast", "run", cfg.URL
+	env.Flags = cfg.Flags
+	if r.seg.Count > 1 {
+		env.Segments = []result.Segment{r.seg}
+	}
+	m := machine.Collect("KEYCAST_", "HANDLER_CACHE_SIZE")
+	m.Target = cfg.URL
+	env.Machines = []machine.Record{m}
 	res := &keycastresult.Results{
 		Metadata: keycastresult.Metadata{
 			URL:          cfg.URL,
@@ -338,9 +298,10 @@ loop:
 			Seed:         cfg.Seed,
 			RampUpSecs:   uint64(cfg.RampUp / time.Second),
 		},
-		Summary:  keycastresult.Summarize(total.counts, total.lat, duration),
+		Summary:  keycastresult.Summarize(counts, lat, duration),
 		Timeline: timeline,
-		Latency:  total.lat,
+		Envelope: &env,
+		Stop:     run.Stop,
 	}
 	if cfg.Method != keycast.MethodRegister {
 		res.Metadata.UserCount = len(cfg.Users)
@@ -348,32 +309,17 @@ loop:
 	if r.limited {
 		res.Metadata.Requests = r.limit
 	}
-	if len(total.causes) > 0 {
-		res.FailureCauses = total.causes
-	}
-	if r.open {
+	if o := run.Open; o != nil {
 		res.Metadata.TargetRate = r.seg.Rate(cfg.Rate)
-		res.UncorrectedLatency = total.unc
-		stopAt := duration
-		if cfg.Duration > 0 {
-			stopAt = min(duration, cfg.Duration)
-		}
-		if r.stop != nil {
-			stopAt = time.Duration(r.stop.ElapsedSecs * float64(time.Second))
-		}
-		due := dueBy(pacer, stopAt, r.limit, r.limited)
-		if !r.limited && cfg.Duration == 0 {
-			due = int64(total.sent)
-		}
-		us := total.unc.Summary()
+		us := run.Histograms["uncorrected"].Summary()
 		res.OpenModel = &keycastresult.OpenModel{
 			TargetRate:        r.seg.Rate(cfg.Rate),
 			RampFrom:          r.seg.Rate(cfg.RateFrom),
 			RampSecs:          cfg.RampUp.Seconds(),
-			Scheduled:         uint64(max(due, int64(total.sent))),
-			LateSends:         total.late,
+			Scheduled:         uint64(o.Scheduled),
+			LateSends:         uint64(o.Late),
 			LateThresholdMs:   ms(LateThreshold),
-			Dropped:           uint64(max(due-int64(total.sent), 0)),
+			Dropped:           uint64(o.Dropped),
 			UncorrectedP50Ms:  us.P50Ms,
 			UncorrectedP95Ms:  us.P95Ms,
 			UncorrectedP99Ms:  us.P99Ms,
@@ -384,164 +330,78 @@ loop:
 			res.OpenModel.RampFrom = 0
 		}
 	}
-	if r.seg.Count > 1 {
-		res.Segments = []string{r.seg.String()}
-	}
-	m := machine.Collect("KEYCAST_", "HANDLER_CACHE_SIZE")
-	m.Target = cfg.URL
-	res.Machine = &m
-	r.stopMu.Lock()
-	res.Stop = r.stop
-	r.stopMu.Unlock()
-	cfg.Logger.Info("Load test finished", "requests", total.counts.Total, "failed", total.counts.Failed,
+	cfg.Logger.Info("Load test finished", "requests", counts.Total, "failed", counts.Failed,
 		"duration", duration.Round(time.Millisecond))
 	return res
 }
 
-// pacer builds the open model's pacer for this segment.
-func (r *runner) pacer() engine.Pacer {
-	rate := r.seg.Rate(r.cfg.Rate)
-	if r.cfg.RampUp > 0 {
-		return engine.LinearPacer{From: r.seg.Rate(r.cfg.RateFrom), To: rate, Over: r.cfg.RampUp, Phase: r.seg.Offset()}
-	}
-	return engine.ConstantPacer{PerSecond: rate, Phase: r.seg.Offset()}
-}
-
-// dueBy counts the sends a pacer schedules before offset end (at most limit when limited).
-func dueBy(p engine.Pacer, end time.Duration, limit int64, limited bool) int64 {
-	if limited && (limit == 0 || p.At(limit-1) < end) {
-		return limit
-	}
-	// Smallest n with At(n) >= end, by doubling then bisection.
-	lo, hi := int64(0), int64(1)
-	for p.At(hi) < end {
-		lo = hi
-		hi *= 2
-		if hi > 1<<50 {
-			break
-		}
-	}
-	if p.At(lo) >= end {
-		return lo
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if p.At(mid) < end {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return hi
-}
-
-// judge evaluates the live stop conditions over the window.
-func (r *runner) judge(w *window, now time.Time) {
+// judge evaluates the live stop conditions over the engine's window.
+func (r *runner) judge(_ time.Duration, w *engine.Window) *result.StopEvent {
 	sc := r.cfg.Stop
-	c, lat := w.totals()
-	if int64(c.Total) < sc.MinRequests {
-		return
+	byClass := w.Counts()
+	var total, failed, intentional int64
+	for cl, n := range byClass {
+		total += n
+		if Class(cl) != Success {
+			failed += n
+		}
+		if Class(cl) == Intentional {
+			intentional += n
+		}
 	}
-	ev := keycastresult.StopEvent{
-		Reason:      StopCondition,
-		WindowSecs:  float64(len(w.slots)),
-		ElapsedSecs: now.Sub(r.start).Seconds(),
-		At:          keycast.FormatTimestamp(now),
+	if total < sc.MinRequests || total == 0 {
+		return nil
 	}
-	unint := float64(c.Failed-min(c.Intentional, c.Failed)) / float64(c.Total)
+	ev := &result.StopEvent{Reason: StopCondition}
+	unint := float64(failed-intentional) / float64(total)
 	if unint > sc.MaxUnintentionalErrorRate {
 		ev.Metric, ev.Observed, ev.Limit = MetricUnintErrors, unint, sc.MaxUnintentionalErrorRate
 		r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
-		r.setStop(ev)
-		return
+		return ev
 	}
 	if sc.MaxLatencyP95Ms > 0 {
-		if p95 := ms(lat.Quantile(0.95)); p95 > sc.MaxLatencyP95Ms {
+		if p95 := ms(w.Latency().Quantile(0.95)); p95 > sc.MaxLatencyP95Ms {
 			ev.Metric, ev.Observed, ev.Limit = MetricLatencyP95, p95, sc.MaxLatencyP95Ms
 			r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
-			r.setStop(ev)
+			return ev
 		}
 	}
+	return nil
 }
 
-// closedWorker sends one request after another.
-func (r *runner) closedWorker(wk *worker) {
-	if d := r.rampDelay(wk.id); d > 0 {
-		tm := time.NewTimer(d)
-		select {
-		case <-tm.C:
-		case <-r.endCh: // the run ended before this worker's turn came
-			tm.Stop()
-			return
-		}
-	}
-	for !r.ending.Load() {
-		n := r.tickets.Add(1) - 1
-		if r.limited && n >= r.limit {
-			return
-		}
-		r.do(wk, n, time.Time{})
-	}
-}
-
-// rampDelay is upstream's linear worker start: ramp·w/(workers−1).
-func (r *runner) rampDelay(w int) time.Duration {
-	if r.cfg.RampUp <= 0 || r.workers <= 1 {
-		return 0
-	}
-	return time.Duration(float64(r.cfg.RampUp) * float64(w) / float64(r.workers-1))
-}
-
-// openWorker sends the scheduled requests it receives.
-func (r *runner) openWorker(wk *worker, sched <-chan engine.Ticket) {
-	for tk := range sched {
-		if r.aborted.Load() {
-			return
-		}
-		r.do(wk, tk.N, tk.Intended)
-	}
-}
-
-// do sends request number local and records its outcome. intended is the open model's intended
-// send time (zero in the closed model).
-func (r *runner) do(wk *worker, local int64, intended time.Time) {
-	num := r.globalNum(local)
+// do is the driver: it sends request number local of this segment and classifies its outcome.
+func (r *runner) do(ctx context.Context, ew *engine.Worker, local int64) engine.Outcome {
+	wk := ew.State.(*worker)
+	num := engine.Global(r.seg, local)
 	if r.cfg.Method == keycast.MethodRegister {
-		r.doRegister(wk, num, intended)
-		return
+		return r.doRegister(ctx, num)
 	}
 	ui := SelectUser(r.cfg.Scenario, len(r.cfg.Users), num, r.cfg.Seed)
 	u := r.client(ui)
 	wk.req = r.buildRequest(wk, u, ui)
 
 	start := time.Now()
-	resp, err := r.exchange(wk, u, start)
-	end := time.Now()
+	resp, err := r.exchange(ctx, wk, u, start)
+	took := time.Since(start)
 	if err != nil && r.aborted.Load() {
-		return // cut off by a signal or stop condition: the outcome is unknown, not a failure
+		return engine.Outcome{Skip: true} // cut off by a signal or stop condition: not a failure
 	}
-	var smp sample
+	var out engine.Outcome
+	var cl Class
 	if err != nil {
-		smp.class, smp.cause = Network, NetworkCause(err)
+		cl, out.Cause = Network, NetworkCause(err)
 		r.logFailure(num, err.Error())
 	} else {
-		smp.class, smp.cause = Classify(resp.status, resp.body)
-		if smp.class != Success {
+		cl, out.Cause = Classify(resp.status, resp.body)
+		if cl != Success {
 			r.logFailure(num, failureText(resp))
 		}
 	}
-	r.finish(wk, &smp, intended, start, end)
-}
-
-func (r *runner) finish(wk *worker, smp *sample, intended, start, end time.Time) {
-	if r.open {
-		smp.lat = end.Sub(intended)
-		smp.unc = end.Sub(start)
-		smp.late = start.Sub(intended) > LateThreshold
-	} else {
-		smp.lat = end.Sub(start)
+	out.Class, out.Took = uint8(cl), took
+	if cl == Success && took < cacheHitUnder {
+		out.Tally = ctrCacheHit + 1
 	}
-	wk.shard.record(smp, r.open)
+	return out
 }
 
 // logFailure logs the first three failures (upstream: failures among request numbers 0–2).
@@ -605,13 +465,13 @@ func (wk *worker) recipient() string {
 }
 
 // exchange sends wk.req on one of u's connections and reads the response.
-func (r *runner) exchange(wk *worker, u *userClient, start time.Time) (response, error) {
+func (r *runner) exchange(ctx context.Context, wk *worker, u *userClient, start time.Time) (response, error) {
 	timeout := r.cfg.HTTPTimeout
 	c := u.get(start)
 	for attempt := 0; ; attempt++ {
 		if c == nil {
 			var err error
-			if c, err = r.t.dial(r.runCtx, timeout); err != nil {
+			if c, err = r.t.dial(ctx, timeout); err != nil {
 				return response{}, err
 			}
 		}

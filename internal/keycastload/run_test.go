@@ -41,8 +41,8 @@ func TestRunUntilRequestsDoneIsExact(t *testing.T) {
 	if s.TotalRequests != 1000 || s.SuccessfulRequests != 1000 || f.requests.Load() != 1000 {
 		t.Fatalf("total %d success %d server saw %d; want exactly 1000", s.TotalRequests, s.SuccessfulRequests, f.requests.Load())
 	}
-	if res.Latency.Count() != 1000 {
-		t.Fatalf("histogram holds %d samples", res.Latency.Count())
+	if res.Latency().Count() != 1000 {
+		t.Fatalf("histogram holds %d samples", res.Latency().Count())
 	}
 	// cold-start sends request r as user r mod 10: 100 each.
 	for i, u := range cfg.Users {
@@ -57,8 +57,8 @@ func TestRunUntilRequestsDoneIsExact(t *testing.T) {
 	if res.ServerMetrics == nil || res.ServerMetrics.Deltas == nil || res.ServerMetrics.Deltas.HTTPRPCRequestsTotal != 1000 {
 		t.Fatalf("server metrics %+v", res.ServerMetrics)
 	}
-	if res.Machine == nil || res.Machine.Target != f.URL {
-		t.Fatalf("machine record %+v", res.Machine)
+	if len(res.Machines) != 1 || res.Machines[0].Target != f.URL {
+		t.Fatalf("machine records %+v", res.Machines)
 	}
 	if len(res.Timeline) < 2 || res.Timeline[len(res.Timeline)-1].RequestsTotal != 1000 {
 		t.Fatalf("timeline %+v", res.Timeline)
@@ -152,8 +152,8 @@ func TestRunClassifiesEveryOutcome(t *testing.T) {
 	}
 	wantCauses := map[string]int64{"rpc_error": 20, "bad_response_body": 20, "http_401": 20, "http_403": 20, "http_429": 20,
 		"http_503_admission_rejected": 20, "http_503": 20, "http_500": 20, "http_400": 20}
-	if fmt.Sprint(res.FailureCauses) != fmt.Sprint(wantCauses) {
-		t.Fatalf("causes %v", res.FailureCauses)
+	if fmt.Sprint(res.FailureCauses()) != fmt.Sprint(wantCauses) {
+		t.Fatalf("causes %v", res.FailureCauses())
 	}
 }
 
@@ -185,8 +185,8 @@ func TestRunCountsNetworkFailures(t *testing.T) {
 	if res.Summary.TotalRequests != 50 || res.Summary.ErrorsNetwork != 50 || res.ServerMetrics != nil {
 		t.Fatalf("summary %+v, server metrics %+v", res.Summary, res.ServerMetrics)
 	}
-	if res.FailureCauses["network_eof"]+res.FailureCauses["network_econnreset"] != 50 {
-		t.Fatalf("causes %v", res.FailureCauses)
+	if res.FailureCauses()["network_eof"]+res.FailureCauses()["network_econnreset"] != 50 {
+		t.Fatalf("causes %v", res.FailureCauses())
 	}
 }
 
@@ -242,12 +242,12 @@ func TestRunOpenModel(t *testing.T) {
 	}
 	om := res.OpenModel
 	if res.Summary.TotalRequests != 300 || om == nil || om.Scheduled != 300 || om.Dropped != 0 || om.TargetRate != 5000 ||
-		om.LateThresholdMs != 1 || res.UncorrectedLatency == nil || res.UncorrectedLatency.Count() != 300 {
+		om.LateThresholdMs != 1 || res.UncorrectedLatency() == nil || res.UncorrectedLatency().Count() != 300 {
 		t.Fatalf("summary %+v open %+v", res.Summary, om)
 	}
 	// Latency from the intended time is never shorter than from the actual send.
-	if res.Latency.Max() < res.UncorrectedLatency.Max() || res.Metadata.TargetRate != 5000 {
-		t.Fatalf("corrected max %v < uncorrected max %v", res.Latency.Max(), res.UncorrectedLatency.Max())
+	if res.Latency().Max() < res.UncorrectedLatency().Max() || res.Metadata.TargetRate != 5000 {
+		t.Fatalf("corrected max %v < uncorrected max %v", res.Latency().Max(), res.UncorrectedLatency().Max())
 	}
 }
 
@@ -270,8 +270,8 @@ func TestRunOpenModelCountsDroppedSends(t *testing.T) {
 	if res.Summary.TotalRequests != 1 || om.Scheduled != 200 || om.Dropped != 199 {
 		t.Fatalf("total %d scheduled %d dropped %d", res.Summary.TotalRequests, om.Scheduled, om.Dropped)
 	}
-	if res.Latency.Min() < time.Second {
-		t.Fatalf("the held request's latency %v does not include the hold", res.Latency.Min())
+	if res.Latency().Min() < time.Second {
+		t.Fatalf("the held request's latency %v does not include the hold", res.Latency().Min())
 	}
 }
 
@@ -291,7 +291,7 @@ func TestSegmentsMergeExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Summary.TotalRequests != 1001 || m.Latency.Count() != 1001 || m.Metadata.Concurrency != 6 || len(m.Segments) != 3 {
+	if m.Summary.TotalRequests != 1001 || m.Latency().Count() != 1001 || m.Metadata.Concurrency != 6 || len(m.Segments) != 3 {
 		t.Fatalf("merged %+v concurrency %d segments %v", m.Summary, m.Metadata.Concurrency, m.Segments)
 	}
 	// The segments together used the users exactly as one whole run: request numbers 0..1000.
@@ -345,7 +345,7 @@ func TestRunEndsOnSignalWithPartialResults(t *testing.T) {
 	if res.Stop == nil || res.Stop.Reason != StopSignal || res.Summary.TotalRequests < 101-7 || res.Summary.DurationSecs >= 60 {
 		t.Fatalf("stop %+v summary %+v", res.Stop, res.Summary)
 	}
-	if uint64(res.Latency.Count()) != res.Summary.TotalRequests {
+	if uint64(res.Latency().Count()) != res.Summary.TotalRequests {
 		t.Fatal("histogram and counters disagree")
 	}
 }
@@ -392,7 +392,7 @@ func TestStaleKeepAliveConnectionIsRetriedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Summary.SuccessfulRequests != 20 {
-		t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses)
+		t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses())
 	}
 }
 
@@ -424,8 +424,8 @@ func TestRunReportsTimeoutAsNetworkFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.FailureCauses["network_timeout"] != 1 {
-		t.Fatalf("causes %v", res.FailureCauses)
+	if res.FailureCauses()["network_timeout"] != 1 {
+		t.Fatalf("causes %v", res.FailureCauses())
 	}
 }
 
@@ -488,7 +488,7 @@ func TestRunOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Summary.SuccessfulRequests != 40 {
-		t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses)
+		t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses())
 	}
 }
 

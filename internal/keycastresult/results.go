@@ -14,7 +14,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/hist"
-	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // ServerMetricsScope is upstream's fixed caveat for endpoint snapshots.
@@ -29,20 +29,39 @@ type Results struct {
 
 	// loadproof additions; absent in upstream files.
 
-	// Latency is every sample's latency (from the intended send time in the open model).
-	Latency *hist.Histogram `json:"latency_histogram,omitempty"`
-	// UncorrectedLatency, open model only: latency from the actual send time.
-	UncorrectedLatency *hist.Histogram `json:"uncorrected_latency_histogram,omitempty"`
+	// Envelope is loadproof's result model, shared with the LinkKeys harness: format, command and
+	// flags, target, machine records, segments, totals by outcome class, whole-run histograms by
+	// latency kind ("latency": from the intended send time in the open model; "uncorrected": from
+	// the actual send), failure causes and the timeline of interval snapshots with server samples.
+	// Nil in upstream files.
+	*result.Envelope
 	// OpenModel is set for --rate runs.
 	OpenModel *OpenModel `json:"open_model,omitempty"`
-	// FailureCauses counts failures by cause ("http_503_admission_rejected", "network_econnrefused", ...).
-	FailureCauses map[string]int64 `json:"failure_causes,omitempty"`
 	// Stop is set when a live stop condition ended the run early, or a signal did.
 	Stop *StopEvent `json:"stop,omitempty"`
-	// Machine is the record of the machine the generator ran on.
-	Machine *machine.Record `json:"machine,omitempty"`
-	// Segments lists the segments merged into this result (empty: one whole run).
-	Segments []string `json:"segments,omitempty"`
+}
+
+// Latency returns every request's latency (from the intended send time in the open model), or nil
+// for an upstream file, whose percentiles cannot be merged.
+func (r *Results) Latency() *hist.Histogram { return r.hist("latency") }
+
+// UncorrectedLatency returns the open model's latency from the actual send time, or nil.
+func (r *Results) UncorrectedLatency() *hist.Histogram { return r.hist("uncorrected") }
+
+func (r *Results) hist(kind string) *hist.Histogram {
+	if r.Envelope == nil {
+		return nil
+	}
+	return r.Histograms[kind]
+}
+
+// FailureCauses counts failures by cause ("http_503_admission_rejected", "network_econnrefused",
+// …); nil for an upstream file.
+func (r *Results) FailureCauses() map[string]int64 {
+	if r.Envelope == nil {
+		return nil
+	}
+	return r.Causes
 }
 
 // Metadata describes the run's configuration.
@@ -147,15 +166,7 @@ type OpenModel struct {
 }
 
 // StopEvent records why a run ended before its planned end.
-type StopEvent struct {
-	Reason      string  `json:"reason"` // "stop-condition", "signal", "requests-done"
-	Metric      string  `json:"metric,omitempty"`
-	Observed    float64 `json:"observed,omitempty"`
-	Limit       float64 `json:"limit,omitempty"`
-	WindowSecs  float64 `json:"window_secs,omitempty"`
-	ElapsedSecs float64 `json:"elapsed_secs"`
-	At          string  `json:"at"` // RFC 3339
-}
+type StopEvent = result.StopEvent
 
 // ErrNoHistogram is returned by Merge for results without a latency histogram (upstream files):
 // their percentiles cannot be combined exactly.
@@ -185,9 +196,14 @@ func Parse(b []byte) (*Results, error) {
 		return nil, fmt.Errorf("inconsistent results: successful %d + failed %d != total %d",
 			s.SuccessfulRequests, s.FailedRequests, s.TotalRequests)
 	}
-	if r.Latency != nil && uint64(r.Latency.Count()) != s.TotalRequests {
+	if h := r.Latency(); h != nil && uint64(h.Count()) != s.TotalRequests {
 		return nil, fmt.Errorf("inconsistent results: histogram holds %d samples for %d requests",
-			r.Latency.Count(), s.TotalRequests)
+			h.Count(), s.TotalRequests)
+	}
+	if r.Envelope != nil {
+		if err := r.Envelope.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	return &r, nil
 }
@@ -281,35 +297,27 @@ func Summarize(c Counts, h *hist.Histogram, duration time.Duration) Summary {
 }
 
 // Merge combines the results of segments of one run (processes or machines) exactly: counts add,
-// histograms merge, the duration is the longest segment's, and rates and percentiles are recomputed
-// from the merged data. Metadata comes from the first part, with concurrency summed.
+// histograms and interval snapshots merge, the duration is the longest segment's, and rates,
+// percentiles and upstream's timeline are recomputed from the merged data. Metadata comes from the
+// first part, with concurrency summed.
 func Merge(parts []*Results) (*Results, error) {
 	if len(parts) == 0 {
 		return nil, errors.New("keycastresult: nothing to merge")
 	}
-	out := &Results{Metadata: parts[0].Metadata, Timeline: []TimelinePoint{}}
+	out := &Results{Metadata: parts[0].Metadata, Envelope: &result.Envelope{}}
 	out.Metadata.Concurrency = 0
 	var c Counts
-	lat, unc := hist.New(), (*hist.Histogram)(nil)
 	var dur float64
-	causes := map[string]int64{}
 	for _, p := range parts {
-		if p.Latency == nil {
+		if p.Latency() == nil {
 			return nil, ErrNoHistogram
 		}
 		out.Metadata.Concurrency += p.Metadata.Concurrency
 		c.Add(CountsOf(p.Summary))
-		lat.Merge(p.Latency)
-		if p.UncorrectedLatency != nil {
-			if unc == nil {
-				unc = hist.New()
-			}
-			unc.Merge(p.UncorrectedLatency)
+		if err := out.Envelope.Merge(p.Envelope); err != nil {
+			return nil, fmt.Errorf("keycastresult: %w", err)
 		}
 		dur = max(dur, p.Summary.DurationSecs)
-		for k, v := range p.FailureCauses {
-			causes[k] += v
-		}
 		if p.Stop != nil && out.Stop == nil {
 			out.Stop = p.Stop
 		}
@@ -324,23 +332,68 @@ func Merge(parts []*Results) (*Results, error) {
 			out.OpenModel.LateSends += p.OpenModel.LateSends
 			out.OpenModel.Dropped += p.OpenModel.Dropped
 		}
-		out.Segments = append(out.Segments, p.Segments...)
-		if out.Machine == nil {
-			out.Machine = p.Machine
-		}
 	}
-	out.Summary = Summarize(c, lat, time.Duration(dur*float64(time.Second)))
-	out.Latency = lat
-	if unc != nil {
-		out.UncorrectedLatency = unc
-		if out.OpenModel != nil {
-			us := unc.Summary()
-			out.OpenModel.UncorrectedP50Ms, out.OpenModel.UncorrectedP95Ms = us.P50Ms, us.P95Ms
-			out.OpenModel.UncorrectedP99Ms, out.OpenModel.UncorrectedP999Ms, out.OpenModel.UncorrectedMaxMs = us.P99Ms, us.P999Ms, us.MaxMs
-		}
+	out.Summary = Summarize(c, out.Latency(), time.Duration(dur*float64(time.Second)))
+	if unc := out.UncorrectedLatency(); unc != nil && out.OpenModel != nil {
+		us := unc.Summary()
+		out.OpenModel.UncorrectedP50Ms, out.OpenModel.UncorrectedP95Ms = us.P50Ms, us.P95Ms
+		out.OpenModel.UncorrectedP99Ms, out.OpenModel.UncorrectedP999Ms, out.OpenModel.UncorrectedMaxMs = us.P99Ms, us.P999Ms, us.MaxMs
 	}
-	if len(causes) > 0 {
-		out.FailureCauses = causes
-	}
+	out.Timeline = TimelineOf(out.Envelope, timelineStep(parts[0].Timeline))
 	return out, nil
+}
+
+// timelineStep is the spacing of a part's timeline points (its --report-interval), 10 s when it
+// cannot be told.
+func timelineStep(tl []TimelinePoint) time.Duration {
+	if len(tl) >= 2 && tl[1].ElapsedSecs > tl[0].ElapsedSecs {
+		return time.Duration((tl[1].ElapsedSecs - tl[0].ElapsedSecs) * float64(time.Second)).Round(time.Millisecond)
+	}
+	return 10 * time.Second
+}
+
+// TimelineOf redraws upstream's timeline (cumulative counts and percentiles every step) from the
+// interval snapshots of an envelope: a point at the start, one each time the elapsed time passes a
+// multiple of step, and one at the end.
+func TimelineOf(env *result.Envelope, step time.Duration) []TimelinePoint {
+	points := []TimelinePoint{{}}
+	if env == nil {
+		return points
+	}
+	lat := hist.New()
+	var total, success uint64
+	next := step.Seconds()
+	for i, iv := range env.Intervals {
+		for cl, n := range iv.Counts {
+			total += uint64(n)
+			if cl == result.ClassSuccess {
+				success += uint64(n)
+			}
+		}
+		lat.Merge(iv.Latency["latency"])
+		el := iv.T + iv.Secs
+		last := i == len(env.Intervals)-1
+		if el+1e-9 < next && !last {
+			continue
+		}
+		for next <= el+1e-9 && step > 0 {
+			next += step.Seconds()
+		}
+		points = append(points, TimelinePoint{ElapsedSecs: el, RequestsTotal: total, RequestsSuccess: success,
+			RequestsError: total - success, LatencyP50Ms: ms(lat.Quantile(0.5)), LatencyP99Ms: ms(lat.Quantile(0.99))})
+	}
+	return points
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// NewEnvelope returns the envelope of a `run` result holding the given histograms (unc may be nil)
+// and failure causes; the engine fills the rest in a real run.
+func NewEnvelope(target string, lat, unc *hist.Histogram, causes map[string]int64) *result.Envelope {
+	env := &result.Envelope{Format: result.Format, Harness: "keycast", Command: "run", Target: target,
+		Histograms: map[string]*hist.Histogram{"latency": lat}, Causes: causes}
+	if unc != nil {
+		env.Histograms["uncorrected"] = unc
+	}
+	return env
 }

@@ -16,7 +16,7 @@ func sample(n int, failed uint64) *Results {
 		h.Record(time.Duration(i) * time.Millisecond)
 	}
 	c := Counts{Total: uint64(n), Success: uint64(n) - failed, Failed: failed, Server: failed}
-	return &Results{Metadata: Metadata{URL: "http://x", Concurrency: 2}, Summary: Summarize(c, h, 2*time.Second), Latency: h, Timeline: []TimelinePoint{}}
+	return &Results{Metadata: Metadata{URL: "http://x", Concurrency: 2}, Summary: Summarize(c, h, 2*time.Second), Envelope: NewEnvelope("http://x", h, nil, nil), Timeline: []TimelinePoint{}}
 }
 
 func TestWriteReadRoundTrip(t *testing.T) {
@@ -29,7 +29,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Summary != r.Summary || back.Latency.Count() != 100 {
+	if back.Summary != r.Summary || back.Latency().Count() != 100 {
 		t.Fatalf("%+v", back.Summary)
 	}
 }
@@ -59,8 +59,8 @@ func TestMergeIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	whole := hist.New()
-	whole.Merge(a.Latency)
-	whole.Merge(b.Latency)
+	whole.Merge(a.Latency())
+	whole.Merge(b.Latency())
 	if m.Summary.TotalRequests != 150 || m.Summary.FailedRequests != 3 || m.Summary.LatencyP99Ms != whole.Summary().P99Ms || m.Metadata.Concurrency != 4 {
 		t.Fatalf("%+v", m.Summary)
 	}
@@ -89,7 +89,7 @@ func FuzzParse(f *testing.F) {
 		if s.SuccessfulRequests+s.FailedRequests != s.TotalRequests {
 			t.Fatal("accepted inconsistent counts")
 		}
-		if r.Latency != nil && uint64(r.Latency.Count()) != s.TotalRequests {
+		if r.Latency() != nil && uint64(r.Latency().Count()) != s.TotalRequests {
 			t.Fatal("accepted a histogram that disagrees with the counts")
 		}
 	})
@@ -105,7 +105,7 @@ func TestParseOldUpstreamForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Metadata.Seed != 0 || r.ServerMetrics != nil || r.Summary.UnintentionalErrorRate != 0 || r.Latency != nil {
+	if r.Metadata.Seed != 0 || r.ServerMetrics != nil || r.Summary.UnintentionalErrorRate != 0 || r.Latency() != nil {
 		t.Fatalf("defaults %+v", r)
 	}
 	if _, err := Parse([]byte(`{"summary":{"total_requests":"x"}}`)); err == nil {

@@ -101,19 +101,19 @@ func Additions(r *keycastresult.Results) string {
 	s := r.Summary
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
-	if r.Latency != nil || s.LatencyP999Ms != 0 || s.LatencyP9999Ms != 0 {
+	if r.Latency() != nil || s.LatencyP999Ms != 0 || s.LatencyP9999Ms != 0 {
 		add("  p90:    %s", f1(s.LatencyP90Ms))
 		add("  p99.9:  %s", f1(s.LatencyP999Ms))
 		add("  p99.99: %s", f1(s.LatencyP9999Ms))
 		add("  Mean:   %s", f1(s.LatencyMeanMs))
 	}
-	if s.RateLimitedRequests != 0 || s.IntentionalRejections != 0 || s.ErrorsOther != 0 || r.Latency != nil {
+	if s.RateLimitedRequests != 0 || s.IntentionalRejections != 0 || s.ErrorsOther != 0 || r.Latency() != nil {
 		add("  Rate limited (429):        %d", s.RateLimitedRequests)
 		add("  Intentional shedding (503 admission_rejected): %d (%s%%)", s.IntentionalRejections, f1(s.IntentionalRejectionRate*100))
 		add("  Other failures:            %d", s.ErrorsOther)
 		add("  Unintentional error rate:  %s%%", f1(s.UnintentionalErrorRate*100))
 	}
-	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses) == 0 {
+	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses()) == 0 {
 		return ""
 	}
 	var b strings.Builder
@@ -144,21 +144,21 @@ func Additions(r *keycastresult.Results) string {
 		}
 		fmt.Fprintf(&b, " after %ss at %s\n", f1(st.ElapsedSecs), st.At)
 	}
-	if len(r.FailureCauses) > 0 {
+	if causes := r.FailureCauses(); len(causes) > 0 {
 		b.WriteString("\nFailures by cause:\n")
-		keys := make([]string, 0, len(r.FailureCauses))
-		for k := range r.FailureCauses {
+		keys := make([]string, 0, len(causes))
+		for k := range causes {
 			keys = append(keys, k)
 		}
 		sort.Slice(keys, func(i, j int) bool {
-			ci, cj := r.FailureCauses[keys[i]], r.FailureCauses[keys[j]]
+			ci, cj := causes[keys[i]], causes[keys[j]]
 			if ci != cj {
 				return ci > cj
 			}
 			return keys[i] < keys[j]
 		})
 		for _, k := range keys {
-			fmt.Fprintf(&b, "  %-32s %d\n", k, r.FailureCauses[k])
+			fmt.Fprintf(&b, "  %-32s %d\n", k, causes[k])
 		}
 	}
 	if sm := r.ServerMetrics; sm != nil && sm.Deltas != nil {
@@ -171,7 +171,11 @@ func Additions(r *keycastresult.Results) string {
 		fmt.Fprintf(&b, "  Cache misses:  %d\n", d.HTTPRPCCacheMisses)
 		fmt.Fprintf(&b, "  Cache size:    %d\n", d.HTTPRPCCacheSize)
 	}
-	if m := r.Machine; m != nil {
+	if r.Envelope != nil && len(r.Machines) > 0 {
+		m := r.Machines[0]
+		if len(r.Machines) > 1 {
+			fmt.Fprintf(&b, "\nMachines: %d records (one per process or machine); the first:", len(r.Machines))
+		}
 		fmt.Fprintf(&b, "\nMachine: %s, %d cores (GOMAXPROCS %d), kernel %s, %s, loadproof %s\n",
 			orUnknown(m.CPUModel), m.Cores, m.GOMAXPROCS, orUnknown(m.Kernel), m.GoVersion, m.LoadproofVersion)
 	}

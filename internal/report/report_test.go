@@ -75,7 +75,7 @@ func ours() *keycastresult.Results {
 	before := keycastresult.ServerMetrics{HTTPRPCRequestsTotal: 10, HTTPRPCCacheHits: 5, HTTPRPCCacheMisses: 5, HTTPRPCCacheSize: 5, HTTPRPCSuccess: 10}
 	after := keycastresult.ServerMetrics{HTTPRPCRequestsTotal: 1010, HTTPRPCCacheHits: 1000, HTTPRPCCacheMisses: 10, HTTPRPCCacheSize: 10, HTTPRPCSuccess: 995}
 	d := keycastresult.ServerMetrics{HTTPRPCRequestsTotal: 1000, HTTPRPCCacheHits: 995, HTTPRPCCacheMisses: 5, HTTPRPCCacheSize: 10, HTTPRPCSuccess: 985}
-	return &keycastresult.Results{
+	r := &keycastresult.Results{
 		Metadata: keycastresult.Metadata{URL: "http://127.0.0.1:3000", Scenario: "Mixed", Method: "SignEvent", Concurrency: 8,
 			DurationSecs: 10, UserCount: 50, Timestamp: "2026-01-02T03:04:05.000000000Z", Seed: 7, TargetRate: 100, RampUpSecs: 2},
 		Summary: keycastresult.Summarize(c, h, 10*time.Second+250*time.Millisecond),
@@ -83,15 +83,14 @@ func ours() *keycastresult.Results {
 			{ElapsedSecs: 0, RequestsTotal: 0},
 			{ElapsedSecs: 5, RequestsTotal: 480, RequestsSuccess: 475, RequestsError: 5, LatencyP50Ms: 9.1, LatencyP99Ms: 17.8},
 		},
-		ServerMetrics:      &keycastresult.ServerMetricsSnapshots{Scope: keycastresult.ServerMetricsScope, Before: before, After: after, Deltas: &d},
-		Latency:            h,
-		UncorrectedLatency: u,
+		ServerMetrics: &keycastresult.ServerMetricsSnapshots{Scope: keycastresult.ServerMetricsScope, Before: before, After: after, Deltas: &d},
+		Envelope:      keycastresult.NewEnvelope("http://x", h, u, map[string]int64{"http_503_admission_rejected": 10, "http_429": 4, "rpc_error": 1}),
 		OpenModel: &keycastresult.OpenModel{TargetRate: 100, RampFrom: 10, RampSecs: 2, Scheduled: 1003, LateSends: 12,
 			LateThresholdMs: 1, Dropped: 3, UncorrectedP50Ms: 14.5, UncorrectedP95Ms: 27.6, UncorrectedP99Ms: 28.7, UncorrectedP999Ms: 29.0, UncorrectedMaxMs: 29.0},
-		FailureCauses: map[string]int64{"http_503_admission_rejected": 10, "http_429": 4, "rpc_error": 1},
-		Stop:          &keycastresult.StopEvent{Reason: "stop-condition", Metric: "latency_p95_ms", Observed: 35.2, Limit: 30, WindowSecs: 5, ElapsedSecs: 10.25, At: "2026-01-02T03:04:15.250000000Z"},
-		Machine:       &m,
+		Stop: &keycastresult.StopEvent{Reason: "stop-condition", Metric: "latency_p95_ms", Observed: 35.2, Limit: 30, WindowSecs: 5, ElapsedSecs: 10.25, At: "2026-01-02T03:04:15.250000000Z"},
 	}
+	r.Machines = []machine.Record{m}
+	return r
 }
 
 func TestUpstreamFilesReportExactlyAsUpstream(t *testing.T) {
