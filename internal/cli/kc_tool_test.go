@@ -80,7 +80,7 @@ func TestKeycastSetupRunReport(t *testing.T) {
 		t.Fatalf("report compare %d:\n%s", code, out)
 	}
 	code, out, _ = kcRun(t, "report", "-i", results, "-f", "json")
-	if code != ExitOK || !strings.Contains(out, `"latency_histogram"`) {
+	if code != ExitOK || !strings.Contains(out, `"histograms"`) || !strings.Contains(out, `"intervals"`) {
 		t.Fatalf("report json %d", code)
 	}
 }

@@ -45,11 +45,15 @@ func resultKind(b []byte) (string, error) {
 	_, cmd := top["command"]
 	_, meta := top["metadata"]
 	_, sum := top["summary"]
+	var harness string
+	if raw, ok := top["harness"]; ok {
+		_ = json.Unmarshal(raw, &harness)
+	}
 	switch {
-	case cmd:
-		return "linkkeys", nil
-	case meta && sum:
+	case harness == "keycast" || meta && sum:
 		return "keycast", nil
+	case harness == "linkkeys" || cmd:
+		return "linkkeys", nil
 	}
 	return "", fmt.Errorf("neither a LinkKeys client result (no \"command\") nor a Keycast results file (no \"metadata\" and \"summary\")")
 }

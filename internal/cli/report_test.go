@@ -24,7 +24,7 @@ func kcSegment(t *testing.T, dir, name string, n int, failed uint64) string {
 		Metadata: keycastresult.Metadata{URL: "http://127.0.0.1:3000", Scenario: "WarmCache", Method: "GetPublicKey", Concurrency: 2, DurationSecs: 1},
 		Summary:  keycastresult.Summarize(c, h, time.Second),
 		Timeline: []keycastresult.TimelinePoint{},
-		Latency:  h,
+		Envelope: keycastresult.NewEnvelope("http://127.0.0.1:3000", h, nil, nil),
 	}
 	path := filepath.Join(dir, name)
 	if err := keycastresult.Write(path, r); err != nil {
@@ -51,8 +51,8 @@ func TestReportMergesSegmentsExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Latency.Count() != 150 || r.Summary.FailedRequests != 4 {
-		t.Fatalf("merged file: %d samples, %d failed", r.Latency.Count(), r.Summary.FailedRequests)
+	if r.Latency().Count() != 150 || r.Summary.FailedRequests != 4 {
+		t.Fatalf("merged file: %d samples, %d failed", r.Latency().Count(), r.Summary.FailedRequests)
 	}
 }
 
