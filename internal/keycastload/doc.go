@@ -28,8 +28,10 @@
 //
 // # Measurement
 //
-// Samples go to per-shard HDR histograms (microseconds, 1 µs to 10 min) under uncontended
-// per-shard locks; a collector swaps the shards out every second, so no sample is ever dropped (the
+// The loop is internal/engine's: this package's driver sends one request and classifies it. Samples
+// go to the engine's per-shard HDR histograms (microseconds, 1 µs to 10 min) under uncontended
+// per-shard locks; a collector swaps the shards out every second into an interval snapshot (with a
+// sample of the server's /api/metrics), so no sample is ever dropped (the
 // upstream tool's try_lock drops some), the cumulative figures are exact, and the last seconds form
 // the sliding window that live stop conditions judge. The run clock starts when the workers start
 // and stops when the last worker finishes, so the reported duration excludes the trailing wait and

@@ -268,7 +268,7 @@ func (r *runner) doRegister(ctx context.Context, num uint64) engine.Outcome {
 	if err != nil && r.aborted.Load() {
 		return engine.Outcome{Skip: true}
 	}
-	out := engine.Outcome{Took: took}
+	out := engine.Outcome{Took: took, Start: start}
 	if err != nil {
 		var se *StepError
 		var cl Class

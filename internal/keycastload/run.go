@@ -193,11 +193,17 @@ func (tb *timelineBuilder) add(el time.Duration, t *engine.Totals, progress bool
 // countsOf converts the engine's per-class totals into upstream's counts.
 func countsOf(t *engine.Totals) keycastresult.Counts {
 	var c keycastresult.Counts
-	for cl, n := range t.Counts {
-		for range n {
-			addClass(&c, Class(cl))
+	at := func(cl Class) uint64 {
+		if int(cl) < len(t.Counts) {
+			return uint64(t.Counts[cl])
 		}
+		return 0
 	}
+	c.Success = at(Success)
+	c.Auth, c.RateLimited, c.Intentional = at(Auth), at(RateLimited), at(Intentional)
+	c.Server, c.Client, c.Network, c.Other = at(Server), at(Client), at(Network), at(Other)
+	c.Failed = c.Auth + c.RateLimited + c.Intentional + c.Server + c.Client + c.Network + c.Other
+	c.Total = c.Success + c.Failed
 	if len(t.Counters) > ctrCacheHit {
 		c.CacheHitEstimate = uint64(t.Counters[ctrCacheHit])
 	}
@@ -209,16 +215,17 @@ func (r *runner) engineConfig(tb *timelineBuilder) engine.Config {
 	cfg := r.cfg
 	interval := min(time.Second, cfg.ReportInterval)
 	ec := engine.Config{
-		Driver:   engine.DriverFunc(r.do),
-		NewState: r.newWorker,
-		Classes:  engineClasses,
-		Kinds:    []string{"latency"},
-		Counters: []string{"cache_hit_estimate"},
-		Workers:  r.workers,
-		RampUp:   cfg.RampUp,
-		Duration: cfg.Duration,
-		Interval: interval,
-		OnCutOff: r.cutOff,
+		Driver:      engine.DriverFunc(r.do),
+		DriverTimed: true,
+		NewState:    r.newWorker,
+		Classes:     engineClasses,
+		Kinds:       []string{"latency"},
+		Counters:    []string{"cache_hit_estimate"},
+		Workers:     r.workers,
+		RampUp:      cfg.RampUp,
+		Duration:    cfg.Duration,
+		Interval:    interval,
+		OnCutOff:    r.cutOff,
 		// LateThreshold is upstream-independent: ours, documented with the open model.
 		LateThreshold: LateThreshold,
 		OnInterval: func(iv *result.Interval, t *engine.Totals) {
@@ -397,7 +404,7 @@ func (r *runner) do(ctx context.Context, ew *engine.Worker, local int64) engine.
 			r.logFailure(num, failureText(resp))
 		}
 	}
-	out.Class, out.Took = uint8(cl), took
+	out.Class, out.Took, out.Start = uint8(cl), took, start
 	if cl == Success && took < cacheHitUnder {
 		out.Tally = ctrCacheHit + 1
 	}
