@@ -2,7 +2,7 @@
 -- Environment: KC_TOKEN (access token, required), KC_METHOD (get_public_key | sign_event |
 -- nip44_encrypt; default get_public_key), KC_PUBKEY (the user's hex pubkey, for sign_event),
 -- KC_PEER (a hex pubkey, for nip44_encrypt). Bodies are exactly what the Keycast load tool sends
--- (reference keycast.md §1.5); they are built once, so wrk spends no Lua time per request.
+-- (docs/protocol-keycast.md, RPC request bodies); they are built once, so wrk spends no Lua time per request.
 local token = os.getenv("KC_TOKEN")
 if token == nil or token == "" then
   io.stderr:write("keycast-rpc.lua: set KC_TOKEN to an access token\n")

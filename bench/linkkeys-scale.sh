@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The measured run of docs/load-testing.md: seed 000's four LinkKeys results reproduced on this
-# machine with loadproof's reference server and clients.
+# The measured run of docs/load-testing.md: the four results of upstream LinkKeys' documented scale
+# run (docs/protocol-linkkeys.md, Scale profile) reproduced on this machine with loadproof's
+# reference server and clients.
 #
 #   scale profile (the seed's TCP_*/PUBLIC_READ_* overrides):
 #     1. connections     --count 200000 --concurrency 3000 --hold-secs 20 --attempt-timeout-secs 20

@@ -2,8 +2,8 @@
 // token buckets, the three-layer distinct-source limiter, source keys and
 // bounded-wait concurrency gates.
 //
-// The limiter follows LinkKeys' public-read limiter (reference linkkeys.md
-// §3.1 step 6) exactly. A check passes three layers, in order, and all must
+// The limiter follows LinkKeys' public-read limiter exactly
+// (docs/protocol-linkkeys.md, The three-layer limiter). A check passes three layers, in order, and all must
 // pass:
 //
 //  1. Admission into a tumbling distinct-source window. The window holds at

@@ -160,12 +160,12 @@ func configFromEnv(getenv func(string) string, prefix string, def LimiterConfig)
 	return cfg, errs
 }
 
-// HandshakeConfigFromEnv reads the TCP_HANDSHAKE_* variables (reference
-// linkkeys.md §2.1) over HandshakeDefaults: RATE_PER_MINUTE, BURST,
-// GLOBAL_BURST, OVERFLOW_BURST, DISTINCT_SOURCE_THRESHOLD and WINDOW_SECONDS
-// are whole numbers greater than 0; GLOBAL_RATE_PER_SECOND and
-// OVERFLOW_RATE_PER_SECOND are finite numbers greater than 0; IPV6_PREFIX is
-// 1..128. Blank means unset. There are never trusted proxies. Every problem
+// HandshakeConfigFromEnv reads the TCP_HANDSHAKE_* variables
+// (docs/protocol-linkkeys.md, Environment variables) over HandshakeDefaults:
+// RATE_PER_MINUTE, BURST, GLOBAL_BURST, OVERFLOW_BURST,
+// DISTINCT_SOURCE_THRESHOLD and WINDOW_SECONDS are whole numbers greater
+// than 0; GLOBAL_RATE_PER_SECOND and OVERFLOW_RATE_PER_SECOND are finite
+// numbers greater than 0; IPV6_PREFIX is 1..128. Blank means unset. There are never trusted proxies. Every problem
 // is reported, joined with errors.Join; on error the returned config holds
 // the defaults for the bad variables.
 func HandshakeConfigFromEnv(getenv func(string) string) (LimiterConfig, error) {
@@ -173,10 +173,11 @@ func HandshakeConfigFromEnv(getenv func(string) string) (LimiterConfig, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// PublicReadConfigFromEnv reads the PUBLIC_READ_* variables (reference
-// linkkeys.md §2.2) over PublicReadDefaults, with the rules of
-// HandshakeConfigFromEnv, plus PUBLIC_READ_TRUSTED_PROXIES: a comma-separated
-// list of IP addresses (taken as /32 or /128) and CIDRs. Every problem is
+// PublicReadConfigFromEnv reads the PUBLIC_READ_* variables
+// (docs/protocol-linkkeys.md, Environment variables) over
+// PublicReadDefaults, with the rules of HandshakeConfigFromEnv, plus
+// PUBLIC_READ_TRUSTED_PROXIES: a comma-separated list of IP addresses (taken
+// as /32 or /128) and CIDRs. Every problem is
 // reported, joined with errors.Join.
 func PublicReadConfigFromEnv(getenv func(string) string) (LimiterConfig, error) {
 	cfg, errs := configFromEnv(getenv, "PUBLIC_READ_", PublicReadDefaults())

@@ -27,7 +27,7 @@ const (
 	NotTested Outcome = "not-tested"
 )
 
-// Check metric names, in the order PhaseChecks emits them (reference keycast.md §2.5).
+// Check metric names, in the order PhaseChecks emits them (docs/protocol-keycast.md, Checks).
 const (
 	MetricTotalRequests              = "total_requests"
 	MetricUnintentionalErrorRate     = "unintentional_error_rate"
@@ -97,10 +97,10 @@ func AvailabilityPercent(s keycastresult.Summary) float64 {
 }
 
 // PhaseChecks computes a phase's checks and stop checks from its results summary, exactly as
-// reference keycast.md §2.5: checks are total_requests, unintentional_error_rate, latency_p95_ms,
-// intentional_rejection_rate (not-tested with limit 0 when the phase declares no shedding), then, when
-// the SLO applies, availability_percent and slo_latency_p95_ms; stop checks are
-// stop_unintentional_error_rate and stop_latency_p95_ms against the plan's stop conditions.
+// upstream (docs/protocol-keycast.md, Checks): checks are total_requests, unintentional_error_rate,
+// latency_p95_ms, intentional_rejection_rate (not-tested with limit 0 when the phase declares no
+// shedding), then, when the SLO applies, availability_percent and slo_latency_p95_ms; stop checks
+// are stop_unintentional_error_rate and stop_latency_p95_ms against the plan's stop conditions.
 func PhaseChecks(plan *Plan, phase *Phase, s keycastresult.Summary) (checks, stopChecks []Check) {
 	total := Check{
 		Metric: MetricTotalRequests, Comparison: AtLeast,

@@ -240,7 +240,8 @@ func TestConclude(t *testing.T) {
 }
 
 // Upstream's tests intentional_rejections_reduce_healthy_phase_availability and
-// ordinary_miss_continues_but_absolute_breach_stops (reference keycast.md §5).
+// ordinary_miss_continues_but_absolute_breach_stops (docs/protocol-keycast.md, Upstream tests used
+// as a model).
 
 func TestIntentionalRejectionsReduceHealthyPhaseAvailability(t *testing.T) {
 	r := results(1, 1, 1, 0)

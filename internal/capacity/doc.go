@@ -2,16 +2,18 @@
 // soak, recovery, rollout, scale-down, in that order) with their limits before anything runs, and the
 // run turns them into an evidence bundle that says, check by check, whether the target met them.
 //
-// The plan schema, the validation rules and their messages, the checks and the evidence format follow
-// the newest upstream Keycast tool (reference keycast.md §2, commit a8d40c9). The plan itself (types,
-// parser, validation, host rules) lives in the sub-package plan, away from the load engine, and is
-// re-exported here under the same names.
+// The plan schema, the validation rules and their messages, the checks and the evidence format
+// follow the newest upstream Keycast tool (commit a8d40c9; docs/protocol-keycast.md, Capacity
+// profiles). The plan itself (types, parser, validation, host rules) lives in the sub-package plan,
+// away from the load engine, and is re-exported here under the same names.
 //
 //   - ParsePlan reads a plan strictly: unknown or duplicate fields, missing fields, wrong types and
 //     trailing data are all rejected, every problem at once.
-//   - Validate applies the §2.3 rules, again reporting every problem at once, and decides the
-//     execution environment ("local" or "authorized-non-production") from the host rules of §2.8.
-//   - PhaseChecks and PhaseOutcome are the §2.5 checks and the continue/stop rule; Conclude is §2.7.
+//   - Validate applies upstream's validation rules, again reporting every problem at once, and
+//     decides the execution environment ("local" or "authorized-non-production") from the host
+//     rules.
+//   - PhaseChecks and PhaseOutcome are upstream's checks and continue/stop rule; Conclude is its
+//     verdict (passed, certification_ready).
 //   - Execute validates, creates the output directory, runs each phase through keycastload.Run with
 //     the plan's absolute stop conditions as live stop conditions, and writes the bundle.
 //

@@ -35,7 +35,7 @@ const (
 )
 
 // Evidence is evidence.json: upstream's a8d40c9 fields first, in upstream's order and spelling
-// (reference keycast.md §2.6), then loadproof's additions.
+// (docs/protocol-keycast.md, Evidence file), then loadproof's additions.
 type Evidence struct {
 	SchemaVersion        int             `json:"schema_version"`
 	EvidenceScope        string          `json:"evidence_scope"`
@@ -77,14 +77,15 @@ type PhaseEvidence struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 }
 
-// Conclusion is §2.7's verdict with the reasons certification is not ready.
+// Conclusion is upstream's verdict (docs/protocol-keycast.md, Verdict) with the reasons
+// certification is not ready.
 type Conclusion struct {
 	Passed             bool
 	CertificationReady bool
 	Blockers           []string
 }
 
-// Conclude applies reference keycast.md §2.7: passed when every planned phase has an entry and every
+// Conclude applies upstream's verdict: passed when every planned phase has an entry and every
 // entry passed; certification_ready when passed, at least one phase declares intentional shedding,
 // and no intentional_rejection_rate check failed. Blockers lists, in plain words, everything that
 // keeps certification_ready false (it is empty exactly when certification_ready is true). stopReason

@@ -38,7 +38,8 @@ var (
 	ErrOutputNotEmpty = errors.New("capacity: the evidence directory is not empty")
 )
 
-// PhaseRun is what Execute asks of the load engine for one phase (reference keycast.md §2.4).
+// PhaseRun is what Execute asks of the load engine for one phase (docs/protocol-keycast.md,
+// Execution).
 type PhaseRun struct {
 	// Index is the phase's 0-based position in the plan.
 	Index int
@@ -93,11 +94,11 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Execute runs a capacity profile (reference keycast.md §2.4): it validates the plan (before touching
-// the output directory), creates the directory, runs every phase in order with the plan's seed and
-// live stop conditions, records each phase's checks, continues past ordinary misses, stops at a stop
-// breach, a phase error or ctx's end, and writes the bundle: one results file per phase that
-// produced results, evidence.json and manifest.json.
+// Execute runs a capacity profile (docs/protocol-keycast.md, Execution): it validates the plan
+// (before touching the output directory), creates the directory, runs every phase in order with the
+// plan's seed and live stop conditions, records each phase's checks, continues past ordinary
+// misses, stops at a stop breach, a phase error or ctx's end, and writes the bundle: one results
+// file per phase that produced results, evidence.json and manifest.json.
 //
 // The returned evidence is non-nil exactly when evidence.json was written. The error is nil when the
 // evidence passed; otherwise it joins ErrLimitsExceeded with ErrIncomplete when the run could not

@@ -12,11 +12,11 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
 
-// KeycastloadRunner returns the Runner that runs phases with keycastload.Run, as upstream's capacity
-// command calls its runner (reference keycast.md §2.4): requests 0, the phase's duration, ramp-up,
-// scenario and method, the plan's seed, report interval clamp(duration, 1, 5) s, and the plan's stop
-// conditions as live stop conditions. progress receives keycastload's progress lines; httpTimeout 0
-// keeps keycastload's default.
+// KeycastloadRunner returns the Runner that runs phases with keycastload.Run, as upstream's
+// capacity command calls its runner (docs/protocol-keycast.md, Execution): requests 0, the phase's
+// duration, ramp-up, scenario and method, the plan's seed, report interval clamp(duration, 1, 5) s,
+// and the plan's stop conditions as live stop conditions. progress receives keycastload's progress
+// lines; httpTimeout 0 keeps keycastload's default.
 func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time.Duration) Runner {
 	return func(ctx context.Context, run PhaseRun) (*keycastresult.Results, error) {
 		ph := run.Phase

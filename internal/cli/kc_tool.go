@@ -63,7 +63,7 @@ func envOr(env *Env, name, def string) string {
 	return def
 }
 
-// newKeycastSetupCmd is `setup` (reference keycast.md §1.2).
+// newKeycastSetupCmd is `setup` (docs/protocol-keycast.md, setup).
 func newKeycastSetupCmd(env *Env) *cobra.Command {
 	var (
 		cfg    keycastload.SetupConfig
@@ -141,7 +141,7 @@ type runFlags struct {
 	timeout                                  time.Duration
 }
 
-// newKeycastRunCmd is `run` (reference keycast.md §1.3).
+// newKeycastRunCmd is `run` (docs/protocol-keycast.md, run).
 func newKeycastRunCmd(env *Env) *cobra.Command {
 	var fl runFlags
 	c := &cobra.Command{
@@ -230,7 +230,7 @@ func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output st
 	return nil
 }
 
-// newKeycastReportCmd is `report` (reference keycast.md §1.7).
+// newKeycastReportCmd is `report` (docs/protocol-keycast.md, report).
 func newKeycastReportCmd(env *Env) *cobra.Command {
 	var input, format, compare string
 	c := &cobra.Command{

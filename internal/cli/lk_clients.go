@@ -18,8 +18,8 @@ import (
 	"github.com/loadproof/loadproof/internal/machine"
 )
 
-// The LinkKeys load clients (seed §5.3–5.7): flags and defaults are the seed's; --json, --workers,
-// --server-metrics, --resume, --pipeline and --rate are ours.
+// The LinkKeys load clients (docs/protocol-linkkeys.md, The seed's commands): flags and defaults
+// are the seed's; --json, --workers, --server-metrics, --resume, --pipeline and --rate are ours.
 
 // lkCommon are the flags every client shares.
 type lkCommon struct {

@@ -28,7 +28,8 @@ import (
 	"github.com/loadproof/loadproof/internal/machine"
 )
 
-// lkServerFlags are the `server` command's flags (reference §5.2 plus ours).
+// lkServerFlags are the `server` command's flags: the seed's (docs/protocol-linkkeys.md, The
+// seed's commands, server) plus ours.
 type lkServerFlags struct {
 	dbPath            string
 	domain            string
@@ -202,7 +203,7 @@ func startPrometheus(addr string, src func() linkkeysserver.Snapshot, process bo
 }
 
 // runLinkKeysServer is the single-process server, or the parent of
-// --processes children. Startup order follows reference §5.2.
+// --processes children. Startup order follows the seed's server.
 func runLinkKeysServer(ctx context.Context, env *Env, f lkServerFlags, listenChanged bool, cmdPrefix []string) error {
 	logger := env.Logger
 	cfg, err := lkServerConfig(env, f)

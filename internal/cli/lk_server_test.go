@@ -174,7 +174,7 @@ func TestLinkKeysServerDurationAndEmptyKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := linkkeys.ReadFrame(tc, 0, nil)
-	// §6.1: on a fresh database the upstream 84-byte envelope.
+	// On a fresh database the upstream 84-byte envelope (docs/protocol-linkkeys.md, Byte vectors).
 	if err != nil || len(resp) != 84 {
 		t.Errorf("get-domain-keys with --empty-domain-keys: %d bytes %v, want the 84-byte empty-list envelope", len(resp), err)
 	}

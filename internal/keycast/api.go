@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// HTTP paths of the Keycast API (§3).
+// HTTP paths of the Keycast API (docs/protocol-keycast.md, Server API).
 const (
 	PathRegister  = "/api/auth/register"
 	PathLogin     = "/api/auth/login"
@@ -27,7 +27,8 @@ const (
 	SessionCookieAttributes = "HttpOnly; Secure; SameSite=Lax; Path=/; Max-Age=86400"
 )
 
-// Values the load tool sends during setup (§1.2, §3.3, §3.4).
+// Values the load tool sends during setup (docs/protocol-keycast.md, setup,
+// Authorize and Token exchange).
 const (
 	LoadtestClientID           = "loadtest"
 	LoadtestScope              = "policy:social"
@@ -58,16 +59,18 @@ const (
 	DefaultTenantID = 1
 )
 
-// Error codes and the admission contract (§2.2, §3.8). Intentional shedding is
-// HTTP 503 with body {"error":AdmissionRejectedMessage,"code":CodeAdmissionRejected};
-// rate limiting is HTTP 429 with code CodeRateLimited and a Retry-After header.
+// Error codes and the admission contract (docs/protocol-keycast.md, Admission
+// contract; upstream defines no body, so this one is loadproof's). Intentional
+// shedding is HTTP 503 with body
+// {"error":AdmissionRejectedMessage,"code":CodeAdmissionRejected}; rate
+// limiting is HTTP 429 with code CodeRateLimited and a Retry-After header.
 const (
 	CodeAdmissionRejected    = "admission_rejected"
 	CodeRateLimited          = "rate_limited"
 	AdmissionRejectedMessage = "server at capacity, retry shortly"
 )
 
-// Error messages Keycast sends, as data (§3.2–§3.8).
+// Error messages Keycast sends, as data (docs/protocol-keycast.md, Server API).
 const (
 	MsgAuthRequired        = "Authentication required. Please provide a valid token."
 	MsgInvalidToken        = "Invalid or expired token. Please log in again."
@@ -185,7 +188,7 @@ type ErrorBody struct {
 	Code  string `json:"code,omitempty"`
 }
 
-// RPC method names of /api/nostr (§3.6).
+// RPC method names of /api/nostr.
 const (
 	RPCGetPublicKey = "get_public_key"
 	RPCSignEvent    = "sign_event"
@@ -196,9 +199,10 @@ const (
 )
 
 // AppendRPCBody appends the exact /api/nostr body the load tool sends for m
-// (§1.5): get-public-key has no params; sign-event sends a kind-1 event object
-// with keys in sorted order and content "Load test <unixNow>"; nip44-encrypt
-// sends recipientHex and NIP44TestPlaintext. register is not an RPC.
+// (docs/protocol-keycast.md, RPC request bodies): get-public-key has no
+// params; sign-event sends a kind-1 event object with keys in sorted order
+// and content "Load test <unixNow>"; nip44-encrypt sends recipientHex and
+// NIP44TestPlaintext. register is not an RPC.
 func AppendRPCBody(dst []byte, m Method, userPubkeyHex string, unixNow int64, recipientHex string) ([]byte, error) {
 	switch m {
 	case MethodGetPublicKey:

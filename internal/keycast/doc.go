@@ -25,11 +25,11 @@
 //   - the load tool's users file and results file, and the Prometheus series
 //     the server exports on /api/metrics.
 //
-// The reference for all of it is /work/shared/reference/keycast.md (sections
-// 1.2, 1.5, 1.6, 3, 6.3, 6.5 and 7). Error values whose text is sent on the
-// wire (for example [ErrTokenExpired] or the "Invalid event JSON: …" errors)
-// carry the exact Keycast message and no package prefix; every other error
-// starts with "keycast: ".
+// The upstream facts behind all of it are in docs/protocol-keycast.md;
+// deliberate differences are in docs/upstream-differences.md. Error values
+// whose text is sent on the wire (for example [ErrTokenExpired] or the
+// "Invalid event JSON: …" errors) carry the exact Keycast message and no
+// package prefix; every other error starts with "keycast: ".
 //
 // BIP-340 is implemented here on top of the secp256k1 field and scalar
 // arithmetic of github.com/btcsuite/btcd/btcec/v2, not with its schnorr

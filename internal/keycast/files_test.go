@@ -112,7 +112,7 @@ func TestParsePrometheusValues(t *testing.T) {
 }
 
 func TestAPIJSON(t *testing.T) {
-	// Field names and omission rules of §3.
+	// Field names and omission rules of docs/protocol-keycast.md, Server API.
 	tok := TokenResponse{BunkerURL: "bunker://x", TokenType: TokenTypeBearer, ExpiresIn: TokenExpiresIn, Scope: LoadtestScope, AuthorizationHandle: "h"}
 	b, _ := json.Marshal(tok)
 	if string(b) != `{"bunker_url":"bunker://x","token_type":"Bearer","expires_in":86400,"scope":"policy:social","authorization_handle":"h"}` {

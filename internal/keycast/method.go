@@ -85,7 +85,7 @@ func (m *Method) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Scenario is a user-selection scenario (§1.4), kebab-case.
+// Scenario is a user-selection scenario, kebab-case.
 type Scenario string
 
 // The three scenarios.

@@ -14,7 +14,8 @@ type MetricSeriesInfo struct {
 	Help string
 }
 
-// Names of the six series the load tool reads (§1.6).
+// Names of the six series the load tool reads (docs/protocol-keycast.md,
+// Server metrics snapshots).
 const (
 	MetricHTTPRPCRequests    = "keycast_http_rpc_requests_total"
 	MetricHTTPRPCCacheHits   = "keycast_http_rpc_cache_hits_total"
@@ -28,7 +29,7 @@ const (
 const MetricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // MetricSeries lists the 19 series of the Dec-2025 server in output order
-// (§3.9), with Keycast's help texts.
+// (docs/protocol-keycast.md, /api/metrics), with Keycast's help texts.
 var MetricSeries = []MetricSeriesInfo{
 	{"keycast_cache_hits_total", "counter", "Authorization handler cache hits (handler found in memory)"},
 	{"keycast_cache_misses_total", "counter", "Authorization handler cache misses (loaded from DB)"},
@@ -76,8 +77,8 @@ func AppendMetricsText(dst []byte, value func(name string) uint64) []byte {
 	return dst
 }
 
-// ServerMetrics is the load tool's view of /api/metrics (§1.6); field order
-// as in the results file.
+// ServerMetrics is the load tool's view of /api/metrics; field order as in
+// the results file.
 type ServerMetrics struct {
 	HTTPRPCRequestsTotal uint64 `json:"http_rpc_requests_total"`
 	HTTPRPCCacheHits     uint64 `json:"http_rpc_cache_hits"`

@@ -9,7 +9,8 @@ import (
 )
 
 // Permission is one policy rule (a permissions row: identifier + JSON
-// config), with Keycast's CustomPermission semantics (§6.3).
+// config), with Keycast's CustomPermission semantics (docs/protocol-keycast.md,
+// Policies and permissions).
 type Permission interface {
 	// Identifier is the permissions.identifier the rule was parsed from.
 	Identifier() string

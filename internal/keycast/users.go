@@ -11,7 +11,8 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 )
 
-// UsersFile is the credentials file written by setup and read by run (§1.2).
+// UsersFile is the credentials file written by setup and read by run
+// (docs/protocol-keycast.md, Users file).
 type UsersFile struct {
 	URL       string     `json:"url"`
 	CreatedAt string     `json:"created_at"`

@@ -390,7 +390,7 @@ func readN(br *bufio.Reader, dst []byte, n int64) ([]byte, error) {
 	return dst, nil
 }
 
-// readChunked reads a chunked body (RFC 9112 §7.1), keeping at most maxBody bytes, and skips
+// readChunked reads a chunked body (RFC 9112, section 7.1), keeping at most maxBody bytes, and skips
 // trailers.
 func readChunked(br *bufio.Reader, dst []byte) ([]byte, error) {
 	for n := 0; ; n++ {

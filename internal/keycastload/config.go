@@ -12,7 +12,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycast"
 )
 
-// Defaults of the run flags (reference §1.3) and of loadproof's additions.
+// Defaults of the run flags (docs/protocol-keycast.md, run) and of loadproof's additions.
 const (
 	DefaultURL            = "http://localhost:3000"
 	DefaultConcurrency    = 10
@@ -28,7 +28,7 @@ const (
 	LateThreshold = time.Millisecond
 )
 
-// RunConfig mirrors `run`'s flags (reference keycast.md §1.3) plus loadproof's additions. The zero
+// RunConfig mirrors `run`'s flags (docs/protocol-keycast.md, run) plus loadproof's additions. The zero
 // value of each field means the documented default.
 type RunConfig struct {
 	// Flags holds the command line's flags as given, recorded in the results (optional).
@@ -47,7 +47,7 @@ type RunConfig struct {
 	// RampUp spreads worker starts (closed model) or ramps the arrival rate from RateFrom to Rate
 	// (open model) over this long. 0 means no ramp.
 	RampUp time.Duration
-	// Scenario selects users (§1.4). Empty means mixed.
+	// Scenario selects users (see SelectUser). Empty means mixed.
 	Scenario keycast.Scenario
 	// Method is the RPC to send, or register. Empty means sign-event.
 	Method keycast.Method
@@ -59,7 +59,7 @@ type RunConfig struct {
 	// ReportInterval is the progress and timeline interval; values below 1 s are clamped to 1 s.
 	// 0 means DefaultReportInterval.
 	ReportInterval time.Duration
-	// Seed offsets the deterministic user schedule (§1.4).
+	// Seed offsets the deterministic user schedule (see SelectUser).
 	Seed uint64
 	// Rate > 0 selects the open model: requests arrive at Rate per second regardless of responses.
 	Rate float64

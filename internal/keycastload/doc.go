@@ -35,11 +35,11 @@
 // upstream tool's try_lock drops some), the cumulative figures are exact, and the last seconds form
 // the sliding window that live stop conditions judge. The run clock starts when the workers start
 // and stops when the last worker finishes, so the reported duration excludes the trailing wait and
-// the metrics fetch that upstream includes (quirk §7.9).
+// the metrics fetch that upstream includes.
 //
 // Closed model (default): Concurrency workers, worker w starting RampUp·w/(Concurrency−1) after the
 // start, each sending its next request when the previous one ends. `--duration 0 --requests N` runs
-// until exactly N requests are done (upstream exits at once, quirk §7.3): request numbers come from
+// until exactly N requests are done (upstream exits at once): request numbers come from
 // an atomic ticket counter that refuses tickets beyond N, so there is no overshoot.
 //
 // Open model (Rate > 0): sends are scheduled at a constant arrival rate (ramping linearly from
@@ -49,8 +49,9 @@
 // more than LateThreshold (1 ms) after its intended time; a scheduled send that never started
 // because the run ended is dropped.
 //
-// User selection is upstream's (§1.4): request number r (plus the seed) picks user 0 in warm-cache,
-// r mod N in cold-start, and in mixed 80% from the hot first tenth and 20% rotating through the rest.
+// User selection is upstream's (docs/protocol-keycast.md, User selection): request number r (plus
+// the seed) picks user 0 in warm-cache, r mod N in cold-start, and in mixed 80% from the hot first
+// tenth and 20% rotating through the rest.
 //
 // # Setup
 //
@@ -60,24 +61,27 @@
 // store through internal/keycaststore: users, personal_keys sealed with the server's master key, and
 // oauth_authorizations; each user's access token is a UCAN the user signs for itself with
 // bunker_pubkey, as upstream's DB mode mints it. The reference server (and the Dec-2025 Keycast
-// server, reference §3.5 step 7) accepts a token whose issuer is its audience on /api/nostr, so
-// DB-mode users can sign; later Keycast servers that refuse user-signed tokens need HTTP mode.
+// server) accepts a token whose issuer is its audience on /api/nostr, so DB-mode users can sign;
+// later Keycast servers that refuse user-signed tokens need HTTP mode.
 //
-// # Upstream quirks (reference §7) and what this package does
+// # Upstream quirks and what this package does
 //
-//   - §7.1 warm-cache uses user 0, as upstream's code (not its README) does: kept.
-//   - §7.3 `--duration 0 --requests N` exits at once upstream: here it runs exactly N requests.
-//   - §7.4 DB mode ignores --master-key-path and writes no personal_keys: here it uses the key
+// The quirks are those of docs/protocol-keycast.md, Quirks; docs/upstream-differences.md has every
+// decision.
+//
+//   - warm-cache uses user 0, as upstream's code (not its README) does: kept.
+//   - `--duration 0 --requests N` exits at once upstream: here it runs exactly N requests.
+//   - DB mode ignores --master-key-path and writes no personal_keys: here it uses the key
 //     file (refusing to run without it) and writes the sealed key, so DB-mode users can sign. Its
 //     emails carry the run's timestamp (loadtest-{ts}-{i}@test.local) so a second run does not
 //     collide with the first on (tenant, email), and its bunker key is derived from the user key
 //     and the connection secret as the token endpoint derives it, not drawn at random.
-//   - §7.5, §7.6 (no session cookie from later servers; http:// targets other than localhost
-//     refused at the token step) are server behaviour: setup reports them by cause
-//     ("register: No session token in response", "token: HTTP 400").
-//   - §7.7 a non-metrics page gives no snapshot and a warning instead of zeros.
-//   - §7.8 no latency sample is dropped.
-//   - §7.9 the duration excludes the trailing wait and the metrics fetch.
+//   - No session cookie from later servers, and http:// targets other than localhost refused at
+//     the token step, are server behaviour: setup reports them by cause ("register: No session
+//     token in response", "token: HTTP 400").
+//   - A non-metrics page gives no snapshot and a warning instead of zeros.
+//   - No latency sample is dropped.
+//   - The duration excludes the trailing wait and the metrics fetch.
 //
 // Beyond upstream: setup sends a registration step again when it is shed (503
 // admission_rejected) or rate-limited (429), after Retry-After with jitter, up to 30 times, where

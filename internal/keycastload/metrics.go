@@ -31,7 +31,7 @@ var metricsClient = &http.Client{Timeout: 10 * time.Second}
 // the six counters the upstream tool reads (a missing series reads 0, as upstream) and every
 // unlabelled series by name. A non-2xx status, a page that is not Prometheus text, or a page
 // without any keycast_http_rpc_* series is an error: upstream parses any page and reports zeros
-// (quirk §7.7); we report no snapshot instead.
+// (docs/protocol-keycast.md, Quirks); we report no snapshot instead.
 func FetchServerMetrics(ctx context.Context, url string) (keycastresult.ServerMetrics, map[string]float64, error) {
 	u := strings.TrimRight(url, "/") + keycast.PathMetrics
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -60,8 +60,8 @@ func FetchServerMetrics(ctx context.Context, url string) (keycastresult.ServerMe
 	return sm, series, nil
 }
 
-// ParseMetrics parses a Prometheus text page. It returns the six counters of §1.6 and the value of
-// every unlabelled counter, gauge or untyped series.
+// ParseMetrics parses a Prometheus text page. It returns the six counters the upstream tool reads
+// and the value of every unlabelled counter, gauge or untyped series.
 func ParseMetrics(page []byte) (keycastresult.ServerMetrics, map[string]float64, error) {
 	var sm keycastresult.ServerMetrics
 	p := expfmt.NewTextParser(model.LegacyValidation)
@@ -148,8 +148,8 @@ func Snapshots(before, after keycastresult.ServerMetrics, seriesBefore, seriesAf
 	return s
 }
 
-// CacheBlock formats upstream's "=== Server-Side Cache Metrics ===" block (reference §1.3 step 9),
-// starting with a blank line and ending with a newline.
+// CacheBlock formats upstream's "=== Server-Side Cache Metrics ===" block (docs/protocol-keycast.md,
+// run, step 9), starting with a blank line and ending with a newline.
 func CacheBlock(before, after keycastresult.ServerMetrics) string {
 	hits := after.HTTPRPCCacheHits - min(before.HTTPRPCCacheHits, after.HTTPRPCCacheHits)
 	misses := after.HTTPRPCCacheMisses - min(before.HTTPRPCCacheMisses, after.HTTPRPCCacheMisses)

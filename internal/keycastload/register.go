@@ -87,7 +87,8 @@ type RegisteredUser struct {
 	AccessToken string
 }
 
-// RegisterUser runs upstream's full flow against base (reference §3.2–§3.4): register with an
+// RegisterUser runs upstream's full flow against base (docs/protocol-keycast.md, Register,
+// Authorize, Token exchange): register with an
 // Origin header, take the keycast_session cookie, approve an OAuth authorization for client
 // "loadtest" with scope policy:social and a PKCE S256 challenge, and exchange the code for an
 // access token. A failure is a *StepError.

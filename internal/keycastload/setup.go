@@ -27,7 +27,7 @@ const (
 	ModeDB   = "db"
 )
 
-// Defaults of the setup flags (reference §1.2).
+// Defaults of the setup flags (docs/protocol-keycast.md, setup).
 const (
 	DefaultSetupUsers       = 100
 	DefaultSetupConcurrency = 50
@@ -47,7 +47,7 @@ type SetupConfig struct {
 	DatabaseURL string
 	// MasterKeyPath is the server's master key file, used in DB mode to seal the users' secret
 	// keys as the server does (DefaultMasterKeyPath when empty). Upstream accepts and ignores it
-	// (quirk §7.4); DB-mode users then cannot sign.
+	// (docs/protocol-keycast.md, Quirks); DB-mode users then cannot sign.
 	MasterKeyPath string
 	// Mode is "http", "db" or "" (choose by ChooseMode's rule).
 	Mode string
@@ -78,8 +78,9 @@ type SetupResult struct {
 	Interrupted bool
 }
 
-// ChooseMode applies upstream's rule (reference §1.2): an explicit mode wins; otherwise DB mode
-// when the URL contains "localhost" or "127.0.0.1" and a database URL is given; else HTTP mode.
+// ChooseMode applies upstream's rule (docs/protocol-keycast.md, setup): an explicit mode wins;
+// otherwise DB mode when the URL contains "localhost" or "127.0.0.1" and a database URL is given;
+// else HTTP mode.
 func ChooseMode(mode, url, databaseURL string) (string, error) {
 	switch mode {
 	case ModeHTTP, ModeDB:
@@ -141,8 +142,8 @@ func (c SetupConfig) normalize() (SetupConfig, error) {
 	return c, errors.Join(errs...)
 }
 
-// Setup creates test users (reference §1.2) and returns them; the caller writes the users file
-// (keycast.WriteUsersFile). Users that fail are dropped and their failures counted by cause; when
+// Setup creates test users (docs/protocol-keycast.md, setup) and returns them; the caller writes
+// the users file (keycast.WriteUsersFile). Users that fail are dropped and their failures counted by cause; when
 // none succeeds, Setup fails with upstream's "Failed to create any users" and the causes.
 func Setup(ctx context.Context, cfg SetupConfig) (*SetupResult, error) {
 	cfg, err := cfg.normalize()
@@ -233,7 +234,7 @@ func (ps *progressSink) finish() {
 	}
 }
 
-// setupHTTP registers users over the API (reference §1.2 HTTP mode), at most Concurrency at once.
+// setupHTTP registers users over the API (upstream's HTTP mode), at most Concurrency at once.
 func setupHTTP(ctx context.Context, cfg SetupConfig) (*SetupResult, error) {
 	hc := newRegistrationClient(cfg.Concurrency*2, cfg.HTTPTimeout)
 	defer hc.CloseIdleConnections()

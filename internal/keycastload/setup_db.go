@@ -17,9 +17,10 @@ import (
 // dbBatch is how many users DB-mode setup prepares before writing them in one call.
 const dbBatch = 500
 
-// setupDB writes complete users straight into the server's store (reference §1.2 DB mode), with
+// setupDB writes complete users straight into the server's store (upstream's DB mode), with
 // what upstream forgets: each user's personal_keys row, sealed with the server's master key, so
-// that the server can load the user's handler and sign (quirk §7.4 fixed).
+// that the server can load the user's handler and sign (a quirk fixed; see
+// docs/upstream-differences.md).
 //
 // Per user: a fresh secret key; users(email loadtest-{unix_ts}-{i}@test.local — upstream's
 // loadtest-{i} collides on a second run —, the placeholder password hash, email_verified); its
@@ -29,7 +30,8 @@ const dbBatch = 500
 // authorization_handle expiring in 30 days and no policy (full access); and an access token: a
 // UCAN the user signs for itself (issuer = audience, as upstream) with facts tenant_id, email,
 // redirect_origin http://loadtest.keycast.local and bunker_pubkey, valid 24 h. The Keycast
-// server's validation accepts a token whose issuer is the user (reference §3.5 step 7).
+// server's validation accepts a token whose issuer is the user (docs/protocol-keycast.md, UCAN
+// tokens).
 func setupDB(ctx context.Context, cfg SetupConfig) (*SetupResult, error) {
 	mkBytes, err := os.ReadFile(cfg.MasterKeyPath)
 	if err != nil {

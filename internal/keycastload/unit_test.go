@@ -18,7 +18,8 @@ import (
 )
 
 func TestSelectUserUpstreamValues(t *testing.T) {
-	// The unit test of upstream's runner.rs (reference §1.4): 20 users, hot count 2.
+	// The unit test of upstream's runner.rs (docs/protocol-keycast.md, User selection): 20 users,
+	// hot count 2.
 	if HotCount(20) != 2 || HotCount(5) != 1 || HotCount(0) != 1 {
 		t.Fatal("hot count is max(N/10, 1)")
 	}
@@ -317,7 +318,7 @@ func TestParseMetrics(t *testing.T) {
 }
 
 func TestFetchServerMetricsRefusesNonMetricsPages(t *testing.T) {
-	// Upstream parses any page into zeros (quirk §7.7); we report no snapshot.
+	// Upstream parses any page into zeros (docs/protocol-keycast.md, Quirks); we report no snapshot.
 	for _, tc := range []struct {
 		status int
 		body   string

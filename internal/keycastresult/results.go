@@ -1,7 +1,8 @@
 // Package keycastresult owns the Keycast results file: the JSON that `keycast-loadtest run` writes, that
 // capacity evidence embeds and that reports are drawn from. Its fields are upstream's newest form
-// (reference keycast.md §1.6) plus loadproof's additions (mergeable latency histograms, open-model
-// figures, stop events, the machine record), so upstream's files read here and ours read upstream.
+// (docs/protocol-keycast.md, Results file) plus loadproof's additions (mergeable latency histograms,
+// open-model figures, stop events, the machine record), so files in upstream's schema read here and
+// ours keep every upstream field.
 package keycastresult
 
 import (

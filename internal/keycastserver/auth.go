@@ -16,7 +16,8 @@ import (
 	"github.com/loadproof/loadproof/internal/keycaststore"
 )
 
-// Messages of Keycast's AuthError (reference keycast.md §3.8), as data.
+// Messages of Keycast's AuthError (docs/protocol-keycast.md, Status codes and error bodies), as
+// data.
 const (
 	msgEmailExists     = "This email is already registered. Please log in instead."
 	msgKeyExists       = "This Nostr key is already registered. Please log in instead or use a different key."

@@ -1,6 +1,7 @@
 // Package keycastserver is the Keycast reference server: an HTTP/1.1 JSON server compatible with
-// the Keycast load-test tool (ours and upstream's), following the Dec-2025 Keycast server
-// (reference keycast.md §3 and §6) and adopting later behaviour where it is more correct.
+// the Keycast load-test tool (ours, and upstream's as documented), following the Dec-2025 Keycast
+// server (docs/protocol-keycast.md, Server API and Data model) and adopting later behaviour where it
+// is more correct.
 //
 // # API
 //
@@ -9,9 +10,9 @@
 //	POST /api/auth/login           email + password → keycast_session
 //	POST /api/oauth/authorize      session cookie → single-use code (10 min), PKCE S256 or plain
 //	POST /api/oauth/token          code (+ code_verifier) → server-signed access token with
-//	                               bunker_pubkey; the bunker key is HKDF-derived (§3.4)
+//	                               bunker_pubkey; the bunker key is HKDF-derived
 //	POST /api/nostr                get_public_key, sign_event, nip44_encrypt/decrypt,
-//	                               nip04_encrypt/decrypt; policy rules of §6.3 (all must allow)
+//	                               nip04_encrypt/decrypt; Keycast's policy rules (all must allow)
 //	POST /api/user/sessions/revoke {"bunker_pubkey"}: revoke one of the caller's authorizations
 //	GET  /api/policies             the global policies
 //	GET  /api/metrics              Prometheus text: Keycast's 19 series in Keycast's order, then
@@ -33,7 +34,7 @@
 // HANDLER_CACHE_SIZE entries, default 1,000,000) with a 1-hour idle expiry. An entry holds the
 // decrypted user key as a ready keycast.Signer, the authorization id, its expires_at and
 // revoked state, the policy rules and the precomputed get_public_key answer, so a hit touches
-// no database. Unlike upstream (§6.4), a hit is refused with 401 when the token's exp or the
+// no database. Unlike upstream, a hit is refused with 401 when the token's exp or the
 // authorization's expires_at has passed, and revoking an authorization evicts its entries at
 // once in this process (they share one state object; a tombstone stops a concurrent miss from
 // re-caching it). Hits, misses and size feed keycast_http_rpc_cache_*.

@@ -16,7 +16,7 @@
 //
 // # Schema contract
 //
-// Table and column names are those of the Keycast server (reference keycast.md §6.2), so that
+// Table and column names are those of the Keycast server (docs/protocol-keycast.md, Tables), so that
 // SQL written against upstream's schema, including upstream's own DB-mode setup, also works here.
 // Only the tables and columns the reference server uses are present:
 //
@@ -27,11 +27,11 @@
 //	    UNIQUE (tenant_id, email) as idx_users_email_tenant; pubkey is the 64-hex x-only key.
 //	personal_keys(id, user_pubkey UNIQUE → users, encrypted_secret_key, tenant_id, created_at, updated_at)
 //	    encrypted_secret_key is keycast.MasterKey.Seal of the raw 32-byte secret:
-//	    nonce(12) ‖ AES-256-GCM ciphertext ‖ tag(16) (reference §6.5).
+//	    nonce(12) ‖ AES-256-GCM ciphertext ‖ tag(16), as Keycast's file key manager.
 //	permissions(id, identifier, config JSON text, …)
 //	policies(id, name, team_id, slug, display_name, description, …)
 //	policy_permissions(id, policy_id, permission_id, …)
-//	    seeded: social, readonly, wallet, full with the permissions of reference §6.3.
+//	    seeded: social, readonly, wallet, full with Keycast's permissions.
 //	oauth_codes(code PK, user_pubkey, client_id, redirect_uri, scope, expires_at, created_at,
 //	            tenant_id, code_challenge, code_challenge_method, previous_auth_id)
 //	oauth_authorizations(id, user_pubkey, redirect_origin, client_id, bunker_public_key, secret,

@@ -106,7 +106,7 @@ type Authorization struct {
 }
 
 // Valid reports whether a is usable at now: not revoked and not past expires_at (a zero
-// ExpiresAt never expires), the rule of reference keycast.md §6.4.
+// ExpiresAt never expires), Keycast's rule (docs/protocol-keycast.md, Expiry and revocation).
 func (a *Authorization) Valid(now time.Time) bool {
 	if !a.RevokedAt.IsZero() {
 		return false

@@ -18,7 +18,7 @@ const (
 )
 
 // tagEncodedCBOR is the semantic tag for an embedded CBOR data item
-// (RFC 8949 §3.4.5.1) that wraps every envelope payload.
+// (RFC 8949, section 3.4.5.1) that wraps every envelope payload.
 const tagEncodedCBOR = 24
 
 // appendHead appends a CBOR head (major type and argument) in its shortest

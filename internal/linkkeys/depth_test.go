@@ -12,7 +12,8 @@ func nested(open byte, n int, inner []byte) []byte {
 	return append(b, inner...)
 }
 
-// The depth_tests of reference §7.2, plus the other rejections of §1.5.
+// Upstream's depth tests, plus the other rejections of the pre-scan
+// (docs/protocol-linkkeys.md, Checks before dispatch).
 func TestCheckDepth(t *testing.T) {
 	tests := []struct {
 		name string

@@ -2,7 +2,8 @@
 // frames over TLS carrying CSIL-RPC v1 envelopes whose payloads are CBOR maps.
 // It is shared by the reference server (internal/linkkeysserver) and every
 // load client (internal/linkkeysload). This comment is the protocol
-// specification, in our own words.
+// specification, in our own words; docs/protocol-linkkeys.md has the
+// tables, the byte vectors and the load-test files around it.
 //
 // # Transport stack
 //
@@ -28,7 +29,7 @@
 // # Envelopes
 //
 // Both envelopes are one CBOR map with text keys, encoded deterministically
-// (RFC 8949 §4.2.1 core deterministic encoding: keys sorted by their encoded
+// (RFC 8949 section 4.2.1, core deterministic encoding: keys sorted by their encoded
 // bytes, which for text keys means shorter keys first, then bytewise; all
 // lengths and integers in their shortest form). Decoders look keys up by
 // name, accept any key order, ignore unknown keys and reject trailing bytes

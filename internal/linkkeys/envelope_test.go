@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Golden vectors from reference §1.4 and §6.1.
+// Golden vectors from docs/protocol-linkkeys.md, Byte vectors.
 const (
 	goldenDomainKeysRequest = "a4 6176 01 626f70 6f 6765742d646f6d61696e2d6b657973 677061796c6f6164 d818 41 a0 67736572766963 65 6a 446f6d61696e4b657973"
 	goldenHelloRequest      = "a4617601626f706568656c6c6f677061796c6f6164d81847a1646e616d65f667736572766963656548656c6c6f"

@@ -1,7 +1,8 @@
 package linkkeys
 
-// The METRICS line of the load-test server (reference §4.2), written by
-// linkkeysserver and read by linkkeysload and by the --processes parent.
+// The METRICS line of the load-test server (docs/protocol-linkkeys.md,
+// METRICS line), written by linkkeysserver and read by linkkeysload and by
+// the --processes parent.
 
 import (
 	"bytes"
@@ -27,10 +28,10 @@ const MaxMetricsLineBytes = 64 << 10
 // mixed stdout can skip other lines with errors.Is.
 var ErrNotMetricsLine = errors.New("linkkeys: not a METRICS line")
 
-// MetricsLine is one METRICS line: the 15 fields of reference §4.2 in their
-// order, then the fields the loadproof server appends after
-// process_rss_bytes (nil when a line lacks them, as upstream Rust lines do),
-// then any other numeric fields a server appends.
+// MetricsLine is one METRICS line: the 15 upstream fields in their order,
+// then the fields the loadproof server appends after process_rss_bytes (nil
+// when a line lacks them, as upstream Rust lines do), then any other numeric
+// fields a server appends.
 type MetricsLine struct {
 	// Label is "running" or "final".
 	Label string `json:"label"`
@@ -86,7 +87,7 @@ type MetricsLine struct {
 	Extra map[string]float64 `json:"extra,omitempty"`
 }
 
-// upstreamMetricsFields are the 15 fields of reference §4.2 in their order.
+// upstreamMetricsFields are the 15 upstream fields in their order.
 var upstreamMetricsFields = [...]string{
 	"label", "elapsed_secs", "accepted_connections", "open_connections", "established_connections",
 	"handshakes_in_progress", "handshake_timeouts", "handshake_rejections", "shed_connection_limit",
@@ -158,7 +159,7 @@ func (m *MetricsLine) optional(name string) **uint64 {
 }
 
 // IsMetricsCounter reports whether name is a whole-number field of the
-// METRICS line: one of the §4.2 counters and gauges, process_rss_bytes or
+// METRICS line: one of the upstream counters and gauges, process_rss_bytes or
 // one of the appended fields (not label or elapsed_secs).
 func IsMetricsCounter(name string) bool {
 	i, ok := metricsFieldIndex[name]
@@ -180,8 +181,8 @@ func (m *MetricsLine) SetCounter(name string, v uint64) bool {
 }
 
 // AppendMetricsLine appends the METRICS line of m to dst, without a newline:
-// [MetricsPrefix] and compact JSON with the 15 fields of reference §4.2 in
-// their order, then established_total, parked_connections and
+// [MetricsPrefix] and compact JSON with the 15 upstream fields in their
+// order, then established_total, parked_connections and
 // rate_limited_responses where set, then the Extra fields in key order.
 // elapsed_secs is formatted like serde_json formats an f64
 // ([AppendSerdeFloat]); process_rss_bytes is null when nil.
@@ -307,7 +308,7 @@ func AppendSerdeFloat(dst []byte, f float64) []byte {
 // allowed. The line must be [MetricsPrefix] and one JSON object, at most
 // [MaxMetricsLineBytes] long, in which:
 //
-//   - the 15 fields of reference §4.2 are all present, in their order, before
+//   - the 15 upstream fields are all present, in their order, before
 //     any other field;
 //   - label is "running" or "final", elapsed_secs a finite number of seconds
 //     (0 or more), every counter and gauge a whole number that fits in 64
@@ -371,7 +372,7 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 			rank = idx
 		}
 		if rank < maxRank {
-			return MetricsLine{}, metricsErrorf("field %q comes after %q: the 15 fields of reference §4.2 must come first, in their order", truncate(key, 40), truncate(maxName, 40))
+			return MetricsLine{}, metricsErrorf("field %q comes after %q: the 15 upstream fields must come first, in their order", truncate(key, 40), truncate(maxName, 40))
 		}
 		maxRank, maxName = rank, key
 		var raw json.RawMessage

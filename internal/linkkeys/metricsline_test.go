@@ -9,8 +9,9 @@ import (
 	"testing"
 )
 
-// upstreamMetricsLine is a line as the upstream Rust load-test server prints
-// it: the 15 fields of §4.2 and nothing after them.
+// upstreamMetricsLine is a line in the upstream Rust load-test server's
+// documented shape, written by hand: the 15 fields of
+// docs/protocol-linkkeys.md, METRICS line, and nothing after them.
 const upstreamMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001,"accepted_connections":12017,"open_connections":3,"established_connections":2,"handshakes_in_progress":1,"handshake_timeouts":0,"handshake_rejections":23,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":1955,"shed_handshake_global":8963,"frames_processed":7,"frame_buffer_bytes":0,"process_rss_bytes":28311552}`
 
 // ourMetricsLine is a line as the loadproof server prints it, with the three

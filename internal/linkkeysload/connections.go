@@ -16,8 +16,8 @@ import (
 	"github.com/loadproof/loadproof/internal/machine"
 )
 
-// ConnectionsConfig is the connections command (seed §5.4). Zero values are not defaults: the
-// command line fills every field (see the cli defaults).
+// ConnectionsConfig is the seed's connections command (docs/protocol-linkkeys.md, connections).
+// Zero values are not defaults: the command line fills every field (see the cli defaults).
 type ConnectionsConfig struct {
 	Target         Target        `json:"target"`
 	Count          uint32        `json:"count"`

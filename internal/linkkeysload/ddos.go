@@ -8,8 +8,8 @@ import (
 	"github.com/loadproof/loadproof/internal/engine"
 )
 
-// DDoSConfig is the ddos command (seed §5.7): one connection attempt from each of Sources distinct
-// addresses, base + i inside 127.0.0.0/8.
+// DDoSConfig is the seed's ddos command (docs/protocol-linkkeys.md, ddos): one connection attempt
+// from each of Sources distinct addresses, base + i inside 127.0.0.0/8.
 type DDoSConfig struct {
 	Target         Target        `json:"target"`
 	Sources        uint32        `json:"sources"`

@@ -12,7 +12,7 @@ import (
 	"github.com/loadproof/loadproof/internal/hist"
 )
 
-// HandshakeConfig is the handshake-bench command (seed §5.5).
+// HandshakeConfig is the seed's handshake-bench command (docs/protocol-linkkeys.md, handshake-bench).
 type HandshakeConfig struct {
 	Target         Target        `json:"target"`
 	DurationSecs   uint64        `json:"duration_secs"`

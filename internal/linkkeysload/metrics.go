@@ -22,18 +22,19 @@ import (
 // MetricsPrefix starts every METRICS line the server prints (linkkeys.MetricsPrefix).
 const MetricsPrefix = linkkeys.MetricsPrefix
 
-// Snapshot is one reading of the server's counters and gauges: a parsed METRICS line (reference
-// §4.2) or a scrape of its Prometheus endpoint. It has the fields of linkkeys.MetricsLine: the
-// fields a server appends after process_rss_bytes are EstablishedTotal, ParkedConnections and
-// RateLimitedResponses when it prints them, and Extra for any other numeric ones.
+// Snapshot is one reading of the server's counters and gauges: a parsed METRICS line
+// (docs/protocol-linkkeys.md, METRICS line) or a scrape of its Prometheus endpoint. It has the
+// fields of linkkeys.MetricsLine: the fields a server appends after process_rss_bytes are
+// EstablishedTotal, ParkedConnections and RateLimitedResponses when it prints them, and Extra for
+// any other numeric ones.
 type Snapshot linkkeys.MetricsLine
 
 // maxMetricsLine bounds the line length we accept; a real line is about 600 bytes.
 const maxMetricsLine = linkkeys.MaxMetricsLineBytes
 
 // ParseMetricsLine parses one METRICS line with the rules of linkkeys.ParseMetricsLine: the literal
-// prefix "METRICS " and one compact JSON object whose first fifteen keys are the fields of reference
-// §4.2 in that order; later keys (a server may append fields) fill the appended fields or, when
+// prefix "METRICS " and one compact JSON object whose first fifteen keys are the upstream fields in
+// that order; later keys (a server may append fields) fill the appended fields or, when
 // unknown and numeric, Extra. A trailing newline is allowed.
 func ParseMetricsLine(line string) (Snapshot, error) {
 	m, err := linkkeys.ParseMetricsLine(line)

@@ -32,7 +32,7 @@ const LateThreshold = time.Millisecond
 // connection (an I/O error in the counts).
 const maxResponseFrame = linkkeys.MaxFrameSize
 
-// RequestConfig is the request-bench command (seed §5.6).
+// RequestConfig is the seed's request-bench command (docs/protocol-linkkeys.md, request-bench).
 type RequestConfig struct {
 	Target         Target        `json:"target"`
 	Connections    uint32        `json:"connections"`

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Defaults of the client commands (seed §5.4–5.7).
+// Defaults of the seed's client commands (docs/protocol-linkkeys.md, The seed's commands).
 const (
 	DefaultInfoFile           = "loadtest-data/loadtest-info.json"
 	DefaultProgressEvery      = 5000
@@ -66,12 +66,12 @@ const (
 // ErrSmokeFailed is returned (wrapped) when the smoke run ran but a step failed.
 var ErrSmokeFailed = errors.New("linkkeysload: smoke run failed")
 
-// Smoke is the smoke run of reference §8 (tools.sh load-test): it starts the server subcommand of
-// this binary on a temporary directory (METRICS every 3 s, auto-exit after 60 s), waits for its info
-// file, runs connections (500 at 250 in flight, held 5 s), handshake-bench (5 s, 32 loops),
-// request-bench (16 connections, 5 s) and ddos (500 sources, 200 in flight) against it with the
-// server's default limits, prints their lines and a summary, then stops the server by its PID and
-// removes the directory.
+// Smoke is upstream's smoke run, tools.sh load-test (docs/protocol-linkkeys.md, Smoke run): it
+// starts the server subcommand of this binary on a temporary directory (METRICS every 3 s,
+// auto-exit after 60 s), waits for its info file, runs connections (500 at 250 in flight, held
+// 5 s), handshake-bench (5 s, 32 loops), request-bench (16 connections, 5 s) and ddos (500
+// sources, 200 in flight) against it with the server's default limits, prints their lines and a
+// summary, then stops the server by its PID and removes the directory.
 //
 // What counts as failure: a client command returning an error (tools.sh runs under set -e); a
 // client that succeeds zero times (no connection established, no handshake completed, no request

@@ -11,7 +11,7 @@ import (
 	"github.com/loadproof/loadproof/internal/admit"
 )
 
-// Defaults of the snapshot cache (reference §6.3, DOMAIN_SNAPSHOT_CACHE).
+// Defaults of the snapshot cache (upstream's DOMAIN_SNAPSHOT_CACHE).
 const (
 	DefaultCacheMaxEntries  = 8
 	DefaultCacheMaxBytes    = 8 << 20

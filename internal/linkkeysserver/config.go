@@ -11,8 +11,8 @@ import (
 	"github.com/loadproof/loadproof/internal/admit"
 )
 
-// Defaults of the TCP_* variables (reference linkkeys.md §2.1) and of the
-// other Config fields. A zero Config field means its default.
+// Defaults of the TCP_* variables (docs/protocol-linkkeys.md, Environment
+// variables) and of the other Config fields. A zero Config field means its default.
 const (
 	DefaultDomain               = "localhost"
 	DefaultPort                 = 4987
@@ -199,7 +199,7 @@ func (cfg Config) Validate() error {
 }
 
 // EnvVars lists every variable ConfigFromEnv reads, in the order of the
-// reference tables.
+// tables in docs/protocol-linkkeys.md.
 var EnvVars = []string{
 	"TCP_PORT", "TCP_MAX_CONNECTIONS", "TCP_HANDSHAKE_TIMEOUT_SECONDS", "TCP_HANDSHAKE_CONCURRENCY",
 	"TCP_IDLE_TIMEOUT_SECONDS", "TCP_IO_TIMEOUT_SECONDS", "TCP_MAX_INFLIGHT_FRAMES", "TCP_WRITE_QUEUE_BOUND",
@@ -215,11 +215,12 @@ var EnvVars = []string{
 }
 
 // ConfigFromEnv reads the server configuration from the environment through
-// getenv (os.Getenv in production): every TCP_* variable of reference §2.1
-// except the mTLS DNS-pin ones (this server asks for no client certificate),
-// every PUBLIC_READ_* variable of §2.2 and DOMAIN_KEY_SNAPSHOT_TTL_SECONDS.
+// getenv (os.Getenv in production): every TCP_* variable except the mTLS
+// DNS-pin ones (this server asks for no client certificate), every
+// PUBLIC_READ_* variable and DOMAIN_KEY_SNAPSHOT_TTL_SECONDS
+// (docs/protocol-linkkeys.md, Environment variables).
 //
-// Rules (§2): integers and seconds are whole numbers greater than 0 (TCP_PORT
+// Rules: integers and seconds are whole numbers greater than 0 (TCP_PORT
 // 1..65535, the IPv6 prefixes 1..128, counts that size memory at most
 // 2^31-1); rates are finite numbers greater than 0; a blank value counts as
 // unset. Unlike upstream, which panics lazily on a bad PUBLIC_READ_* value
@@ -293,9 +294,10 @@ func envSecs(getenv func(string) string, name string, def time.Duration) (time.D
 	return time.Duration(v) * time.Second, nil
 }
 
-// ConfigLine returns the server command's `config:` line (reference §5.2 step
-// 9) for cfg, without a newline. Durations are rendered like Rust's Debug
-// ("5s", "1800s", "200ms") and capacities like Rust's f64 Display ("20").
+// ConfigLine returns the server command's `config:` line for cfg
+// (docs/protocol-linkkeys.md, The seed's commands, server), without a
+// newline. Durations are rendered like Rust's Debug ("5s", "1800s",
+// "200ms") and capacities like Rust's f64 Display ("20").
 func ConfigLine(cfg Config) string {
 	cfg = cfg.WithDefaults()
 	var b strings.Builder

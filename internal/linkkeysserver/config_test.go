@@ -63,7 +63,8 @@ func TestHandshakeLimiterConfigReadsDefaults(t *testing.T) {
 	}
 }
 
-// TestConfigLineDefaults is the §5.2 default rendering, byte for byte.
+// TestConfigLineDefaults is the seed's default rendering, byte for byte
+// (docs/protocol-linkkeys.md, The seed's commands, server).
 func TestConfigLineDefaults(t *testing.T) {
 	const want = "config: max_connections=200000 handshake_timeout=5s handshake_concurrency=512 idle_timeout=1800s io_timeout=60s max_inflight_frames=8 write_queue_bound=8 handshake_per_source_capacity=20 handshake_global_capacity=1000 handshake_distinct_source_threshold=10000"
 	if got := ConfigLine(Config{}); got != want {

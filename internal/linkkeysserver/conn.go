@@ -155,7 +155,7 @@ func (c *conn) releaseOut() {
 	}
 }
 
-// serve runs the message loop (reference §1.6) until the connection closes
+// serve runs the message loop until the connection closes
 // or parks. One goroutine reads a frame, dispatches it in order and appends
 // the encoded response to a write batch; the batch is written with one TLS
 // write when no complete frame prefix is buffered any more, or when it holds

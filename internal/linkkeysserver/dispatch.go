@@ -11,7 +11,8 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
-// Error texts the server sends (reference §1.5–§1.7).
+// Error texts the server sends (docs/protocol-linkkeys.md, Checks before
+// dispatch and Operations).
 const (
 	msgExcessiveDepth  = "Malformed request: excessive nesting depth"
 	msgMalformed       = "Malformed request"
@@ -88,7 +89,7 @@ func appendError(dst []byte, st linkkeys.Status, msg string) []byte {
 }
 
 // dispatch answers one frame body and appends the response frame to dst
-// (reference §1.5 order: depth pre-scan of the frame, envelope decode, depth
+// (upstream's order: depth pre-scan of the frame, envelope decode, depth
 // pre-scan of the payload, API-key attempt limiter when auth is present,
 // then the op). closeConn reports a response too large to send: the
 // connection must close, as upstream's "Response frame too large".
@@ -312,10 +313,10 @@ func (s *Server) encodeRevocations(since time.Time) ([]byte, error) {
 	return appendOK(make([]byte, 0, len(payload)+32), payload), nil
 }
 
-// authAttemptLimits approximates the upstream API-key attempt limiter (§1.5
-// step 4) with the three-layer limiter: a bucket of 10 refilled at 2 per
-// second per peer address (not prefix-normalised: /128), a global bucket of
-// 100 at 20 per second, and at most 4096 sources tracked per minute (further
+// authAttemptLimits approximates the upstream API-key attempt limiter
+// (docs/protocol-linkkeys.md, Checks before dispatch) with the three-layer
+// limiter: a bucket of 10 refilled at 2 per second per peer address (not
+// prefix-normalised: /128), a global bucket of 100 at 20 per second, and at most 4096 sources tracked per minute (further
 // sources share an overflow bucket of the global size).
 func authAttemptLimits() admit.LimiterConfig {
 	return admit.LimiterConfig{

@@ -1,9 +1,11 @@
 // Package linkkeysserver is the LinkKeys reference TCP/TLS server: the wire
 // protocol of package linkkeys behind the admission control of upstream's
-// async TCP server (reference linkkeys.md §1–§4, §6), a real SQLite store, a
-// snapshot cache, the METRICS line and a Prometheus endpoint. The `server`
-// command (internal/cli) is a thin layer over it; tests and load clients
-// start it on 127.0.0.1:0 with NewTestServer.
+// async TCP server, a real SQLite store, a snapshot cache, the METRICS line
+// and a Prometheus endpoint. The `server` command (internal/cli) is a thin
+// layer over it; tests and load clients start it on 127.0.0.1:0 with
+// NewTestServer. The upstream behaviour it follows is described in
+// docs/protocol-linkkeys.md; deliberate differences are listed in
+// docs/upstream-differences.md.
 //
 // # Server
 //
@@ -12,10 +14,10 @@
 // DOMAIN_KEY_SNAPSHOT_TTL_SECONDS variables), TLSConfig, Keys and Logger,
 // then call Serve(ln) with one or more listeners; Shutdown(ctx) drains and
 // Close stops at once; Serve then returns ErrServerClosed. Metrics returns a
-// Snapshot of every counter and gauge of §4.1 plus the limiter and cache
-// statistics.
+// Snapshot of every upstream counter and gauge (docs/protocol-linkkeys.md,
+// Server metrics) plus the limiter and cache statistics.
 //
-// # Admission (§3.1)
+// # Admission
 //
 // On the accept goroutine, without spawning anything for a refused socket:
 // accepted_connections and open_connections are incremented; the connection
@@ -30,8 +32,8 @@
 // handshake_timeouts, handshake_rejections or established.
 //
 // Upstream increments open_connections on the connection-cap shed path and
-// never decrements it, so the gauge drifts up by one per shed connection
-// (§3.1 step 2). This server decrements it: open_connections is exactly the
+// never decrements it, so the gauge drifts up by one per shed connection.
+// This server decrements it: open_connections is exactly the
 // sockets open.
 //
 // Every accepted connection ends in exactly one outcome counter, so
@@ -47,7 +49,7 @@
 // retried with a backoff. Shutdown and Close cut handshakes short; those
 // count as handshake timeouts (Shutdown) or rejections (Close).
 //
-// # Message loop (§1.6)
+// # Message loop
 //
 // An active connection is served by one goroutine that reads a frame (the
 // 4-byte prefix under TCP_IDLE_TIMEOUT_SECONDS, the body under
@@ -89,7 +91,7 @@
 // goroutine, no buffers. A negative ParkAfter (or a platform without epoll)
 // keeps one goroutine per connection.
 //
-// # Dispatch (§1.5, §1.7)
+// # Dispatch
 //
 // Depth pre-scan of the frame (linkkeys.CheckDepth, 64), envelope decode
 // (panics become "Malformed request"), pre-scan of the payload, the API-key
@@ -101,7 +103,7 @@
 // "Rate limited. Try again in N seconds"). Fixed answers (health, readiness,
 // the default greeting) are encoded once.
 //
-// # Snapshot cache and store (§6.2–§6.4)
+// # Snapshot cache and store
 //
 // get-domain-keys and get-revocations (without since) are served from Cache,
 // which stores the whole encoded response frame, so a hit is one map lookup
@@ -120,8 +122,7 @@
 //
 // # Metrics
 //
-// AppendMetricsLine writes the METRICS line of §4.2 byte for byte in the
-// upstream field order (elapsed_secs formatted like serde_json), followed by
+// AppendMetricsLine writes the METRICS line in the upstream field order (elapsed_secs formatted like serde_json), followed by
 // established_total, parked_connections and rate_limited_responses;
 // ParseMetricsLine reads lines of this server and of the upstream Rust one.
 // NewPrometheusRegistry exposes the same counters and gauges plus limiter

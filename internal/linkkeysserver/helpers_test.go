@@ -18,7 +18,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// permissive is the §7.2 test base config: max_conn 1000, backlog 128,
+// permissive is upstream's TCP test base config: max_conn 1000, backlog 128,
 // handshake timeout 5 s, concurrency 64, idle and I/O timeouts 5 s, inflight
 // and write queue 4, and a permissive limiter.
 func permissive() Config {

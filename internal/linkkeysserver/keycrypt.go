@@ -11,7 +11,8 @@ import (
 	"golang.org/x/crypto/argon2"
 )
 
-// Private-key blob layout (the LinkKeys v2 layout, reference §6.4):
+// Private-key blob layout (the LinkKeys v2 layout, docs/protocol-linkkeys.md,
+// Storage):
 //
 //	"LK2\x01" | m_cost u32be (KiB) | t_cost u32be | p_cost u32be | salt (16) | nonce (12) | AES-256-GCM ciphertext+tag
 //

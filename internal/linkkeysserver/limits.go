@@ -13,9 +13,8 @@ const fdHeadroom = 256
 
 // RaiseAndReportFDLimit raises the soft RLIMIT_NOFILE to the hard limit and
 // logs the effective soft and hard limits with maxConnections, warning when
-// maxConnections+256 exceeds the soft limit (reference §7.1: the server must
-// report the effective file-descriptor limit and the connection limit at
-// startup). It returns the soft limit in force.
+// maxConnections+256 exceeds the soft limit, as upstream reports both at
+// startup. It returns the soft limit in force.
 func RaiseAndReportFDLimit(logger *slog.Logger, maxConnections uint64) uint64 {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {

@@ -7,7 +7,8 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
-// counters are the server's own metrics (reference §4.1), plain atomics. The
+// counters are the server's own metrics (docs/protocol-linkkeys.md, Server
+// metrics), plain atomics. The
 // per-request ones sit on their own cache lines, away from the per-connection
 // ones.
 type counters struct {
@@ -33,7 +34,7 @@ type counters struct {
 }
 
 // Snapshot is a point-in-time copy of the server's metrics. The fields up to
-// RateLimitedResponses are those of the METRICS line (reference §4.2, see
+// RateLimitedResponses are those of the METRICS line (see
 // linkkeys.MetricsLine and Snapshot.MetricsLine), the upstream ones in their
 // order, then the fields this server appends after process_rss_bytes; the
 // rest are the limiter and snapshot-cache statistics, which only
@@ -200,7 +201,7 @@ func SnapshotFromMetricsLine(m linkkeys.MetricsLine) Snapshot {
 	}
 }
 
-// AppendMetricsLine appends the METRICS line of s (reference §4.2) to dst,
+// AppendMetricsLine appends the METRICS line of s to dst,
 // without a newline: linkkeys.AppendMetricsLine of s.MetricsLine(), the
 // upstream fields in order followed by established_total,
 // parked_connections and rate_limited_responses.

@@ -19,7 +19,7 @@ func sampleSnapshot() Snapshot {
 	}
 }
 
-// TestMetricsLineShape pins the field order of §4.2 (new fields only after
+// TestMetricsLineShape pins the upstream field order (new fields only after
 // process_rss_bytes) with golden lines.
 func TestMetricsLineShape(t *testing.T) {
 	s := sampleSnapshot()

@@ -127,7 +127,7 @@ func (s *Server) wall(mono int64) time.Time { return s.epoch.Add(time.Duration(m
 
 // Serve accepts connections on ln until Shutdown or Close and returns
 // ErrServerClosed then, or the listener's error. Each accepted connection
-// goes through admission (reference §3.1): the connection cap first, then the
+// goes through admission: the connection cap first, then the
 // handshake limiter keyed by the peer's source address; a refused connection
 // is closed without any TLS byte. Admitted connections are handshaken under
 // the handshake concurrency gate and timeout, then served.
@@ -303,8 +303,8 @@ func isTemporaryAccept(err error) bool {
 		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ECONNABORTED)
 }
 
-// Metrics returns a snapshot of the server's counters and gauges (reference
-// §4.1), with the limiter and cache statistics. Label, ElapsedSecs and
+// Metrics returns a snapshot of the server's counters and gauges, with the
+// limiter and cache statistics. Label, ElapsedSecs and
 // ProcessRSSBytes are filled in: ElapsedSecs from the first Serve, RSS from
 // /proc/self/status.
 func (s *Server) Metrics() Snapshot {

@@ -63,7 +63,7 @@ func TestHelloGreetings(t *testing.T) {
 }
 
 func TestHelloResponseMatchesReferenceVector(t *testing.T) {
-	// §1.4: the OK response to Hello/hello {"name": null}.
+	// The OK response to Hello/hello {"name": null} (docs/protocol-linkkeys.md, Byte vectors).
 	want, _ := hex.DecodeString("a36176016673746174757300677061796c6f6164d8185818a1686772656574696e676d48656c6c6f2c20776f726c6421")
 	ts := startServer(t, TestServerOptions{Config: permissive()})
 	c := dial(t, ts)
@@ -180,7 +180,8 @@ func TestOpsAndHandshake(t *testing.T) {
 }
 
 // tcp_local_rp_test.rs: get-domain-keys answers an unauthenticated peer even
-// with an empty payload; on an empty key source it is the §6.1 vector.
+// with an empty payload; on an empty key source it is the 84-byte vector of
+// docs/protocol-linkkeys.md, Byte vectors.
 func TestGetDomainKeysWithEmptyPayload(t *testing.T) {
 	wantPayload, _ := hex.DecodeString("a3646b6579738066646f6d61696e6e6c6f6164746573742e6c6f63616c781c726563656e745f7265766f636174696f6e735f617661696c61626c65f4")
 	wantEnvelope := append([]byte("\xa3\x61v\x01\x66status\x00\x67payload\xd8\x18\x58\x3c"), wantPayload...)

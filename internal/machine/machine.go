@@ -1,7 +1,8 @@
 // Package machine builds the machine record that every loadproof result carries: what the figures were
 // measured on (CPU, cores, memory, kernel), the operating-system limits that bound them (open files,
-// somaxconn, the ephemeral port range) and the software and settings in force. Seed 000's rule is that a
-// capacity claim without this record is not evidence.
+// somaxconn, the ephemeral port range) and the software and settings in force. Upstream LinkKeys' rule
+// (docs/protocol-linkkeys.md, Scale profile) is that a capacity claim without this record is not
+// evidence.
 package machine
 
 import (

@@ -1,9 +1,9 @@
 // Package report draws reports from Keycast results files alone: the upstream tool's text, CSV and
-// comparison layouts byte for byte (reference keycast.md §1.7), pretty JSON, and, after the upstream
+// comparison layouts byte for byte (docs/protocol-keycast.md, report), pretty JSON, and, after the upstream
 // text, a block with loadproof's additions (p99.9 and p99.99, rate-limited and intentionally shed
 // requests, open-model figures, stop events, failure causes, server-metric deltas) when the file
-// carries them. Files written by the upstream tool carry none, so their report is exactly the one
-// upstream prints.
+// carries them. Files in the upstream tool's schema carry none, so their report is exactly the
+// documented upstream layout.
 //
 // Numbers are formatted as Rust's `{:.1}` formats an f64: round half to even on the exact binary
 // value (as Go's strconv), and "inf", "-inf", "NaN" for the non-finite values a zero baseline gives.

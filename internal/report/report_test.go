@@ -93,6 +93,10 @@ func ours() *keycastresult.Results {
 	return r
 }
 
+// TestUpstreamFilesReportExactlyAsUpstream reads results files in upstream's Dec-2025 and a8d40c9
+// shapes and checks the documented text and CSV layouts (docs/protocol-keycast.md, report). The
+// files were written by hand to the documented schema; no file produced by the upstream tool was
+// available.
 func TestUpstreamFilesReportExactlyAsUpstream(t *testing.T) {
 	for _, name := range []string{"upstream-a8d40c9", "upstream-dec2025"} {
 		t.Run(name, func(t *testing.T) {

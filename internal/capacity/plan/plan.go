@@ -45,11 +45,11 @@ const (
 	KindScaleDown Kind = "scale-down"
 )
 
-// RequiredKinds is the exact phase sequence a plan must declare (§2.3 rule 9).
+// RequiredKinds is the exact phase sequence a plan must declare.
 var RequiredKinds = []Kind{KindRamp, KindSpike, KindSoak, KindRecovery, KindRollout, KindScaleDown}
 
-// Plan is a capacity plan (reference keycast.md §2.2, newest schema). Its JSON field names and enum
-// spellings are upstream's; the evidence embeds it as parsed.
+// Plan is a capacity plan (docs/protocol-keycast.md, Plan; newest schema). Its JSON field names and
+// enum spellings are upstream's; the evidence embeds it as parsed.
 type Plan struct {
 	ProfileName     string   `json:"profile_name"`
 	ProfilePlatform Platform `json:"profile_platform"`
@@ -150,11 +150,11 @@ func ReadPlan(path string) (*Plan, error) {
 	return p, nil
 }
 
-// ParsePlan decodes a plan strictly, as upstream's serde derive does with deny_unknown_fields: every
-// field is required except intentional_shedding (which may be absent or null); unknown, duplicate or
-// differently-cased field names, wrong types, out-of-range integers and trailing data are rejected.
-// All problems are reported together in a *ParseError. ParsePlan does not apply the §2.3 rules; call
-// Validate for those.
+// ParsePlan decodes a plan strictly, as upstream's serde derive does with deny_unknown_fields:
+// every field is required except intentional_shedding (which may be absent or null); unknown,
+// duplicate or differently-cased field names, wrong types, out-of-range integers and trailing data
+// are rejected. All problems are reported together in a *ParseError. ParsePlan does not apply the
+// validation rules; call Validate for those.
 func ParsePlan(b []byte) (*Plan, error) {
 	if len(b) > MaxPlanSize {
 		return nil, &ParseError{Problems: []error{fmt.Errorf("the plan is larger than %d bytes; a six-phase plan needs a few KiB", MaxPlanSize)}}

@@ -40,8 +40,8 @@ type ValidateOptions struct {
 	RefuseHosts []string
 }
 
-// Problem is one validation finding. Its Error is exactly upstream's message (reference keycast.md
-// §2.3) or, for loadproof's own rules, a message in the same style; Path says where it applies.
+// Problem is one validation finding. Its Error is exactly upstream's message (docs/protocol-keycast.md,
+// Validation) or, for loadproof's own rules, a message in the same style; Path says where it applies.
 type Problem struct {
 	// Path locates the problem: a plan field ("target_url", "objectives.latency_p95_ms") or a phase
 	// ("phases[2]"). Empty for plan-wide rules.
@@ -108,13 +108,13 @@ func (v *validator) positive(path, field string, value float64) {
 	}
 }
 
-// Validate applies every rule of reference keycast.md §2.3 (newest) to plan and returns the
-// execution environment. Unlike upstream, which stops at the first problem, it reports every problem
-// together: the error is an errors.Join of *Problem values (see Problems), each carrying upstream's
-// exact message. loadproof adds a few rules of its own (target scheme http or https, a valid port,
-// an ASCII host, a non-empty users_file, concurrency at most MaxPhaseConcurrency), documented in
-// docs/capacity.md. Validate touches no file: a missing users file is a phase error at run time, as
-// upstream.
+// Validate applies every upstream validation rule (newest; docs/protocol-keycast.md, Validation) to
+// plan and returns the execution environment. Unlike upstream, which stops at the first problem, it
+// reports every problem together: the error is an errors.Join of *Problem values (see Problems),
+// each carrying upstream's exact message. loadproof adds a few rules of its own (target scheme http
+// or https, a valid port, an ASCII host, a non-empty users_file, concurrency at most
+// MaxPhaseConcurrency), documented in docs/capacity.md. Validate touches no file: a missing users
+// file is a phase error at run time, as upstream.
 func Validate(plan *Plan, opts ValidateOptions) (Environment, error) {
 	if plan == nil {
 		return "", errors.Join(&Problem{Message: "capacity: no plan to validate"})
@@ -206,7 +206,7 @@ func (v *validator) phase(i int, ph *Phase, seen map[string]bool) {
 	}
 }
 
-// target checks target_url and the host rules (§2.3 rules 6–8, §2.8) and returns the environment.
+// target checks target_url and the host rules and returns the environment.
 func (v *validator) target(raw string, opts ValidateOptions) Environment {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {

@@ -9,8 +9,8 @@ import (
 	"github.com/loadproof/loadproof/internal/keycast"
 )
 
-// The tests named after upstream's capacity.rs tests (reference keycast.md §5, a8d40c9 list) come
-// first, under the same names in Go spelling.
+// The tests named after upstream's capacity.rs tests (a8d40c9; docs/protocol-keycast.md, Upstream
+// tests used as a model) come first, under the same names in Go spelling.
 
 func TestLocalCompletePlanIsValid(t *testing.T) {
 	env, err := Validate(testPlan(), ValidateOptions{})
@@ -187,7 +187,8 @@ func hasMessage(err error, msg string) bool {
 	return false
 }
 
-// TestValidationMessages checks every §2.3 rule's exact message, one broken field at a time.
+// TestValidationMessages checks every upstream validation rule's exact message, one broken field at
+// a time.
 func TestValidationMessages(t *testing.T) {
 	cases := []struct {
 		name   string

@@ -1,5 +1,5 @@
 -- Domain keys: the domain's signing (Ed25519) and encryption (X25519) keys,
--- with the columns of LinkKeys' domain_keys table (reference linkkeys.md §6.4).
+-- with the columns of LinkKeys' domain_keys table (docs/protocol-linkkeys.md, Storage).
 CREATE TABLE domain_keys (
     id                    TEXT PRIMARY KEY,                       -- UUIDv7
     public_key            BLOB NOT NULL,                          -- 32 raw bytes

@@ -1,5 +1,5 @@
 -- Keycast reference schema, PostgreSQL dialect. Table and column names follow the Keycast server's
--- schema (reference keycast.md §6.2) so that tools written against it, including upstream's DB-mode
+-- schema (docs/protocol-keycast.md, Tables) so that tools written against it, including upstream's DB-mode
 -- setup, can write into it. Only the tables the reference server needs are here.
 
 CREATE TABLE tenants (

@@ -1,4 +1,5 @@
--- Seed rows: the default tenant (id 1) and the global policies of reference keycast.md §6.3.
+-- Seed rows: the default tenant (id 1) and Keycast's global policies (docs/protocol-keycast.md,
+-- Policies and permissions).
 INSERT INTO tenants (id, domain, name) VALUES (1, 'default', 'Default Tenant') ON CONFLICT DO NOTHING;
 
 INSERT INTO permissions (id, identifier, config) VALUES
