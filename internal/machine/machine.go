@@ -110,6 +110,10 @@ func (r Record) SettingNames() []string {
 // every system but Linux, where it is VmRSS).
 func RSSBytes() (uint64, bool) { return rssBytes() }
 
+// Nofile returns the soft and hard open-file limits (RLIMIT_NOFILE); on Windows, which has no such
+// limit, an error.
+func Nofile() (soft, hard uint64, err error) { return nofile() }
+
 // RaiseNofile raises the soft open-file limit to the hard limit and returns the new soft limit. Load
 // tools call it at start, since the soft limit is often far below the hard one. On macOS the hard
 // limit may be "unlimited", which the kernel refuses as a soft limit; there it raises to

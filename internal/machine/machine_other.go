@@ -12,6 +12,8 @@ func collectOS(*Record) {}
 
 func rssBytes() (uint64, bool) { return 0, false }
 
-func raiseNofile() (uint64, error) {
-	return 0, errors.New("machine: raising the open-file limit is not supported on " + runtime.GOOS)
-}
+var errNoNofile = errors.New("machine: open-file limits are not supported on " + runtime.GOOS)
+
+func nofile() (soft, hard uint64, err error) { return 0, 0, errNoNofile }
+
+func raiseNofile() (uint64, error) { return 0, errNoNofile }

@@ -2,7 +2,11 @@
 
 package machine
 
-import "golang.org/x/sys/unix"
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
 
 // collectUnix fills what every Unix answers the same way: the kernel release and the open-file
 // limits.
@@ -11,16 +15,21 @@ func collectUnix(r *Record) {
 	if unix.Uname(&uts) == nil {
 		r.Kernel = unix.ByteSliceToString(uts.Release[:])
 	}
+	r.NofileSoft, r.NofileHard, _ = nofile()
+}
+
+func nofile() (soft, hard uint64, err error) {
 	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
-		r.NofileSoft, r.NofileHard = uint64(lim.Cur), uint64(lim.Max)
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, 0, fmt.Errorf("machine: reading RLIMIT_NOFILE: %w", err)
 	}
+	return uint64(lim.Cur), uint64(lim.Max), nil
 }
 
 func raiseNofile() (uint64, error) {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("machine: reading RLIMIT_NOFILE: %w", err)
 	}
 	want := uint64(lim.Max)
 	if c := nofileCap(); c > 0 && want > c {
@@ -29,7 +38,7 @@ func raiseNofile() (uint64, error) {
 	if uint64(lim.Cur) < want {
 		setLimit(&lim.Cur, want)
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-			return 0, err
+			return 0, fmt.Errorf("machine: raising the soft RLIMIT_NOFILE to %d: %w", want, err)
 		}
 	}
 	return uint64(lim.Cur), nil

@@ -16,6 +16,8 @@ func collectOS(r *Record) {
 
 func rssBytes() (uint64, bool) { return 0, false }
 
-func raiseNofile() (uint64, error) {
-	return 0, errors.New("machine: Windows has no open-file soft limit to raise; sockets are bounded by memory")
-}
+var errNoNofile = errors.New("machine: Windows has no open-file limit (RLIMIT_NOFILE); sockets are bounded by memory")
+
+func nofile() (soft, hard uint64, err error) { return 0, 0, errNoNofile }
+
+func raiseNofile() (uint64, error) { return 0, errNoNofile }
