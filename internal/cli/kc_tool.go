@@ -515,7 +515,9 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 
 // stop interrupts the server (it drains and exits), kills it if it lingers, and removes its data.
 func (p *profiledServer) stop(log *slog.Logger) {
-	_ = p.cmd.Process.Signal(os.Interrupt)
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		_ = p.cmd.Process.Kill() // Windows cannot interrupt a process: do not wait 20 s for nothing
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {
