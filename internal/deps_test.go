@@ -36,6 +36,9 @@ var forbidden = map[string][]string{
 	// Protocol packages stay below servers and drivers.
 	"linkkeys": {"linkkeysserver", "linkkeysload", "admit", "engine", "cli"},
 	"keycast":  {"keycastserver", "keycastload", "capacity", "engine", "cli"},
+
+	// Starting children sits below everything that starts them, servers and load alike.
+	"procexec": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "cli"},
 }
 
 type pkgInfo struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/procexec"
 )
 
 // Exit codes, following Go's own tools: 2 for usage errors.
@@ -73,10 +74,13 @@ const (
 
 // Main runs the command tree with os.Args and returns the exit code. The first SIGINT or SIGTERM
 // cancels the command's context (commands drain and write partial results); a second exits at once.
+// A process this binary started as its own child (a worker, a server) watches for its parent to end
+// where the system has no parent-death signal (procexec).
 func Main(tree Tree) int {
 	env := OSEnv()
 	ctx, stop := signalContext()
 	defer stop()
+	procexec.WatchParent() // after signalContext, so a SIGTERM from the watcher drains like any other
 	return Run(ctx, tree, os.Args[1:], env)
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/procexec"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -443,10 +444,6 @@ type profiledServer struct {
 // startProfiledServer starts this binary's `server` command on free local ports with a temporary
 // data directory and pprof on, and waits for its startup line.
 func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out string) (*profiledServer, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("profile: finding this binary to start the reference server: %w", err)
-	}
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -468,21 +465,25 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("profile: %w", err)
 	}
-	c := exec.Command(exe, args...)
+	c, err := procexec.Command("", args...)
+	if err != nil {
+		lf.Close()
+		os.RemoveAll(dataDir)
+		return nil, fmt.Errorf("profile: starting the reference server: %w", err)
+	}
 	c.Env = os.Environ()
 	c.Stderr = lf
-	// The server must not outlive this command, even when it dies without running its defers.
-	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stdout, err := c.StdoutPipe()
 	if err != nil {
 		lf.Close()
 		os.RemoveAll(dataDir)
 		return nil, err
 	}
-	if err := c.Start(); err != nil {
+	// The server must not outlive this command, even when it dies without running its defers.
+	if err := procexec.Start(c, procexec.Options{Signal: syscall.SIGTERM}); err != nil {
 		lf.Close()
 		os.RemoveAll(dataDir)
-		return nil, fmt.Errorf("profile: starting %s %s: %w", exe, strings.Join(args, " "), err)
+		return nil, fmt.Errorf("profile: starting %s %s: %w", c.Path, strings.Join(args, " "), err)
 	}
 	ps := &profiledServer{cmd: c, url: "http://" + addr, pprofURL: "http://" + paddr, logPath: logPath, dataDir: dataDir, logFile: lf}
 	line := make(chan string, 1)
@@ -514,7 +515,9 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 
 // stop interrupts the server (it drains and exits), kills it if it lingers, and removes its data.
 func (p *profiledServer) stop(log *slog.Logger) {
-	_ = p.cmd.Process.Signal(os.Interrupt)
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		_ = p.cmd.Process.Kill() // Windows cannot interrupt a process: do not wait 20 s for nothing
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {

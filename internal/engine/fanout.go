@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/procexec"
 )
 
 // FanOut describes a run split across worker processes of the same binary. Each worker is started as
@@ -56,13 +56,6 @@ func (e *WorkerError) Unwrap() error { return e.Err }
 // one WorkerError per failed worker. When ctx ends, workers get SIGINT (so they write partial
 // results), then SIGKILL after Grace.
 func (f FanOut) Run(ctx context.Context) ([][]byte, error) {
-	exe := f.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("engine: finding own executable for worker processes: %w", err)
-		}
-	}
 	n := max(f.Workers, 1)
 	dir, err := os.MkdirTemp("", "loadproof-workers-*")
 	if err != nil {
@@ -83,19 +76,23 @@ func (f FanOut) Run(ctx context.Context) ([][]byte, error) {
 	var wg sync.WaitGroup
 	for i, seg := range Split(n) {
 		path := filepath.Join(dir, fmt.Sprintf("worker-%03d.json", i))
-		cmd := exec.Command(exe, f.Args(seg, path)...)
+		cmd, err := procexec.Command(f.Executable, f.Args(seg, path)...)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
 		if f.Env != nil {
 			cmd.Env = f.Env
 		}
 		cmd.Stderr = stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		if err := cmd.Start(); err != nil {
-			errs[i] = fmt.Errorf("starting %s: %w", exe, err)
+		// A worker must not outlive the run: killed with it, it leaves no load behind.
+		if err := procexec.Start(cmd, procexec.Options{Signal: syscall.SIGKILL}); err != nil {
+			errs[i] = fmt.Errorf("starting %s: %w", cmd.Path, err)
 			continue
 		}
 		wg.Add(1)

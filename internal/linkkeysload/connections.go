@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/machine"
 )
@@ -77,14 +75,12 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	return res, nil
 }
 
-// tcpEstablished is Linux's TCP_ESTABLISHED socket state (tcp_states.h).
-const tcpEstablished = 1
-
 // countOpen returns how many connections are still established from the kernel's point of view.
 // A connection the server closed while the client held it without reading (a server-side
 // handshake timeout after the client's own handshake had completed, an idle timeout) sits in
-// CLOSE_WAIT; TCP_INFO tells the two apart without reading, which would consume the TLS records
-// the server may have queued (session tickets).
+// CLOSE_WAIT; the socket's TCP state (tcpEstablished) tells the two apart without reading, which
+// would consume the TLS records the server may have queued (session tickets). Where the state
+// cannot be read, every connection counts as open.
 func countOpen(conns []*tls.Conn) int64 {
 	var n int64
 	for _, c := range conns {
@@ -97,7 +93,7 @@ func countOpen(conns []*tls.Conn) int64 {
 			continue
 		}
 		_ = raw.Control(func(fd uintptr) {
-			if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && info.State == tcpEstablished {
+			if est, known := tcpEstablished(fd); est || !known {
 				n++
 			}
 		})

@@ -6,21 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // CPU figures tell where the time of a run went on a machine whose client and server share the
 // cores: a rate below target is either the client's cost or the server's, and these say which.
-
-// processCPU returns this process's user plus system CPU time so far.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
 const userHZ = 100

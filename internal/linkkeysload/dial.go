@@ -7,10 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
@@ -57,20 +54,6 @@ func (d *Dialer) tlsConfig() *tls.Config {
 	}
 	d.once.Do(func() { d.defaultTLS = linkkeys.ClientTLSConfig(d.Target.Domain, d.Target.Fingerprint) })
 	return d.defaultTLS
-}
-
-// bindNoPort sets IP_BIND_ADDRESS_NO_PORT before the socket is bound: bind then reserves only the
-// address and the kernel picks the port at connect time, so one source address can reach every
-// server port with the whole ephemeral range instead of one port per bind.
-func bindNoPort(_ context.Context, _ string, _ string, c syscall.RawConn) error {
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
 }
 
 // Dial makes one attempt from source address src. On success the connection's deadline is cleared.

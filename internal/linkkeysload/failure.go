@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
@@ -92,7 +90,7 @@ func classify(stage Stage, err error) Failure {
 }
 
 func isTimeout(err error) bool {
-	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, unix.ETIMEDOUT) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.ETIMEDOUT) {
 		return true
 	}
 	var ne net.Error
@@ -113,7 +111,7 @@ func Detail(err error) string {
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		if name := unix.ErrnoName(errno); name != "" {
+		if name := errnoName(errno); name != "" {
 			return name
 		}
 		return "errno_" + strconv.FormatUint(uint64(errno), 10)

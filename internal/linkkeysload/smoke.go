@@ -7,11 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/procexec"
 )
 
 // Defaults of the seed's client commands (docs/protocol-linkkeys.md, The seed's commands).
@@ -94,13 +95,6 @@ func Smoke(ctx context.Context, opt SmokeOptions) (Summary, error) {
 	}
 	began := time.Now()
 	var sum Summary
-	exe := opt.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return sum, errorf("smoke: finding own executable to start the server: %w", err)
-		}
-	}
 	dir, err := os.MkdirTemp("", "linkkeys-smoke-*")
 	if err != nil {
 		return sum, errorf("smoke: making the work directory: %w", err)
@@ -116,12 +110,14 @@ func Smoke(ctx context.Context, opt SmokeOptions) (Summary, error) {
 	args := append(append([]string(nil), opt.ServerArgs...),
 		"--info-file", info, "--db-path", filepath.Join(dir, "loadtest.sqlite3"),
 		"--metrics-interval-secs", "3", "--duration-secs", "60")
-	cmd := exec.Command(exe, args...)
+	cmd, err := procexec.Command(opt.Executable, args...)
+	if err != nil {
+		return sum, errorf("smoke: starting the server: %w", err)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = opt.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return sum, errorf("smoke: starting the server (%s %s): %w", exe, strings.Join(args, " "), err)
+	if err := procexec.Start(cmd, procexec.Options{}); err != nil {
+		return sum, errorf("smoke: starting the server (%s %s): %w", cmd.Path, strings.Join(args, " "), err)
 	}
 	sum.ServerPID = cmd.Process.Pid
 	exited := make(chan error, 1)

@@ -3,7 +3,7 @@ package linkkeysserver
 import (
 	"log/slog"
 
-	"golang.org/x/sys/unix"
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
 // fdHeadroom is the descriptors a server needs beyond its connections
@@ -16,24 +16,22 @@ const fdHeadroom = 256
 // maxConnections+256 exceeds the soft limit, as upstream reports both at
 // startup. It returns the soft limit in force.
 func RaiseAndReportFDLimit(logger *slog.Logger, maxConnections uint64) uint64 {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+	soft, hard, err := machine.Nofile()
+	if err != nil {
 		logger.Warn("linkkeysserver: cannot read RLIMIT_NOFILE", "err", err)
 		return 0
 	}
-	if lim.Cur < lim.Max {
-		raised := lim
-		raised.Cur = lim.Max
-		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &raised); err != nil {
-			logger.Warn("linkkeysserver: cannot raise the soft RLIMIT_NOFILE to the hard limit", "soft", lim.Cur, "hard", lim.Max, "err", err)
+	if soft < hard {
+		if raised, err := machine.RaiseNofile(); err != nil {
+			logger.Warn("linkkeysserver: cannot raise the soft RLIMIT_NOFILE to the hard limit", "soft", soft, "hard", hard, "err", err)
 		} else {
-			lim = raised
+			soft = raised
 		}
 	}
-	logger.Info("fd limit", "soft", lim.Cur, "hard", lim.Max, "max_connections", maxConnections)
-	if maxConnections+fdHeadroom > lim.Cur {
+	logger.Info("fd limit", "soft", soft, "hard", hard, "max_connections", maxConnections)
+	if maxConnections+fdHeadroom > soft {
 		logger.Warn("TCP_MAX_CONNECTIONS + 256 exceeds the soft file-descriptor limit; connections beyond the limit fail at accept with EMFILE. Raise `ulimit -n` or lower TCP_MAX_CONNECTIONS",
-			"max_connections", maxConnections, "soft_limit", lim.Cur)
+			"max_connections", maxConnections, "soft_limit", soft)
 	}
-	return lim.Cur
+	return soft
 }

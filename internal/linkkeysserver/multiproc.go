@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/procexec"
 )
 
 // Multi-process mode (--processes N).
@@ -32,7 +33,7 @@ import (
 // parent releases its reservation. Children then obey stdin lines: "metrics"
 // prints one "running" METRICS line, "final" prints the "final" line and shuts
 // the child down; SIGINT, SIGTERM and stdin EOF do the same as "final".
-// Children also get SIGTERM if the parent dies (Linux parent-death signal).
+// Children also get SIGTERM if the parent dies (procexec).
 //
 // Budgets that bound a total are divided so the N processes together keep
 // it: each child runs Config.Share(n, i) (see there).
@@ -248,7 +249,6 @@ func StartSupervisor(opt SupervisorOptions) (*Supervisor, error) {
 	}
 	for i := 0; i < opt.Count; i++ {
 		cmd := opt.Command(i)
-		cmd.SysProcAttr = childProcAttr()
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return fail(fmt.Errorf("linkkeysserver: child %d: %w", i, err))
@@ -257,7 +257,8 @@ func StartSupervisor(opt SupervisorOptions) (*Supervisor, error) {
 		if err != nil {
 			return fail(fmt.Errorf("linkkeysserver: child %d: %w", i, err))
 		}
-		if err := cmd.Start(); err != nil {
+		// Its own process group: a terminal's Ctrl-C reaches only the parent, which forwards it.
+		if err := procexec.Start(cmd, procexec.Options{Signal: syscall.SIGTERM, NewGroup: true}); err != nil {
 			return fail(fmt.Errorf("linkkeysserver: starting child %d (%s): %w", i, cmd.Path, err))
 		}
 		c := &child{index: i, cmd: cmd, stdin: stdin, lines: make(chan string, 4), ready: make(chan int, 1), exited: make(chan struct{})}
@@ -419,8 +420,4 @@ func (sv *Supervisor) Kill() {
 	for _, c := range sv.children {
 		<-c.exited
 	}
-}
-
-func childProcAttr() *syscall.SysProcAttr {
-	return newChildProcAttr()
 }

@@ -6,16 +6,12 @@
 package machine
 
 import (
-	"bufio"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Version is loadproof's version, set at link time with
@@ -24,7 +20,10 @@ import (
 var Version = ""
 
 // Record describes the machine and settings a result was measured with. Fields that could not be read
-// are left empty (or zero) rather than guessed.
+// are left empty (or zero), which reports print as unknown, rather than guessed. Linux fills every
+// field; macOS and FreeBSD all of them too (from sysctl); Windows only the kernel (its version) beside
+// the fields Go itself knows, since it has no open-file limits, somaxconn or port-range settings of
+// that kind.
 type Record struct {
 	Hostname         string            `json:"hostname,omitempty"`
 	OS               string            `json:"os"`
@@ -59,20 +58,7 @@ func Collect(prefixes ...string) Record {
 		CollectedAt:      time.Now().UTC(),
 	}
 	r.Hostname, _ = os.Hostname()
-	var uts unix.Utsname
-	if unix.Uname(&uts) == nil {
-		r.Kernel = unix.ByteSliceToString(uts.Release[:])
-	}
-	r.CPUModel = cpuModel()
-	r.MemoryBytes = memTotal()
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
-		r.NofileSoft, r.NofileHard = lim.Cur, lim.Max
-	}
-	if s := readTrim("/proc/sys/net/core/somaxconn"); s != "" {
-		r.Somaxconn, _ = strconv.Atoi(s)
-	}
-	r.IPLocalPortRange = strings.Join(strings.Fields(readTrim("/proc/sys/net/ipv4/ip_local_port_range")), "-")
+	collectOS(&r)
 	r.Settings = settings(os.Environ(), prefixes)
 	return r
 }
@@ -121,84 +107,16 @@ func (r Record) SettingNames() []string {
 	return names
 }
 
-func readTrim(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
+// RSSBytes returns this process's resident set size in bytes, and false when it cannot be read (on
+// every system but Linux, where it is VmRSS).
+func RSSBytes() (uint64, bool) { return rssBytes() }
 
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-func memTotal() uint64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			fs := strings.Fields(rest)
-			if len(fs) >= 1 {
-				kb, _ := strconv.ParseUint(fs[0], 10, 64)
-				return kb * 1024
-			}
-		}
-	}
-	return 0
-}
-
-// RSSBytes returns this process's resident set size (VmRSS) in bytes, and false when it cannot be read.
-func RSSBytes() (uint64, bool) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			fs := strings.Fields(rest)
-			if len(fs) >= 1 {
-				kb, err := strconv.ParseUint(fs[0], 10, 64)
-				if err != nil {
-					return 0, false
-				}
-				return kb * 1024, true
-			}
-		}
-	}
-	return 0, false
-}
+// Nofile returns the soft and hard open-file limits (RLIMIT_NOFILE); on Windows, which has no such
+// limit, an error.
+func Nofile() (soft, hard uint64, err error) { return nofile() }
 
 // RaiseNofile raises the soft open-file limit to the hard limit and returns the new soft limit. Load
-// tools call it at start, since the soft limit is often far below the hard one.
-func RaiseNofile() (uint64, error) {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return 0, err
-	}
-	if lim.Cur < lim.Max {
-		lim.Cur = lim.Max
-		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-			return 0, err
-		}
-	}
-	return lim.Cur, nil
-}
+// tools call it at start, since the soft limit is often far below the hard one. On macOS the hard
+// limit may be "unlimited", which the kernel refuses as a soft limit; there it raises to
+// kern.maxfilesperproc. On Windows, which has no such limit, it returns an error.
+func RaiseNofile() (uint64, error) { return raiseNofile() }

@@ -35,3 +35,19 @@ func TestCollect(t *testing.T) {
 		t.Fatalf("names %v", got)
 	}
 }
+
+func TestRaiseNofile(t *testing.T) {
+	soft, err := RaiseNofile()
+	if runtime.GOOS == "windows" {
+		if err == nil {
+			t.Fatal("RaiseNofile on Windows: want an error, there is no such limit")
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Collect(); soft == 0 || r.NofileSoft != soft {
+		t.Fatalf("RaiseNofile = %d, but the record says the soft limit is %d", soft, r.NofileSoft)
+	}
+}
