@@ -28,6 +28,10 @@ type Outcome struct {
 	// Skip says the operation was cut off by the end of the run (stop condition, signal): its
 	// outcome is unknown, so it is not counted.
 	Skip bool
+	// Retire ends this worker after this operation (counted unless Skip): it can make no more,
+	// typically because the connection it owns has failed. The other workers go on; in the open
+	// model they take the retired worker's share of the schedule.
+	Retire bool
 }
 
 // Driver performs one operation. It is called concurrently from every worker; w carries the
@@ -711,14 +715,16 @@ func (e *engine) closedWorker(w *Worker) {
 		}
 		start := time.Now()
 		out := e.cfg.Driver.Do(e.opCtx, w, n)
-		if out.Skip {
-			continue
+		if !out.Skip {
+			took := out.Took
+			if took <= 0 {
+				took = time.Since(start)
+			}
+			e.record(w, &out, took, 0, false)
 		}
-		took := out.Took
-		if took <= 0 {
-			took = time.Since(start)
+		if out.Retire {
+			return
 		}
-		e.record(w, &out, took, 0, false)
 	}
 }
 
@@ -730,15 +736,17 @@ func (e *engine) openWorker(w *Worker, sched <-chan Ticket) {
 		w.Intended = tk.Intended
 		start := time.Now()
 		out := e.cfg.Driver.Do(e.opCtx, w, tk.N)
-		if out.Skip {
-			continue
+		if !out.Skip {
+			took := out.Took
+			if took <= 0 {
+				took = time.Since(start)
+			}
+			wait := start.Sub(tk.Intended)
+			e.record(w, &out, took, max(wait, 0), true)
 		}
-		took := out.Took
-		if took <= 0 {
-			took = time.Since(start)
+		if out.Retire {
+			return
 		}
-		wait := start.Sub(tk.Intended)
-		e.record(w, &out, took, max(wait, 0), true)
 	}
 }
 

@@ -189,3 +189,31 @@ func TestBadConfigIsRefused(t *testing.T) {
 		t.Fatal("negative count accepted")
 	}
 }
+
+func TestRetiredWorkerStopsAndTheOthersGoOn(t *testing.T) {
+	// Worker 0 fails on its third operation and retires; in the closed model the count is still met
+	// by the others, in the open model they take its tickets.
+	for _, rate := range []float64{0, 5000} {
+		var mine atomic.Int64
+		d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+			if w.ID == 0 {
+				if mine.Add(1) == 3 {
+					return Outcome{Class: 1, Cause: "connection_lost", Retire: true}
+				}
+				if mine.Load() > 3 {
+					t.Error("a retired worker was called again")
+				}
+			}
+			time.Sleep(50 * time.Microsecond) // so every worker gets its turn
+			return Outcome{}
+		})
+		cfg := Config{Driver: d, Workers: 4, Count: 1000, Rate: rate}
+		r, err := Execute(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Total() != 1000 || r.Causes["connection_lost"] != 1 || mine.Load() != 3 {
+			t.Fatalf("rate %v: total %d causes %v, worker 0 ran %d", rate, r.Total(), r.Causes, mine.Load())
+		}
+	}
+}
