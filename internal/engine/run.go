@@ -36,7 +36,8 @@ type Outcome struct {
 
 // Driver performs one operation. It is called concurrently from every worker; w carries the
 // worker's identity and scratch state, n the operation's sequence number within this segment
-// (Global maps it to the run-wide number). Do must return when ctx ends.
+// (Global maps it to the run-wide number), or -1 for a call that drains an operation already in
+// flight after the end of the run (see Worker.Pending). Do must return when ctx ends.
 type Driver interface {
 	Do(ctx context.Context, w *Worker, n int64) Outcome
 }
@@ -54,8 +55,21 @@ type Worker struct {
 	// Intended is the open model's intended send time of the operation in progress (zero in the
 	// closed model).
 	Intended time.Time
-	sh       *shard
+	// Pending is the number of operations the driver has started on this worker and not yet
+	// returned: a driver that keeps a window of operations in flight on one connection (pipelined
+	// requests) starts several in one call and returns one per call. At the end of a closed-model
+	// run the engine keeps calling Do (with n = -1) while Pending > 0, so operations in flight at
+	// the end are counted rather than lost; a cut-off (stop condition or ctx) abandons them. A Count
+	// bound hands out one ticket per call and knows nothing of the window, so such a driver suits
+	// duration-bounded runs.
+	Pending int
+	sh      *shard
+	e       *engine
 }
+
+// Ending reports whether the run has ended (its duration is up, or it was cut off): a driver that
+// keeps operations in flight starts no new ones and drains what it has (see Pending).
+func (w *Worker) Ending() bool { return w.e.ending.Load() }
 
 // Observe records a latency sample of an extra kind (an index into Config.Kinds, above 0).
 func (w *Worker) Observe(kind int, d time.Duration) {
@@ -415,7 +429,7 @@ func (e *engine) run(ctx context.Context) *Run {
 	}
 	workers := make([]*Worker, e.cfg.Workers)
 	for i := range workers {
-		workers[i] = &Worker{ID: i, sh: &e.shards[i%len(e.shards)]}
+		workers[i] = &Worker{ID: i, sh: &e.shards[i%len(e.shards)], e: e}
 		if e.cfg.NewState != nil {
 			workers[i].State = e.cfg.NewState(i)
 		}
@@ -708,10 +722,18 @@ func (e *engine) closedWorker(w *Worker) {
 			return
 		}
 	}
-	for !e.ending.Load() {
-		n := e.tickets.Add(1) - 1
-		if e.cfg.Count > 0 && n >= e.cfg.Count {
-			return
+	for {
+		n := int64(-1)
+		if e.ending.Load() {
+			// Operations still in flight on this worker are drained, unless the run was cut off.
+			if w.Pending <= 0 || e.opCtx.Err() != nil {
+				return
+			}
+		} else {
+			n = e.tickets.Add(1) - 1
+			if e.cfg.Count > 0 && n >= e.cfg.Count {
+				return
+			}
 		}
 		start := time.Now()
 		out := e.cfg.Driver.Do(e.opCtx, w, n)

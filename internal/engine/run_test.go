@@ -217,3 +217,33 @@ func TestRetiredWorkerStopsAndTheOthersGoOn(t *testing.T) {
 		}
 	}
 }
+
+func TestPendingOperationsAreDrainedAtTheEnd(t *testing.T) {
+	// A pipelining driver: each worker keeps a window of 4 operations in flight, starting up to 4
+	// in one call and finishing one per call. Everything started before the end is counted.
+	const window = 4
+	var started atomic.Int64
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		if !w.Ending() {
+			if n < 0 {
+				t.Error("a ticketed call before the end got n = -1")
+			}
+			for w.Pending < window {
+				w.Pending++
+				started.Add(1)
+			}
+		} else if w.Pending == 0 {
+			t.Error("a drain call with nothing pending")
+		}
+		time.Sleep(20 * time.Microsecond)
+		w.Pending--
+		return Outcome{}
+	})
+	r, err := Execute(context.Background(), Config{Driver: d, Workers: 3, Duration: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Total() != started.Load() || r.Total() < 3*window {
+		t.Fatalf("counted %d of %d started", r.Total(), started.Load())
+	}
+}
