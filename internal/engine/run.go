@@ -200,6 +200,12 @@ type Config struct {
 	// Sample, when set, reads the target's own counters once per interval (in the background; a
 	// sample that is not back by the end of the next interval is dropped) into Interval.Server.
 	Sample func(ctx context.Context) (map[string]float64, error)
+	// Progress, when set, is called after every counted operation with the run's cumulative counts
+	// by class (valid during the call only), one call at a time and in the order the operations
+	// were counted, so progress output can fall on exact counts (the LinkKeys seed's progress line
+	// every 5,000 attempts). Every operation then also passes one run-wide lock: use it where
+	// operations are slow (connection attempts), not on a hot request loop.
+	Progress func(counts []int64)
 	// OnCutOff, when set, is called once when the run is cut off (stop condition or ctx), after
 	// the operation context is cancelled, so a driver can interrupt blocking I/O.
 	OnCutOff func()
@@ -319,6 +325,8 @@ type engine struct {
 	start                   time.Time
 	late                    time.Duration
 	pacer                   Pacer
+	progMu                  sync.Mutex
+	progCounts              []int64
 }
 
 // ErrNoDriver is returned by Execute for a Config without a Driver.
@@ -373,6 +381,7 @@ func newEngine(cfg Config) (*engine, error) {
 	e.cfg.Interval = cmp.Or(cfg.Interval, time.Second)
 	e.cfg.StopWindow = cmp.Or(cfg.StopWindow, 10)
 	e.late = cmp.Or(cfg.LateThreshold, time.Millisecond)
+	e.progCounts = make([]int64, len(e.classes))
 	e.shards = make([]shard, min(e.cfg.Workers, max(4, 4*runtime.GOMAXPROCS(0))))
 	for i := range e.shards {
 		e.shards[i].cur = e.newStats()
@@ -775,14 +784,14 @@ func (e *engine) openWorker(w *Worker, sched <-chan Ticket) {
 // record counts one operation: its class, cause, and latency (service time plus, in the open
 // model, the wait behind schedule).
 func (e *engine) record(w *Worker, out *Outcome, took, wait time.Duration, open bool) {
+	class := int(out.Class)
+	if class >= len(e.classes) {
+		class = len(e.classes) - 1
+	}
 	sh := w.sh
 	sh.mu.Lock()
 	s := sh.cur
-	if int(out.Class) < len(s.counts) {
-		s.counts[out.Class]++
-	} else {
-		s.counts[len(s.counts)-1]++
-	}
+	s.counts[class]++
 	if out.Cause != "" {
 		s.causes[out.Cause]++
 	}
@@ -795,6 +804,12 @@ func (e *engine) record(w *Worker, out *Outcome, took, wait time.Duration, open 
 		}
 	}
 	sh.mu.Unlock()
+	if e.cfg.Progress != nil {
+		e.progMu.Lock()
+		e.progCounts[class]++
+		e.cfg.Progress(e.progCounts)
+		e.progMu.Unlock()
+	}
 }
 
 // Global maps a segment-local operation number to the run-wide one: segments interleave, so

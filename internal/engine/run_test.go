@@ -247,3 +247,29 @@ func TestPendingOperationsAreDrainedAtTheEnd(t *testing.T) {
 		t.Fatalf("counted %d of %d started", r.Total(), started.Load())
 	}
 }
+
+func TestProgressSeesEveryCountInOrder(t *testing.T) {
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		return Outcome{Class: uint8(n % 3 / 2)} // two successes, then a failure
+	})
+	var calls, last int64
+	var lines []int64
+	cfg := Config{Driver: d, Workers: 8, Count: 3000, Progress: func(c []int64) {
+		calls++
+		total := c[0] + c[1]
+		if total != last+1 {
+			t.Errorf("progress went from %d to %d", last, total)
+		}
+		last = total
+		if total%1000 == 0 {
+			lines = append(lines, total)
+		}
+	}}
+	r, err := Execute(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3000 || len(lines) != 3 || r.Envelope.Totals["failure"] != 1000 {
+		t.Fatalf("%d calls, lines at %v, totals %v", calls, lines, r.Envelope.Totals)
+	}
+}
