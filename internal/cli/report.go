@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/keycastresult"
-	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -45,8 +45,10 @@ func resultKind(b []byte) (string, error) {
 	_, cmd := top["command"]
 	_, meta := top["metadata"]
 	_, sum := top["summary"]
+	var harness string
+	_ = json.Unmarshal(top["harness"], &harness)
 	switch {
-	case cmd:
+	case harness == linkkeysresult.Harness, harness == "" && cmd:
 		return "linkkeys", nil
 	case meta && sum:
 		return "keycast", nil
@@ -56,7 +58,7 @@ func resultKind(b []byte) (string, error) {
 
 func runReport(env *Env, paths []string, format, output string) error {
 	var kind string
-	var lk []linkkeysload.Result
+	var lk []linkkeysresult.Result
 	var kc []*keycastresult.Results
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -72,7 +74,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 		}
 		kind = k
 		if k == "linkkeys" {
-			r, err := linkkeysload.ReadResult(b)
+			r, err := linkkeysresult.Read(b)
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
 			}
@@ -91,12 +93,12 @@ func runReport(env *Env, paths []string, format, output string) error {
 		r := lk[0]
 		if len(lk) > 1 {
 			var err error
-			if r, err = linkkeysload.Merge(lk); err != nil {
+			if r, err = linkkeysresult.Merge(lk); err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: merging: %w", err)}
 			}
 		}
 		merged = r
-		text = func() error { return linkkeysload.Report(env.Stdout, r) }
+		text = func() error { return report.LinkKeysText(env.Stdout, &r) }
 	} else {
 		r := kc[0]
 		if len(kc) > 1 {

@@ -61,12 +61,15 @@ func emfileChild(targetJSON string) int {
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return 3
 	}
-	t := newTally(nil)
 	var held []*tls.Conn
-	pool := attemptPool{dialer: &Dialer{Target: target, Timeout: 5 * time.Second}, count: 8, concurrency: 1,
-		source: func(int64) IPv4 { return mustParse("127.0.16.1") }, onSuccess: func(c *tls.Conn) { held = append(held, c) }, tally: t}
-	pool.run(context.Background())
-	b, _ := json.Marshal(t.a.Reasons)
+	d := &attemptDriver{dialer: &Dialer{Target: target, Timeout: 5 * time.Second},
+		source:  func(*engine.Worker, int64) IPv4 { return mustParse("127.0.16.1") },
+		success: func(_ *engine.Worker, c *tls.Conn, _ time.Duration) { held = append(held, c) }}
+	run, err := engine.Execute(context.Background(), attemptConfig(d, 1, 8, nil))
+	if err != nil {
+		return 4
+	}
+	b, _ := json.Marshal(run.Causes)
 	os.Stdout.Write(b)
 	return 0
 }
@@ -228,7 +231,7 @@ func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
 	s.start()
 	cfg := ConnectionsConfig{Target: s.target, Count: 20, Concurrency: 4, AttemptTimeout: 5 * time.Second,
 		Sources: testSources("127.0.19.0", 4), ProgressEvery: 100}
-	res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, func(ctx context.Context, held []*tls.Conn) {
+	res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, nil, func(ctx context.Context, held []*tls.Conn) {
 		for range 5 {
 			<-s.dropped
 		}
