@@ -294,6 +294,11 @@ func TestDDoSAccountsWithServerMetrics(t *testing.T) {
 	if !strings.Contains(out.String(), "client vs server: attempts = server accepted_connections: 60 vs 60 ok") {
 		t.Fatal(out.String())
 	}
+	// The METRICS log is sampled into the timeline; the engine's last sample follows the load.
+	last := res.Intervals[len(res.Intervals)-1]
+	if _, ok := last.Server["accepted_connections"]; !ok || res.Envelope.Totals["success"] != 40 {
+		t.Fatalf("last interval %+v, totals %v", last, res.Envelope.Totals)
+	}
 }
 
 func TestRequestBenchModels(t *testing.T) {

@@ -36,7 +36,8 @@ func serverSampler(src *MetricsSource) func(context.Context) (map[string]float64
 
 // sampleOf flattens a reading into the interval's server sample: every counter and gauge by its
 // METRICS name, the appended fields a server printed, and the extra numeric ones (a Prometheus
-// scrape's snapshot_cache_hits and friends).
+// scrape's snapshot_cache_hits and friends) except the Go runtime's and the process collector's
+// (go_*, process_*: dozens of series a timeline does not need; the RSS is process_rss_bytes).
 func sampleOf(s Snapshot) map[string]float64 {
 	m := map[string]float64{
 		"accepted_connections":      float64(s.AcceptedConnections),
@@ -61,7 +62,7 @@ func sampleOf(s Snapshot) map[string]float64 {
 		}
 	}
 	for k, v := range s.Extra {
-		if _, taken := m[k]; !taken {
+		if _, taken := m[k]; !taken && !strings.HasPrefix(k, "go_") && !strings.HasPrefix(k, "process_") {
 			m[k] = v
 		}
 	}
