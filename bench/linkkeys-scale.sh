@@ -147,7 +147,7 @@ top = max(s["established_connections"] for s in m)
 held = [s for s in m if s["established_connections"] == top]
 peak, steady = held[0], held[-1]  # first reading at the top (end of the ramp) and last (end of the hold)
 print("== summary (from the JSON results and METRICS logs in %s)" % out)
-mr = c["machine"]
+mr = c["machines"][0]  # one record per client process; the first is the machine's
 print("machine: %s, %d cores, %.1f GiB, kernel %s, nofile %s/%s, somaxconn %s, ports %s, %s, loadproof %s" % (
     mr.get("cpu_model"), mr["cores"], mr.get("memory_bytes", 0) / 2**30, mr.get("kernel"), mr.get("nofile_soft"),
     mr.get("nofile_hard"), mr.get("somaxconn"), mr.get("ip_local_port_range"), mr["go_version"], mr["loadproof_version"]))

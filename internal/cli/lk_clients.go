@@ -30,7 +30,7 @@ type lkCommon struct {
 
 func (c *lkCommon) bind(f *pflag.FlagSet) {
 	f.StringVar(&c.infoFile, "info-file", linkkeysload.DefaultInfoFile, "info file written by the `server` subcommand")
-	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts, failure reasons, HDR latency histograms, machine record) as JSON to this file")
+	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts by outcome, failure reasons, HDR latency histograms, one-second interval snapshots with server samples, machine records) as JSON to this file")
 	f.IntVar(&c.workers, "workers", 0, "worker processes of this binary to spread the sockets over (0: enough to stay under the open-file soft limit)")
 }
 
@@ -189,17 +189,17 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultConnectionsBase, "first loopback source address; attempts round-robin over --client-ip-count addresses")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
-	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, read before and after the run")
+	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, read before and after the run and sampled once a second into the JSON result's timeline")
 	return c
 }
 
 func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 	var (
-		common        lkCommon
-		duration, tmo uint64
-		conc, ipCount uint32
-		base          string
-		resume        bool
+		common              lkCommon
+		duration, tmo       uint64
+		conc, ipCount       uint32
+		base, serverMetrics string
+		resume              bool
 	)
 	c := &cobra.Command{
 		Use:   "handshake-bench",
@@ -216,10 +216,11 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, _, run, err := lkRun(cmd, env, common, int64(conc))
+			target, hints, run, err := lkRun(cmd, env, common, int64(conc))
 			if err != nil {
 				return err
 			}
+			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
 			cfg := linkkeysload.HandshakeConfig{Target: target, DurationSecs: duration, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
 			_, err = linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
@@ -234,6 +235,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultHandshakeBase, "first loopback source address")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.BoolVar(&resume, "resume", false, "resume TLS sessions (a session cache per loop); report resumed next to full handshakes")
+	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
 	return c
 }
 
@@ -243,6 +245,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 		conns, ipCount     uint32
 		duration, tmo      uint64
 		op, base, rateText string
+		serverMetrics      string
 		pipeline           uint32
 	)
 	c := &cobra.Command{
@@ -269,10 +272,11 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, _, run, err := lkRun(cmd, env, common, int64(conns))
+			target, hints, run, err := lkRun(cmd, env, common, int64(conns))
 			if err != nil {
 				return err
 			}
+			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
 			cfg := linkkeysload.RequestConfig{Target: target, Connections: conns, DurationSecs: duration, Op: op,
 				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
 				Pipeline: pipeline, Rate: rate}
@@ -290,8 +294,12 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 	f.Uint64Var(&tmo, "attempt-timeout-secs", 10, "per-connection (connect + TLS handshake) timeout of the setup phase")
 	f.Uint32Var(&pipeline, "pipeline", 1, "requests in flight per connection (1: the seed's one at a time)")
 	f.StringVar(&rateText, "rate", "", "open model: total requests per second across all connections (default: closed model)")
+	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
 	return c
 }
+
+// serverMetricsSampleHelp is --server-metrics of the clients that only sample the server.
+const serverMetricsSampleHelp = "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, sampled once a second into the JSON result's timeline (default: the info file's metrics_addr)"
 
 // parseRate reads --rate: empty for the closed model, else a finite number above 0.
 func parseRate(s string) (float64, error) {
@@ -347,7 +355,7 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	f.Uint64Var(&tmo, "attempt-timeout-secs", linkkeysload.DefaultDDoSTimeoutSecs, "per-attempt (connect + TLS handshake) timeout")
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultDDoSBase, "first source address")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
-	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, read before and after the run")
+	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, read before and after the run and sampled once a second into the JSON result's timeline")
 	return c
 }
 

@@ -122,7 +122,7 @@ func TestLinkKeysClientsRunAgainstServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := linkkeysload.ReadResult(b)
-		if err != nil || res.Command != c.args[0] || res.Flags["info-file"] != info || res.Machine.GoVersion == "" {
+		if err != nil || res.Command != c.args[0] || res.Flags["info-file"] != info || len(res.Machines) != 1 || res.Machines[0].GoVersion == "" {
 			t.Fatalf("%v: result %v %+v", c.args, err, res.Flags)
 		}
 		// The report is drawn from the result file alone: it redraws the same header and DONE line.

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/keycastresult"
-	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -46,13 +46,11 @@ func resultKind(b []byte) (string, error) {
 	_, meta := top["metadata"]
 	_, sum := top["summary"]
 	var harness string
-	if raw, ok := top["harness"]; ok {
-		_ = json.Unmarshal(raw, &harness)
-	}
+	_ = json.Unmarshal(top["harness"], &harness)
 	switch {
-	case harness == "keycast" || meta && sum:
+	case harness == "keycast" || harness == "" && meta && sum:
 		return "keycast", nil
-	case harness == "linkkeys" || cmd:
+	case harness == linkkeysresult.Harness, harness == "" && cmd:
 		return "linkkeys", nil
 	}
 	return "", fmt.Errorf("neither a LinkKeys client result (no \"command\") nor a Keycast results file (no \"metadata\" and \"summary\")")
@@ -60,7 +58,7 @@ func resultKind(b []byte) (string, error) {
 
 func runReport(env *Env, paths []string, format, output string) error {
 	var kind string
-	var lk []linkkeysload.Result
+	var lk []linkkeysresult.Result
 	var kc []*keycastresult.Results
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -76,7 +74,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 		}
 		kind = k
 		if k == "linkkeys" {
-			r, err := linkkeysload.ReadResult(b)
+			r, err := linkkeysresult.Read(b)
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
 			}
@@ -95,12 +93,12 @@ func runReport(env *Env, paths []string, format, output string) error {
 		r := lk[0]
 		if len(lk) > 1 {
 			var err error
-			if r, err = linkkeysload.Merge(lk); err != nil {
+			if r, err = linkkeysresult.Merge(lk); err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: merging: %w", err)}
 			}
 		}
 		merged = r
-		text = func() error { return linkkeysload.Report(env.Stdout, r) }
+		text = func() error { return report.LinkKeysText(env.Stdout, &r) }
 	} else {
 		r := kc[0]
 		if len(kc) > 1 {

@@ -34,11 +34,16 @@ type Outcome struct {
 	// Skip says the operation was cut off by the end of the run (stop condition, signal): its
 	// outcome is unknown, so it is not counted.
 	Skip bool
+	// Retire ends this worker after this operation (counted unless Skip): it can make no more,
+	// typically because the connection it owns has failed. The other workers go on; in the open
+	// model they take the retired worker's share of the schedule.
+	Retire bool
 }
 
 // Driver performs one operation. It is called concurrently from every worker; w carries the
 // worker's identity and scratch state, n the operation's sequence number within this segment
-// (Global maps it to the run-wide number). Do must return when ctx ends.
+// (Global maps it to the run-wide number), or -1 for a call that drains an operation already in
+// flight after the end of the run (see Worker.Pending). Do must return when ctx ends.
 type Driver interface {
 	Do(ctx context.Context, w *Worker, n int64) Outcome
 }
@@ -56,8 +61,21 @@ type Worker struct {
 	// Intended is the open model's intended send time of the operation in progress (zero in the
 	// closed model).
 	Intended time.Time
-	sh       *shard
+	// Pending is the number of operations the driver has started on this worker and not yet
+	// returned: a driver that keeps a window of operations in flight on one connection (pipelined
+	// requests) starts several in one call and returns one per call. At the end of a closed-model
+	// run the engine keeps calling Do (with n = -1) while Pending > 0, so operations in flight at
+	// the end are counted rather than lost; a cut-off (stop condition or ctx) abandons them. A Count
+	// bound hands out one ticket per call and knows nothing of the window, so such a driver suits
+	// duration-bounded runs.
+	Pending int
+	sh      *shard
+	e       *engine
 }
+
+// Ending reports whether the run has ended (its duration is up, or it was cut off): a driver that
+// keeps operations in flight starts no new ones and drains what it has (see Pending).
+func (w *Worker) Ending() bool { return w.e.ending.Load() }
 
 // Observe records a latency sample of an extra kind (an index into Config.Kinds, above 0).
 func (w *Worker) Observe(kind int, d time.Duration) {
@@ -193,6 +211,12 @@ type Config struct {
 	// Sample, when set, reads the target's own counters once per interval (in the background; a
 	// sample that is not back by the end of the next interval is dropped) into Interval.Server.
 	Sample func(ctx context.Context) (map[string]float64, error)
+	// Progress, when set, is called after every counted operation with the run's cumulative counts
+	// by class (valid during the call only), one call at a time and in the order the operations
+	// were counted, so progress output can fall on exact counts (the LinkKeys seed's progress line
+	// every 5,000 attempts). Every operation then also passes one run-wide lock: use it where
+	// operations are slow (connection attempts), not on a hot request loop.
+	Progress func(counts []int64)
 	// OnCutOff, when set, is called once when the run is cut off (stop condition or ctx), after
 	// the operation context is cancelled, so a driver can interrupt blocking I/O.
 	OnCutOff func()
@@ -312,6 +336,8 @@ type engine struct {
 	start                   time.Time
 	late                    time.Duration
 	pacer                   Pacer
+	progMu                  sync.Mutex
+	progCounts              []int64
 }
 
 // ErrNoDriver is returned by Execute for a Config without a Driver.
@@ -366,6 +392,7 @@ func newEngine(cfg Config) (*engine, error) {
 	e.cfg.Interval = cmp.Or(cfg.Interval, time.Second)
 	e.cfg.StopWindow = cmp.Or(cfg.StopWindow, 10)
 	e.late = cmp.Or(cfg.LateThreshold, time.Millisecond)
+	e.progCounts = make([]int64, len(e.classes))
 	e.shards = make([]shard, min(e.cfg.Workers, max(4, 4*runtime.GOMAXPROCS(0))))
 	for i := range e.shards {
 		e.shards[i].cur = e.newStats()
@@ -422,7 +449,7 @@ func (e *engine) run(ctx context.Context) *Run {
 	}
 	workers := make([]*Worker, e.cfg.Workers)
 	for i := range workers {
-		workers[i] = &Worker{ID: i, sh: &e.shards[i%len(e.shards)]}
+		workers[i] = &Worker{ID: i, sh: &e.shards[i%len(e.shards)], e: e}
 		if e.cfg.NewState != nil {
 			workers[i].State = e.cfg.NewState(i)
 		}
@@ -715,24 +742,34 @@ func (e *engine) closedWorker(w *Worker) {
 			return
 		}
 	}
-	for !e.ending.Load() {
-		n := e.tickets.Add(1) - 1
-		if e.cfg.Count > 0 && n >= e.cfg.Count {
-			return
+	for {
+		n := int64(-1)
+		if e.ending.Load() {
+			// Operations still in flight on this worker are drained, unless the run was cut off.
+			if w.Pending <= 0 || e.opCtx.Err() != nil {
+				return
+			}
+		} else {
+			n = e.tickets.Add(1) - 1
+			if e.cfg.Count > 0 && n >= e.cfg.Count {
+				return
+			}
 		}
 		var start time.Time
 		if !e.cfg.DriverTimed {
 			start = time.Now()
 		}
 		out := e.cfg.Driver.Do(e.opCtx, w, n)
-		if out.Skip {
-			continue
+		if !out.Skip {
+			took := out.Took
+			if took <= 0 && !e.cfg.DriverTimed {
+				took = time.Since(start)
+			}
+			e.record(w, &out, took, 0, false)
 		}
-		took := out.Took
-		if took <= 0 && !e.cfg.DriverTimed {
-			took = time.Since(start)
+		if out.Retire {
+			return
 		}
-		e.record(w, &out, took, 0, false)
 	}
 }
 
@@ -747,32 +784,34 @@ func (e *engine) openWorker(w *Worker, sched <-chan Ticket) {
 			start = time.Now()
 		}
 		out := e.cfg.Driver.Do(e.opCtx, w, tk.N)
-		if out.Skip {
-			continue
+		if !out.Skip {
+			if e.cfg.DriverTimed {
+				start = out.Start
+			}
+			took := out.Took
+			if took <= 0 && !e.cfg.DriverTimed {
+				took = time.Since(start)
+			}
+			wait := start.Sub(tk.Intended)
+			e.record(w, &out, took, max(wait, 0), true)
 		}
-		if e.cfg.DriverTimed {
-			start = out.Start
+		if out.Retire {
+			return
 		}
-		took := out.Took
-		if took <= 0 && !e.cfg.DriverTimed {
-			took = time.Since(start)
-		}
-		wait := start.Sub(tk.Intended)
-		e.record(w, &out, took, max(wait, 0), true)
 	}
 }
 
 // record counts one operation: its class, cause, and latency (service time plus, in the open
 // model, the wait behind schedule).
 func (e *engine) record(w *Worker, out *Outcome, took, wait time.Duration, open bool) {
+	class := int(out.Class)
+	if class >= len(e.classes) {
+		class = len(e.classes) - 1
+	}
 	sh := w.sh
 	sh.mu.Lock()
 	s := sh.cur
-	if int(out.Class) < len(s.counts) {
-		s.counts[out.Class]++
-	} else {
-		s.counts[len(s.counts)-1]++
-	}
+	s.counts[class]++
 	if out.Cause != "" {
 		s.causes[out.Cause]++
 	}
@@ -788,6 +827,12 @@ func (e *engine) record(w *Worker, out *Outcome, took, wait time.Duration, open 
 		}
 	}
 	sh.mu.Unlock()
+	if e.cfg.Progress != nil {
+		e.progMu.Lock()
+		e.progCounts[class]++
+		e.cfg.Progress(e.progCounts)
+		e.progMu.Unlock()
+	}
 }
 
 // Global maps a segment-local operation number to the run-wide one: segments interleave, so

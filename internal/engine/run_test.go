@@ -189,3 +189,87 @@ func TestBadConfigIsRefused(t *testing.T) {
 		t.Fatal("negative count accepted")
 	}
 }
+
+func TestRetiredWorkerStopsAndTheOthersGoOn(t *testing.T) {
+	// Worker 0 fails on its third operation and retires; in the closed model the count is still met
+	// by the others, in the open model they take its tickets.
+	for _, rate := range []float64{0, 5000} {
+		var mine atomic.Int64
+		d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+			if w.ID == 0 {
+				if mine.Add(1) == 3 {
+					return Outcome{Class: 1, Cause: "connection_lost", Retire: true}
+				}
+				if mine.Load() > 3 {
+					t.Error("a retired worker was called again")
+				}
+			}
+			time.Sleep(50 * time.Microsecond) // so every worker gets its turn
+			return Outcome{}
+		})
+		cfg := Config{Driver: d, Workers: 4, Count: 1000, Rate: rate}
+		r, err := Execute(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Total() != 1000 || r.Causes["connection_lost"] != 1 || mine.Load() != 3 {
+			t.Fatalf("rate %v: total %d causes %v, worker 0 ran %d", rate, r.Total(), r.Causes, mine.Load())
+		}
+	}
+}
+
+func TestPendingOperationsAreDrainedAtTheEnd(t *testing.T) {
+	// A pipelining driver: each worker keeps a window of 4 operations in flight, starting up to 4
+	// in one call and finishing one per call. Everything started before the end is counted.
+	const window = 4
+	var started atomic.Int64
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		if !w.Ending() {
+			if n < 0 {
+				t.Error("a ticketed call before the end got n = -1")
+			}
+			for w.Pending < window {
+				w.Pending++
+				started.Add(1)
+			}
+		} else if w.Pending == 0 {
+			t.Error("a drain call with nothing pending")
+		}
+		time.Sleep(20 * time.Microsecond)
+		w.Pending--
+		return Outcome{}
+	})
+	r, err := Execute(context.Background(), Config{Driver: d, Workers: 3, Duration: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Total() != started.Load() || r.Total() < 3*window {
+		t.Fatalf("counted %d of %d started", r.Total(), started.Load())
+	}
+}
+
+func TestProgressSeesEveryCountInOrder(t *testing.T) {
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		return Outcome{Class: uint8(n % 3 / 2)} // two successes, then a failure
+	})
+	var calls, last int64
+	var lines []int64
+	cfg := Config{Driver: d, Workers: 8, Count: 3000, Progress: func(c []int64) {
+		calls++
+		total := c[0] + c[1]
+		if total != last+1 {
+			t.Errorf("progress went from %d to %d", last, total)
+		}
+		last = total
+		if total%1000 == 0 {
+			lines = append(lines, total)
+		}
+	}}
+	r, err := Execute(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3000 || len(lines) != 3 || r.Envelope.Totals["failure"] != 1000 {
+		t.Fatalf("%d calls, lines at %v, totals %v", calls, lines, r.Envelope.Totals)
+	}
+}

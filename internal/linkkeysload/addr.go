@@ -3,6 +3,8 @@ package linkkeysload
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
 // IPv4 is an IPv4 address as a 32-bit number (the first octet in the high byte).
@@ -30,7 +32,7 @@ func NthLoopbackAddr(base IPv4, n uint32) IPv4 {
 func ParseIPv4(flag, s string) (IPv4, error) {
 	a, ok := parseIPv4(s)
 	if !ok {
-		return 0, fmt.Errorf("invalid %s %s: invalid IPv4 address syntax", flag, RustDebugString(s))
+		return 0, fmt.Errorf("invalid %s %s: invalid IPv4 address syntax", flag, linkkeysresult.RustDebugString(s))
 	}
 	return a, nil
 }

@@ -3,6 +3,8 @@ package linkkeysload
 import (
 	"strings"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
 func TestNthLoopbackAddr(t *testing.T) {
@@ -64,7 +66,7 @@ func TestParseIPv4(t *testing.T) {
 			t.Errorf("ParseIPv4(%q) accepted", in)
 			continue
 		}
-		want := "invalid --client-ip-base " + RustDebugString(in) + ": invalid IPv4 address syntax"
+		want := "invalid --client-ip-base " + linkkeysresult.RustDebugString(in) + ": invalid IPv4 address syntax"
 		if err.Error() != want {
 			t.Errorf("ParseIPv4(%q) error %q, want %q", in, err, want)
 		}

@@ -3,70 +3,123 @@ package linkkeysload
 import (
 	"context"
 	"crypto/tls"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
-// tally records finished attempts under one lock and reports the totals to a Progress. Recording is
-// shared because per-goroutine histograms would cost far more memory than the lock costs time: an
-// attempt is a TLS handshake, thousands of times slower than the critical section.
-type tally struct {
-	mu       sync.Mutex
-	a        *Attempts
-	progress Progress
+// The connection-attempt commands (connections, ddos, handshake-bench) run their attempts through
+// engine.Execute: the engine owns the workers, the bounds, the interval snapshots, the server samples
+// and the progress hook; attemptDriver makes one attempt per operation and classifies it. Its outcome
+// classes are the seed's failure stages in Stage order (linkkeysresult.AttemptClasses), its causes
+// the detailed reasons, and its latency kinds the attempt's time (every attempt) and the connect plus
+// handshake time of the successful ones, which is what the seed's figures and our latency lines use.
+
+// Latency kinds of the attempt commands, as indexes into attemptKinds.
+const (
+	kindAttempt = iota
+	kindConnectHandshake
+	kindResumed // handshake-bench only
+)
+
+var attemptKinds = []string{linkkeysresult.KindAttempt, linkkeysresult.KindConnectHandshake, linkkeysresult.KindResumed}
+
+// attemptDriver makes one connection attempt per operation.
+type attemptDriver struct {
+	dialer *Dialer
+	// source returns the source address of operation n (the segment's n-th attempt) on worker w.
+	source func(w *engine.Worker, n int64) IPv4
+	// config, when set, returns worker w's TLS configuration (handshake-bench's session caches).
+	config func(w *engine.Worker) *tls.Config
+	// success takes over an established connection (keep it, or close it); took is the attempt's
+	// connect plus handshake time.
+	success func(w *engine.Worker, c *tls.Conn, took time.Duration)
 }
 
-func newTally(p Progress) *tally {
-	if p == nil {
-		p = nopProgress{}
+// Do implements engine.Driver.
+func (d *attemptDriver) Do(ctx context.Context, w *engine.Worker, n int64) engine.Outcome {
+	var cfg *tls.Config
+	if d.config != nil {
+		cfg = d.config(w)
 	}
-	return &tally{a: newAttempts(), progress: p}
+	t0 := time.Now()
+	c, f := d.dialer.Dial(ctx, d.source(w, n), cfg)
+	took := time.Since(t0)
+	if f.Stage != StageNone {
+		return engine.Outcome{Class: uint8(f.Stage), Cause: f.Reason(), Took: took}
+	}
+	w.Observe(kindConnectHandshake, took)
+	if d.success != nil {
+		d.success(w, c, took)
+	}
+	return engine.Outcome{Took: took}
 }
 
-func (t *tally) record(f Failure, took time.Duration) {
-	t.mu.Lock()
-	t.a.record(f, took)
-	t.progress.Update(t.a.Attempted, t.a.Succeeded, t.a.Failed)
-	t.mu.Unlock()
-}
-
-// attemptPool runs count connection attempts, global indexes start..start+count-1, with at most
-// concurrency in flight. Each attempt's slot is released as soon as its handshake resolves.
-type attemptPool struct {
-	dialer      *Dialer
-	start       int64
-	count       int64
-	concurrency int
-	source      func(global int64) IPv4
-	// onSuccess takes over an established connection (keep it, or close it).
-	onSuccess func(c *tls.Conn)
-	tally     *tally
-}
-
-func (p *attemptPool) run(ctx context.Context) {
-	var next atomic.Int64
-	workers := int64(max(p.concurrency, 1))
-	workers = min(workers, max(p.count, 1))
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := next.Add(1) - 1
-				if i >= p.count {
-					return
-				}
-				t0 := time.Now()
-				c, f := p.dialer.Dial(ctx, p.source(p.start+i), nil)
-				took := time.Since(t0)
-				if f.Stage == StageNone {
-					p.onSuccess(c)
-				}
-				p.tally.record(f, took)
+// attemptConfig is the engine configuration of an attempt run: workers concurrent attempts, count
+// of them (0: until the duration or ctx ends), progress told after each one.
+func attemptConfig(d *attemptDriver, workers int, count int64, p Progress) engine.Config {
+	cfg := engine.Config{Driver: d, Classes: linkkeysresult.AttemptClasses, Kinds: attemptKinds, Workers: workers, Count: count}
+	if p != nil {
+		cfg.Progress = func(c []int64) {
+			var total int64
+			for _, v := range c {
+				total += v
 			}
-		}()
+			p.Update(total, c[0], total-c[0])
+		}
 	}
-	wg.Wait()
+	return cfg
 }
+
+// execute runs cfg through the engine, or, when the run has nothing to do (no workers, a zero count
+// bound, or a zero duration where the duration is the bound), returns an empty run at once: the
+// engine reads zero bounds as "no bound".
+func execute(ctx context.Context, cfg engine.Config, nothing bool) (*engine.Run, error) {
+	if !nothing {
+		r, err := engine.Execute(ctx, cfg)
+		if err != nil {
+			return nil, errorf("%w", err)
+		}
+		return r, nil
+	}
+	now := time.Now()
+	r := &engine.Run{Totals: &engine.Totals{Counts: make([]int64, len(cfg.Classes)), Causes: map[string]int64{},
+		Counters: make([]int64, len(cfg.Counters)+3)}}
+	r.Classes = cfg.Classes
+	r.StartedAt, r.EndedAt = now, now
+	r.IntervalSecs = time.Second.Seconds()
+	r.Envelope.Totals = map[string]int64{}
+	if cfg.Rate > 0 {
+		r.Open = &engine.OpenFigures{}
+	}
+	return r, nil
+}
+
+// segmentResult starts the Result of one segment from what the engine measured: the envelope (with
+// this command, the target's address, the segment and this process's machine record) and the stop
+// event.
+func segmentResult(command string, t Target, seg engine.Segment, run *engine.Run) Result {
+	r := Result{Envelope: run.Envelope, TargetInfo: t, Stop: run.Stop}
+	r.Command = command
+	r.Target = t.Addr.String()
+	r.Segments = []engine.Segment{seg}
+	r.Machines = append(r.Machines[:0:0], collectMachine())
+	return r
+}
+
+// attemptsOf reads the attempt counts of a run of attempts from its envelope.
+func attemptsOf(r *Result) *Attempts { return linkkeysresult.AttemptsOf(&r.Envelope) }
+
+// cloneHist returns a copy of h (an empty histogram for nil), so a section never shares a histogram
+// with the envelope.
+func cloneHist(h *hist.Histogram) *hist.Histogram {
+	c := hist.New()
+	c.Merge(h)
+	return c
+}
+
+// collectMachine is the machine record of this process, with the server-limit variables it sees.
+func collectMachine() machine.Record { return machine.Collect("TCP_", "PUBLIC_READ_") }

@@ -61,12 +61,15 @@ func emfileChild(targetJSON string) int {
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return 3
 	}
-	t := newTally(nil)
 	var held []*tls.Conn
-	pool := attemptPool{dialer: &Dialer{Target: target, Timeout: 5 * time.Second}, count: 8, concurrency: 1,
-		source: func(int64) IPv4 { return mustParse("127.0.16.1") }, onSuccess: func(c *tls.Conn) { held = append(held, c) }, tally: t}
-	pool.run(context.Background())
-	b, _ := json.Marshal(t.a.Reasons)
+	d := &attemptDriver{dialer: &Dialer{Target: target, Timeout: 5 * time.Second},
+		source:  func(*engine.Worker, int64) IPv4 { return mustParse("127.0.16.1") },
+		success: func(_ *engine.Worker, c *tls.Conn, _ time.Duration) { held = append(held, c) }}
+	run, err := engine.Execute(context.Background(), attemptConfig(d, 1, 8, nil))
+	if err != nil {
+		return 4
+	}
+	b, _ := json.Marshal(run.Causes)
 	os.Stdout.Write(b)
 	return 0
 }
@@ -228,7 +231,7 @@ func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
 	s.start()
 	cfg := ConnectionsConfig{Target: s.target, Count: 20, Concurrency: 4, AttemptTimeout: 5 * time.Second,
 		Sources: testSources("127.0.19.0", 4), ProgressEvery: 100}
-	res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, func(ctx context.Context, held []*tls.Conn) {
+	res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, nil, func(ctx context.Context, held []*tls.Conn) {
 		for range 5 {
 			<-s.dropped
 		}
@@ -290,6 +293,11 @@ func TestDDoSAccountsWithServerMetrics(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "client vs server: attempts = server accepted_connections: 60 vs 60 ok") {
 		t.Fatal(out.String())
+	}
+	// The METRICS log is sampled into the timeline; the engine's last sample follows the load.
+	last := res.Intervals[len(res.Intervals)-1]
+	if _, ok := last.Server["accepted_connections"]; !ok || res.Envelope.Totals["success"] != 40 {
+		t.Fatalf("last interval %+v, totals %v", last, res.Envelope.Totals)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/machine"
 )
 
@@ -31,30 +32,32 @@ type holdFunc func(ctx context.Context, held []*tls.Conn)
 
 // runConnectionsSegment runs one segment: its Range of the attempt indexes with its Share of the
 // concurrency, holds what it established until hold returns, then closes everything.
-func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engine.Segment, p Progress, hold holdFunc) (Result, error) {
+func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engine.Segment, p Progress, sample *MetricsSource, hold holdFunc) (Result, error) {
 	cpu0 := processCPU()
 	runtime.GC()
 	rss0, _ := machine.RSSBytes()
 	start, count := seg.Range(int64(cfg.Count))
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)
-	t := newTally(p)
 	var mu sync.Mutex
 	conns := make([]*tls.Conn, 0, count)
-	d := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
-	pool := attemptPool{
-		dialer: d, start: start, count: count, concurrency: int(conc),
-		source: cfg.Sources.For,
-		onSuccess: func(c *tls.Conn) {
+	d := &attemptDriver{
+		dialer: &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout},
+		source: func(_ *engine.Worker, n int64) IPv4 { return cfg.Sources.For(start + n) },
+		success: func(_ *engine.Worker, c *tls.Conn, _ time.Duration) {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
 		},
-		tally: t,
 	}
-	began := time.Now()
+	ec := attemptConfig(d, int(min(conc, max(count, 1))), count, p)
+	ec.Sample = serverSampler(sample)
 	restoreGC := tuneGC(gcPercentRamp)
-	pool.run(ctx)
+	run, err := execute(ctx, ec, count == 0)
 	restoreGC()
+	if err != nil {
+		return Result{}, err
+	}
+	began := run.StartedAt
 	ramp := time.Since(began)
 	// Return the ramp's garbage (handshake buffers, finished goroutine stacks) to the OS, so the
 	// held RSS is what the connections themselves cost.
@@ -64,14 +67,13 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	open := countOpen(conns)
 	closeAll(conns)
 	end := time.Now()
-	res := Result{
-		Command: CmdConnections, Target: cfg.Target, Start: began, End: end,
-		Segments: []engine.Segment{seg}, Attempts: t.a,
-		Hold: &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: open, RampTime: Duration(ramp),
-			RSSBaseline: rss0, RSSHeld: rss1},
-		ClientCPU: Duration(processCPU() - cpu0),
-	}
-	res.finish()
+	res := segmentResult(CmdConnections, cfg.Target, seg, run)
+	res.EndedAt = end
+	res.Attempts = attemptsOf(&res)
+	res.Hold = &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: open, RampTime: Duration(ramp),
+		RSSBaseline: rss0, RSSHeld: rss1}
+	res.ClientCPU = Duration(processCPU() - cpu0)
+	res.Finish()
 	return res, nil
 }
 
@@ -144,7 +146,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runConnectionsSegment(ctx, cfg, engine.Whole, progress, func(ctx context.Context, _ []*tls.Conn) {
+		res, err = runConnectionsSegment(ctx, cfg, engine.Whole, progress, r.Metrics, func(ctx context.Context, _ []*tls.Conn) {
 			progress.Close()
 			sleepCtx(ctx, hold)
 		})
@@ -172,25 +174,23 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 		return Result{}, err
 	}
 	meter.stop(&res)
-	r.stamp(&res, cfg.Target)
+	r.stamp(&res)
 	WriteConnectionsDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)
 	return res, r.writeJSON(res)
 }
 
-// stamp adds what the parent knows: flags, machine record, the whole run's span.
-func (r *Run) stamp(res *Result, t Target) {
+// stamp adds what the parent knows: the flags as given.
+func (r *Run) stamp(res *Result) {
 	res.Flags = r.Flags
-	res.Target = t
-	res.Machine = machine.Collect("TCP_", "PUBLIC_READ_")
-	res.finish()
+	res.Finish()
 }
 
 func (r *Run) writeJSON(res Result) error {
 	if r.JSONPath == "" {
 		return nil
 	}
-	return res.WriteJSON(r.JSONPath)
+	return res.Write(r.JSONPath)
 }
 
 func (r *Run) settleWait() time.Duration {
@@ -232,7 +232,7 @@ func (r *Run) accounting(ctx context.Context, res *Result, before Snapshot, befo
 	switch {
 	case errors.Is(err, ErrNoQuietReading):
 	case errors.Is(err, ErrNoReading):
-		fail("no server METRICS reading arrived within " + FormatRustDuration(r.settleWait()) + " after the run")
+		fail("no server METRICS reading arrived within " + linkkeysresult.FormatRustDuration(r.settleWait()) + " after the run")
 		return
 	case err != nil:
 		fail("no reading after the run: " + err.Error())

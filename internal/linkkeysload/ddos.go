@@ -19,24 +19,28 @@ type DDoSConfig struct {
 	ProgressEvery  uint32        `json:"progress_every"`
 }
 
-func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p Progress) (Result, error) {
+// runDDoSSegment makes the segment's attempts: its Range of the source indexes, one attempt each (a
+// count-bounded engine run), with its Share of the concurrency.
+func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p Progress, sample *MetricsSource) (Result, error) {
 	defer tuneGC(gcPercentChurn)()
 	cpu0 := processCPU()
 	start, count := seg.Range(int64(cfg.Sources))
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)
-	t := newTally(p)
-	pool := attemptPool{
-		dialer: &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout},
-		start:  start, count: count, concurrency: int(conc),
-		source:    func(i int64) IPv4 { return NthLoopbackAddr(cfg.Base, uint32(i)) },
-		onSuccess: func(c *tls.Conn) { closeConn(c) },
-		tally:     t,
+	d := &attemptDriver{
+		dialer:  &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout},
+		source:  func(_ *engine.Worker, n int64) IPv4 { return NthLoopbackAddr(cfg.Base, uint32(start+n)) },
+		success: func(_ *engine.Worker, c *tls.Conn, _ time.Duration) { closeConn(c) },
 	}
-	began := time.Now()
-	pool.run(ctx)
-	res := Result{Command: CmdDDoS, Target: cfg.Target, Start: began, End: time.Now(), Segments: []engine.Segment{seg}, Attempts: t.a,
-		ClientCPU: Duration(processCPU() - cpu0)}
-	res.finish()
+	ec := attemptConfig(d, int(min(conc, max(count, 1))), count, p)
+	ec.Sample = serverSampler(sample)
+	run, err := execute(ctx, ec, count == 0)
+	if err != nil {
+		return Result{}, err
+	}
+	res := segmentResult(CmdDDoS, cfg.Target, seg, run)
+	res.Attempts = attemptsOf(&res)
+	res.ClientCPU = Duration(processCPU() - cpu0)
+	res.Finish()
 	return res, nil
 }
 
@@ -54,7 +58,7 @@ func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runDDoSSegment(ctx, cfg, engine.Whole, progress)
+		res, err = runDDoSSegment(ctx, cfg, engine.Whole, progress, r.Metrics)
 	} else {
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdDDoS, DDoS: &cfg}, newAggregate(progress))
 	}
@@ -63,7 +67,7 @@ func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 		return Result{}, err
 	}
 	meter.stop(&res)
-	r.stamp(&res, cfg.Target)
+	r.stamp(&res)
 	WriteDDoSDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)
 	return res, r.writeJSON(res)

@@ -12,16 +12,6 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
-// Target is the server a client talks to: the address from the info file (always 127.0.0.1:port for
-// the seed's server) and the TLS identity to pin.
-type Target struct {
-	Addr        netip.AddrPort `json:"addr"`
-	Domain      string         `json:"domain"`
-	Fingerprint string         `json:"fingerprint"`
-	// PID is the server's process id from the info file; the clients read its CPU time from /proc.
-	PID uint32 `json:"pid,omitempty"`
-}
-
 // TargetFromInfo returns the target an info file describes: 127.0.0.1:port, like the seed's clients.
 func TargetFromInfo(info linkkeys.Info) Target {
 	return Target{

@@ -9,14 +9,28 @@
 // pin the server's certificate fingerprint and speak the wire protocol of package linkkeys. They never
 // import the server.
 //
+// # The engine
+//
+// Every command's load runs through engine.Execute with a thin driver that makes one operation and
+// classifies it: a connection attempt (connections' ramp, ddos's sources as a count-bounded run,
+// handshake-bench's loops as a duration-bounded run; attempts.go) or one request (request-bench's
+// timed phase, in the closed or open model, pipelined or not; request.go). The outcome classes are
+// success plus the seed's failure labels, the causes the detailed reasons. The engine owns the
+// workers, the bounds, the progress hook behind the seed's progress lines, the interval snapshots
+// (one a second) and the server samples taken in them (samples.go). What stays outside it: request-
+// bench's setup, which opens its connections one after another and stops at the first failure as the
+// seed does, and connections' hold, which holds what the ramp established.
+//
 // # Output
 //
-// Each command prints the seed's lines byte for byte (see output.go): the header line, progress lines,
-// the DONE line with Rust's Debug rendering of the elapsed time (FormatRustDuration), the failure
-// reasons map in Rust's Debug map form (FormatRustMap) and the NOTE paragraphs, which say the same as
-// the seed's in our own words. Beyond the seed, failure reasons carry the errno or TLS cause
-// ("tcp_connect_error:ECONNREFUSED", "tls_handshake_error_or_server_reject:EOF"), printed on an extra
-// line, and every command can write a JSON Result with HDR latency histograms and the machine record.
+// Each command prints the seed's lines byte for byte, drawn by internal/report (output.go hands it
+// each command's parameters): the header line, progress lines, the DONE line with Rust's Debug
+// rendering of the elapsed time, the failure reasons map in Rust's Debug map form and the NOTE
+// paragraphs, which say the same as the seed's in our own words. Beyond the seed, failure reasons
+// carry the errno or TLS cause ("tcp_connect_error:ECONNREFUSED",
+// "tls_handshake_error_or_server_reject:EOF"), printed on an extra line, and every command can write
+// a JSON Result (package linkkeysresult: the shared result envelope with HDR latency histograms,
+// interval snapshots and machine records, plus the LinkKeys sections).
 //
 // # Many processes
 //
@@ -26,8 +40,8 @@
 // attempt indexes (so attempt i still uses source address base + i mod client-ip-count, exactly as a
 // single process would), a Share of the concurrency, and for the open model a Share of the rate with
 // an evenly interleaved phase. Workers print machine-readable progress lines that the parent sums into
-// the seed's progress lines, and write a Result that the parent merges exactly (Result.Merge: counts
-// add, histograms merge bucket by bucket).
+// the seed's progress lines, and write a Result that the parent merges exactly (linkkeysresult.Merge:
+// counts add, histograms merge bucket by bucket, intervals merge by index).
 //
 // The connections command holds every connection at the same time: each worker reports "ready" when
 // its attempts are done and then blocks on a barrier (a Unix socket the parent serves); the parent

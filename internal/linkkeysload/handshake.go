@@ -5,11 +5,10 @@ import (
 	"crypto/tls"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
-	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
 // HandshakeConfig is the seed's handshake-bench command (docs/protocol-linkkeys.md, handshake-bench).
@@ -84,79 +83,89 @@ func (c *ticketCache) drain(conn *tls.Conn) bool {
 	return got
 }
 
-func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Segment) (Result, error) {
+// handshake-bench's driver counters (engine.Worker.Add).
+const (
+	ctrFull = iota
+	ctrResumed
+)
+
+// handshakeWorker is one connect+handshake+close loop's own state: its TLS configuration (with a
+// session cache when resuming) and how often in a row the server sent no ticket.
+type handshakeWorker struct {
+	global uint32 // the worker's index in the whole run
+	tls    *tls.Config
+	cache  *ticketCache
+	misses int
+}
+
+// runHandshakeSegment runs the segment's share of the loops for the configured duration: an engine
+// run bounded in time whose operation is one attempt (connect, handshake, close).
+func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Segment, sample *MetricsSource) (Result, error) {
 	defer tuneGC(gcPercentChurn)()
 	cpu0 := processCPU()
 	wstart, workers := seg.Range(int64(cfg.Concurrency))
-	d := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
-	base := d.tlsConfig()
-	t := newTally(nil)
-	resumed := hist.New()
-	var full, res atomic.Int64
-	var counter atomic.Uint32
-	began := time.Now()
-	deadline := began.Add(time.Duration(cfg.DurationSecs) * time.Second)
+	dialer := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
+	base := dialer.tlsConfig()
 	ipCount := max(cfg.Sources.Count, 1)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			gw := uint32(wstart + w) // the worker's index in the whole run
-			tc := base
-			var cache *ticketCache
-			misses := 0
-			if cfg.Resume {
-				cache = &ticketCache{}
-				tc = base.Clone()
-				tc.ClientSessionCache = cache
-			}
-			for ctx.Err() == nil && time.Now().Before(deadline) {
-				n := counter.Add(1) - 1
-				src := NthLoopbackAddr(cfg.Sources.Base, (n+gw)%ipCount)
-				if cache != nil {
-					cache.mu.Lock()
-					cache.got = false
-					cache.mu.Unlock()
-				}
-				t0 := time.Now()
-				c, f := d.Dial(ctx, src, tc)
-				took := time.Since(t0)
-				if f.Stage == StageNone {
-					did := c.ConnectionState().DidResume
-					if did {
-						res.Add(1)
-						t.mu.Lock()
-						resumed.Record(took)
-						t.mu.Unlock()
-					} else {
-						full.Add(1)
-					}
-					if cache != nil && misses < 3 {
-						if cache.drain(c) {
-							misses = 0
-						} else {
-							misses++
-						}
-					}
-					closeConn(c)
-				}
-				t.record(f, took)
-			}
-		}()
-	}
-	wg.Wait()
-	a := t.a
-	r := Result{
-		Command: CmdHandshakeBench, Target: cfg.Target, Start: began, End: time.Now(),
-		Segments: []engine.Segment{seg}, Attempts: a,
-		Handshakes: &Handshakes{
-			DurationSecs: cfg.DurationSecs, Concurrency: workers, Resume: cfg.Resume,
-			Completed: a.Succeeded, Failed: a.Failed, Full: full.Load(), Resumed: res.Load(), ResumedLatency: resumed,
+	d := &attemptDriver{
+		dialer: dialer,
+		source: func(w *engine.Worker, n int64) IPv4 {
+			return NthLoopbackAddr(cfg.Sources.Base, (uint32(n)+w.State.(*handshakeWorker).global)%ipCount)
 		},
-		ClientCPU: Duration(processCPU() - cpu0),
+		config: func(w *engine.Worker) *tls.Config {
+			hw := w.State.(*handshakeWorker)
+			if hw.cache != nil {
+				hw.cache.mu.Lock()
+				hw.cache.got = false
+				hw.cache.mu.Unlock()
+			}
+			return hw.tls
+		},
+		success: func(w *engine.Worker, c *tls.Conn, took time.Duration) {
+			hw := w.State.(*handshakeWorker)
+			if c.ConnectionState().DidResume {
+				w.Add(ctrResumed, 1)
+				w.Observe(kindResumed, took)
+			} else {
+				w.Add(ctrFull, 1)
+			}
+			if hw.cache != nil && hw.misses < 3 {
+				if hw.cache.drain(c) {
+					hw.misses = 0
+				} else {
+					hw.misses++
+				}
+			}
+			closeConn(c)
+		},
 	}
-	r.finish()
+	ec := attemptConfig(d, int(workers), 0, nil)
+	ec.Counters = []string{"full", "resumed"}
+	ec.Duration = time.Duration(cfg.DurationSecs) * time.Second
+	ec.Sample = serverSampler(sample)
+	ec.NewState = func(id int) any {
+		hw := &handshakeWorker{global: uint32(wstart) + uint32(id), tls: base}
+		if cfg.Resume {
+			hw.cache = &ticketCache{}
+			hw.tls = base.Clone()
+			hw.tls.ClientSessionCache = hw.cache
+		}
+		return hw
+	}
+	run, err := execute(ctx, ec, workers == 0 || ec.Duration <= 0)
+	if err != nil {
+		return Result{}, err
+	}
+	r := segmentResult(CmdHandshakeBench, cfg.Target, seg, run)
+	a := attemptsOf(&r)
+	r.Attempts = a
+	r.Handshakes = &Handshakes{
+		DurationSecs: cfg.DurationSecs, Concurrency: workers, Resume: cfg.Resume,
+		Completed: a.Succeeded, Failed: a.Failed, Full: run.Totals.Counters[ctrFull], Resumed: run.Totals.Counters[ctrResumed],
+		ResumedLatency: cloneHist(r.Histograms[linkkeysresult.KindResumed]),
+	}
+	r.ClientCPU = Duration(processCPU() - cpu0)
+	r.Finish()
 	return r, nil
 }
 
@@ -169,7 +178,7 @@ func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, er
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runHandshakeSegment(ctx, cfg, engine.Whole)
+		res, err = runHandshakeSegment(ctx, cfg, engine.Whole, r.Metrics)
 	} else {
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdHandshakeBench, Handshake: &cfg}, nil)
 	}
@@ -177,7 +186,7 @@ func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, er
 		return Result{}, err
 	}
 	meter.stop(&res)
-	r.stamp(&res, cfg.Target)
+	r.stamp(&res)
 	WriteHandshakeDone(out, cfg, res)
 	return res, r.writeJSON(res)
 }

@@ -3,6 +3,7 @@ package linkkeysload_test
 import (
 	"bytes"
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,9 +250,68 @@ func TestConnectionsTwoWorkersAgainstServer(t *testing.T) {
 	if res.Server.Mismatch() || res.Server.Delta.HandshakesCompleted != 400 {
 		t.Fatalf("%+v\n%s", res.Server, out.String())
 	}
+	// The workers' intervals merge by index; only the first worker samples the server, so the
+	// samples are the server's own figures, not a sum over workers.
+	if got := intervalTotals(res); got["success"] != 400 || len(res.Machines) != 2 {
+		t.Fatalf("intervals add up to %v; %d machine records", got, len(res.Machines))
+	}
+	accepted := float64(rs.Metrics().AcceptedConnections)
+	for _, iv := range res.Intervals {
+		if iv.Server["accepted_connections"] > accepted {
+			t.Fatalf("sample %v exceeds the server's %v accepted: summed over workers?", iv.Server["accepted_connections"], accepted)
+		}
+	}
 	for _, n := range []string{"100", "200", "300", "400"} {
 		if !strings.Contains(out.String(), "  progress: attempted="+n+" success="+n+" failed=0\n") {
 			t.Fatalf("missing progress line at %s:\n%s", n, out.String())
 		}
+	}
+}
+
+// intervalTotals adds up a run's interval snapshots by outcome class.
+func intervalTotals(res linkkeysload.Result) map[string]int64 {
+	got := map[string]int64{}
+	for _, iv := range res.Intervals {
+		for k, v := range iv.Counts {
+			got[k] += v
+		}
+	}
+	return got
+}
+
+func TestRequestBenchSamplesThePrometheusEndpoint(t *testing.T) {
+	rs := startReal(t, config(t, unlimitedReads))
+	prom := httptest.NewServer(linkkeysserver.PrometheusHandler(linkkeysserver.NewPrometheusRegistry(rs.Metrics, true)))
+	defer prom.Close()
+	cfg := linkkeysload.RequestConfig{Target: rs.target, Connections: 8, DurationSecs: 2, Op: linkkeysload.OpDomainKeys,
+		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.27.0"), Count: 8}, AttemptTimeout: 10 * time.Second, Pipeline: 4}
+	var out bytes.Buffer
+	res, err := linkkeysload.RequestBench(context.Background(), cfg, linkkeysload.Run{Stdout: &out,
+		Metrics: linkkeysload.ResolveMetrics("", linkkeysload.ServerHints{MetricsAddr: prom.Listener.Addr().String()})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Intervals) < 2 || res.IntervalSecs != 1 {
+		t.Fatalf("%d intervals of %gs", len(res.Intervals), res.IntervalSecs)
+	}
+	if got := intervalTotals(res); got["success"] != res.Requests.Completed || res.Envelope.Totals["success"] != res.Requests.Completed {
+		t.Fatalf("intervals add up to %v, totals %v, completed %d", got, res.Envelope.Totals, res.Requests.Completed)
+	}
+	var sampled int
+	for _, iv := range res.Intervals {
+		if iv.Server == nil {
+			continue
+		}
+		sampled++
+		if iv.Server["process_rss_bytes"] <= 0 || iv.Server["established_connections"] < 0 {
+			t.Fatalf("sample %v", iv.Server)
+		}
+	}
+	last := res.Intervals[len(res.Intervals)-1].Server
+	if sampled < 2 || last["frames_processed"] < float64(res.Requests.Completed)/2 || last["snapshot_cache_hits"] <= 0 {
+		t.Fatalf("%d samples; last %v; completed %d", sampled, last, res.Requests.Completed)
+	}
+	if res.Histograms["request"].Count() != res.Requests.Latency.Count() || len(res.Machines) != 1 || res.Target != rs.target.Addr.String() {
+		t.Fatalf("envelope: %v %d machines target %q", res.Histograms, len(res.Machines), res.Target)
 	}
 }

@@ -4,16 +4,17 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
-	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
 // Request-bench operations.
@@ -76,21 +77,6 @@ func (e *SetupError) Error() string {
 
 func (e *SetupError) Unwrap() error { return e.Failure.Err }
 
-// connStats is one connection's tally, merged at the end (no sharing on the hot path).
-type connStats struct {
-	sent, completed, errors, ioErrors, decodeErrors, late int64
-	statuses                                              map[linkkeys.Status]int64
-	lat, uncorrected                                      *hist.Histogram
-}
-
-func newConnStats(open bool) *connStats {
-	s := &connStats{statuses: map[linkkeys.Status]int64{}, lat: hist.New()}
-	if open {
-		s.uncorrected = hist.New()
-	}
-	return s
-}
-
 // sampler prints at most one DEBUG line per process, of whichever kind comes first, as the seed does.
 type sampler struct {
 	w    io.Writer
@@ -103,7 +89,7 @@ func (s *sampler) status(r *linkkeys.Response) {
 	}
 	e := "None"
 	if r.HasError {
-		e = "Some(" + RustDebugString(r.Error) + ")"
+		e = "Some(" + linkkeysresult.RustDebugString(r.Error) + ")"
 	}
 	fmt.Fprintf(s.w, "  DEBUG sample non-ok response: status=%s error=%s\n", r.Status, e)
 }
@@ -115,23 +101,6 @@ func (s *sampler) decode(err error, n int) {
 	fmt.Fprintf(s.w, "  DEBUG sample decode error: %v bytes_len=%d\n", err, n)
 }
 
-// handle accounts one response body.
-func (s *connStats) handle(body []byte, smp *sampler) {
-	r, err := linkkeys.DecodeResponse(body)
-	switch {
-	case err != nil:
-		s.errors++
-		s.decodeErrors++
-		smp.decode(err, len(body))
-	case r.Status == linkkeys.StatusOK:
-		s.completed++
-	default:
-		s.errors++
-		s.statuses[r.Status]++
-		smp.status(&r)
-	}
-}
-
 // setupConns opens the segment's connections one after another, as the seed does.
 func setupConns(ctx context.Context, cfg RequestConfig, seg engine.Segment) ([]*tls.Conn, *Attempts, error) {
 	start, count := seg.Range(int64(cfg.Connections))
@@ -141,7 +110,7 @@ func setupConns(ctx context.Context, cfg RequestConfig, seg engine.Segment) ([]*
 	for i := start; i < start+count; i++ {
 		t0 := time.Now()
 		c, f := d.Dial(ctx, cfg.Sources.For(i), nil)
-		a.record(f, time.Since(t0))
+		recordAttempt(a, f, time.Since(t0))
 		if f.Stage != StageNone {
 			closeAll(conns)
 			return nil, a, &SetupError{Index: i, Failure: f}
@@ -151,301 +120,335 @@ func setupConns(ctx context.Context, cfg RequestConfig, seg engine.Segment) ([]*
 	return conns, a, nil
 }
 
-func runRequestSegment(ctx context.Context, cfg RequestConfig, seg engine.Segment, debugOut io.Writer) (Result, error) {
+// The timed phase runs through engine.Execute with one of three drivers, each returning one
+// request's outcome per call (linkkeysresult.RequestClasses; the causes name the status or the I/O
+// error):
+//
+//   - pipeline 1, either model: a worker owns one connection and writes a request, then reads its
+//     answer (the seed's loop; in the open model one send per ticket).
+//   - pipeline K, closed model: a worker owns one connection and keeps K requests in flight. When it
+//     would otherwise block on a read, it tops the window up with one write of every missing frame
+//     (one TLS record for the batch), then returns the oldest answer; at the end it drains what is in
+//     flight (engine.Worker.Pending). No goroutine hand-off sits between a send and its answer.
+//   - pipeline K, open model: K workers share each connection; a worker writes its ticket's request
+//     under the connection's write lock and waits for its answer, which the connection's reader
+//     matches by order (the protocol answers in order).
+//
+// An I/O error ends the connection and counts once for it, as the seed counts it; the connection's
+// workers retire.
+
+// Request outcome classes, as indexes into linkkeysresult.RequestClasses.
+const (
+	classOK uint8 = iota
+	classStatus
+	classDecode
+	classIO
+)
+
+// reqConn is one persistent connection of the timed phase.
+type reqConn struct {
+	c   *tls.Conn
+	br  *bufio.Reader
+	buf []byte
+	// sent counts requests written.
+	sent atomic.Int64
+	// counted is set once the connection's I/O error has been counted.
+	counted atomic.Bool
+
+	// Window driver: the send times of the requests in flight, oldest at head (a ring of K).
+	times []time.Time
+	head  int
+
+	// Shared driver: writes are serialised and each writer queues its waiter, in write order, for
+	// the reader; failed is set once the connection is broken.
+	wmu     sync.Mutex
+	waiting chan *waiter
+	failed  atomic.Bool
+}
+
+// waiter is a shared-driver worker waiting for its answer.
+type waiter struct{ done chan engine.Outcome }
+
+func newReqConn(c *tls.Conn, k int, shared bool) *reqConn {
+	rc := &reqConn{c: c, br: bufio.NewReaderSize(c, 16<<10), buf: make([]byte, 0, 1024)}
+	if k > 1 && !shared {
+		rc.times = make([]time.Time, k)
+	}
+	if shared {
+		rc.waiting = make(chan *waiter, k)
+	}
+	return rc
+}
+
+// read reads the next answer into the connection's buffer.
+func (rc *reqConn) read() ([]byte, error) {
+	body, err := readResponse(rc.br, rc.buf)
+	if cap(body) > cap(rc.buf) {
+		rc.buf = body[:0]
+	}
+	return body, err
+}
+
+// frameBuffered reports whether a whole answer is already buffered, so reading it will not block.
+func (rc *reqConn) frameBuffered() bool {
+	n := rc.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	p, _ := rc.br.Peek(4)
+	return n-4 >= int(binary.BigEndian.Uint32(p))
+}
+
+// requests is what the three drivers share: the connections, the frame, the outcome of an answer.
+type requests struct {
+	conns []*reqConn
+	frame []byte
+	smp   *sampler
+}
+
+// outcome classifies one answer, printing the process's one DEBUG sample of a non-zero status or a
+// decode error.
+func (q *requests) outcome(body []byte) engine.Outcome {
+	r, err := linkkeys.DecodeResponse(body)
+	switch {
+	case err != nil:
+		q.smp.decode(err, len(body))
+		return engine.Outcome{Class: classDecode}
+	case r.Status == linkkeys.StatusOK:
+		return engine.Outcome{}
+	default:
+		q.smp.status(&r)
+		return engine.Outcome{Class: classStatus, Cause: statusCause(r.Status)}
+	}
+}
+
+// lost is the outcome of a request whose connection failed: the first one counts the connection's
+// I/O error, later ones are not counted; a cut-off run (ctx ended) counts none of them.
+func (q *requests) lost(ctx context.Context, rc *reqConn, err error) engine.Outcome {
+	if ctx.Err() != nil || !rc.counted.CompareAndSwap(false, true) {
+		return engine.Outcome{Skip: true, Retire: true}
+	}
+	return engine.Outcome{Class: classIO, Cause: linkkeysresult.ClassIO + ":" + Detail(err), Retire: true}
+}
+
+// statusCauses holds the cause string of each status seen, so an error answer allocates nothing.
+var statusCauses sync.Map // linkkeys.Status -> string
+
+func statusCause(st linkkeys.Status) string {
+	if v, ok := statusCauses.Load(st); ok {
+		return v.(string)
+	}
+	v, _ := statusCauses.LoadOrStore(st, linkkeysresult.CauseStatus+st.String())
+	return v.(string)
+}
+
+// syncDriver is pipeline 1: write, then read, on the worker's own connection.
+type syncDriver struct{ *requests }
+
+func (d syncDriver) Do(ctx context.Context, w *engine.Worker, _ int64) engine.Outcome {
+	rc := d.conns[w.ID]
+	if _, err := rc.c.Write(d.frame); err != nil {
+		return d.lost(ctx, rc, err)
+	}
+	rc.sent.Add(1)
+	body, err := rc.read()
+	if err != nil {
+		return d.lost(ctx, rc, err)
+	}
+	return d.outcome(body)
+}
+
+// windowDriver is pipeline K in the closed model: K requests in flight on the worker's own
+// connection, one answer returned per call.
+type windowDriver struct {
+	*requests
+	k     int
+	batch []byte // k frames
+}
+
+func (d windowDriver) Do(ctx context.Context, w *engine.Worker, _ int64) engine.Outcome {
+	rc := d.conns[w.ID]
+	if w.Pending < d.k && !w.Ending() && (w.Pending == 0 || !rc.frameBuffered()) {
+		m := d.k - w.Pending
+		now := time.Now()
+		if _, err := rc.c.Write(d.batch[:m*len(d.frame)]); err != nil {
+			w.Pending = 0
+			return d.lost(ctx, rc, err)
+		}
+		rc.sent.Add(int64(m))
+		for i := range m {
+			rc.times[(rc.head+w.Pending+i)%d.k] = now
+		}
+		w.Pending += m
+	}
+	if w.Pending == 0 {
+		return engine.Outcome{Skip: true} // the run ended before this call started anything
+	}
+	body, err := rc.read()
+	sentAt := rc.times[rc.head]
+	rc.head = (rc.head + 1) % d.k
+	w.Pending--
+	if err != nil {
+		w.Pending = 0
+		return d.lost(ctx, rc, err)
+	}
+	out := d.outcome(body)
+	out.Took = max(time.Since(sentAt), 1)
+	return out
+}
+
+// sharedDriver is pipeline K in the open model: K workers per connection.
+type sharedDriver struct{ *requests }
+
+func (d sharedDriver) Do(ctx context.Context, w *engine.Worker, _ int64) engine.Outcome {
+	rc := d.conns[w.ID%len(d.conns)]
+	wt := w.State.(*waiter)
+	rc.wmu.Lock()
+	if rc.failed.Load() {
+		rc.wmu.Unlock()
+		return engine.Outcome{Skip: true, Retire: true}
+	}
+	rc.waiting <- wt // never blocks: K workers per connection, each waits for one answer
+	_, err := rc.c.Write(d.frame)
+	rc.wmu.Unlock()
+	if err != nil {
+		// The reader fails the waiters in order, this one included.
+		rc.failed.Store(true)
+		_ = rc.c.SetReadDeadline(time.Unix(1, 0))
+	} else {
+		rc.sent.Add(1)
+	}
+	out := <-wt.done
+	if out.Retire && ctx.Err() != nil {
+		return engine.Outcome{Skip: true, Retire: true}
+	}
+	return out
+}
+
+// reader answers the connection's waiters in order until the channel closes.
+func (d sharedDriver) reader(ctx context.Context, rc *reqConn) {
+	for wt := range rc.waiting {
+		if rc.failed.Load() {
+			wt.done <- d.lost(ctx, rc, errConnectionFailed)
+			continue
+		}
+		body, err := rc.read()
+		if err != nil {
+			rc.failed.Store(true)
+			wt.done <- d.lost(ctx, rc, err)
+			continue
+		}
+		wt.done <- d.outcome(body)
+	}
+}
+
+// errConnectionFailed stands for the I/O error of a connection another request already saw fail.
+var errConnectionFailed = errors.New("connection failed")
+
+func runRequestSegment(ctx context.Context, cfg RequestConfig, seg engine.Segment, debugOut io.Writer, sample *MetricsSource) (Result, error) {
 	conns, a, err := setupConns(ctx, cfg, seg)
 	if err != nil {
 		return Result{}, err
 	}
-	return driveRequests(ctx, cfg, seg, conns, a, debugOut, nil)
+	return driveRequests(ctx, cfg, seg, conns, a, debugOut, sample, nil)
 }
 
 // driveRequests runs the timed phase over established connections and closes them.
-func driveRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, conns []*tls.Conn, a *Attempts, debugOut io.Writer, established func(n int64)) (Result, error) {
+func driveRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, tlsConns []*tls.Conn, a *Attempts, debugOut io.Writer,
+	sample *MetricsSource, established func(n int64)) (Result, error) {
 	frame, err := RequestFrame(cfg.Op)
 	if err != nil {
-		closeAll(conns)
+		closeAll(tlsConns)
 		return Result{}, err
 	}
 	if established != nil {
-		established(int64(len(conns)))
+		established(int64(len(tlsConns)))
 	}
 	cpu0 := processCPU()
-	smp := &sampler{w: debugOut}
 	k := int(max(cfg.Pipeline, 1))
 	open := cfg.Rate > 0
+	shared := open && k > 1
 	dur := time.Duration(cfg.DurationSecs) * time.Second
-	began := time.Now()
-	deadline := began.Add(dur)
-	// Reads after the deadline (draining pipelined answers) are bounded too.
-	drainBy := deadline.Add(max(cfg.AttemptTimeout, time.Second))
-
-	stats := make([]*connStats, len(conns))
-	var wg sync.WaitGroup
-	var tickets <-chan engine.Ticket
-	var due int64
-	if open {
-		rate := seg.Rate(cfg.Rate)
-		phase := seg.Offset()
-		sctx, cancel := context.WithDeadline(ctx, deadline)
-		defer cancel()
-		tickets = engine.Schedule(sctx, began, engine.ConstantPacer{PerSecond: rate, Phase: phase}, 0, dur)
-		due = int64(math.Max(0, math.Ceil(dur.Seconds()*rate-phase)))
+	q := &requests{frame: frame, smp: &sampler{w: debugOut}}
+	for _, c := range tlsConns {
+		q.conns = append(q.conns, newReqConn(c, k, shared))
 	}
-	for i, c := range conns {
-		s := newConnStats(open)
-		stats[i] = s
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			switch {
-			case open:
-				openLoop(ctx, c, frame, k, tickets, began, drainBy, s, smp)
-			case k == 1:
-				closedLoop(ctx, c, frame, deadline, s, smp)
-			default:
-				pipelinedLoop(ctx, c, frame, k, deadline, drainBy, s, smp)
+	// Reads after the end (draining answers in flight) are bounded, as they always were in the
+	// pipelined and open loops; the seed's one-at-a-time loop sets no read deadline.
+	if k > 1 || open {
+		drainBy := time.Now().Add(dur + max(cfg.AttemptTimeout, time.Second))
+		for _, c := range tlsConns {
+			_ = c.SetReadDeadline(drainBy)
+		}
+	}
+	ec := engine.Config{Classes: linkkeysresult.RequestClasses, Kinds: []string{linkkeysresult.KindRequest},
+		Workers: len(q.conns), Duration: dur, LateThreshold: LateThreshold, Sample: serverSampler(sample),
+		OnCutOff: func() {
+			for _, c := range tlsConns {
+				_ = c.SetDeadline(time.Unix(1, 0))
 			}
-		}()
-	}
-	wg.Wait()
-	end := time.Now()
-	closeAll(conns)
-
-	q := &Requests{Op: cfg.Op, Connections: int64(len(conns)), DurationSecs: cfg.DurationSecs, Pipeline: int64(k),
-		Statuses: map[string]int64{}, Latency: hist.New(), LateThreshold: Duration(LateThreshold)}
+		}}
 	if open {
-		q.TargetRate = seg.Rate(cfg.Rate)
-		q.Uncorrected = hist.New()
+		ec.Rate, ec.Phase = seg.Rate(cfg.Rate), seg.Offset()
 	}
-	for _, s := range stats {
-		q.Sent += s.sent
-		q.Completed += s.completed
-		q.Errors += s.errors
-		q.IOErrors += s.ioErrors
-		q.DecodeErrors += s.decodeErrors
-		q.LateSends += s.late
-		for st, n := range s.statuses {
-			q.Statuses[st.String()] += n
+	var readers sync.WaitGroup
+	switch {
+	case shared:
+		d := sharedDriver{q}
+		ec.Driver, ec.Workers = d, len(q.conns)*k
+		ec.NewState = func(int) any { return &waiter{done: make(chan engine.Outcome, 1)} }
+		for _, rc := range q.conns {
+			readers.Go(func() { d.reader(ctx, rc) })
 		}
-		q.Latency.Merge(s.lat)
-		if open {
-			q.Uncorrected.Merge(s.uncorrected)
+	case k > 1:
+		batch := make([]byte, 0, k*len(frame))
+		for range k {
+			batch = append(batch, frame...)
+		}
+		ec.Driver = windowDriver{requests: q, k: k, batch: batch}
+	default:
+		ec.Driver = syncDriver{q}
+	}
+	run, err := execute(ctx, ec, len(q.conns) == 0 || dur <= 0)
+	for _, rc := range q.conns {
+		if rc.waiting != nil {
+			close(rc.waiting)
 		}
 	}
-	if open && due > q.Sent {
-		q.Unsent = due - q.Sent
+	readers.Wait()
+	closeAll(tlsConns)
+	end := time.Now()
+	if err != nil {
+		return Result{}, err
 	}
-	r := Result{Command: CmdRequestBench, Target: cfg.Target, Start: began, End: end, Segments: []engine.Segment{seg}, Attempts: a, Requests: q,
-		ClientCPU: Duration(processCPU() - cpu0)}
-	r.finish()
+
+	tot := run.Envelope.Totals
+	rq := &Requests{Op: cfg.Op, Connections: int64(len(q.conns)), DurationSecs: cfg.DurationSecs, Pipeline: int64(k),
+		Completed: tot[linkkeysresult.RequestClasses[classOK]], IOErrors: tot[linkkeysresult.ClassIO], DecodeErrors: tot[linkkeysresult.ClassDecode],
+		Statuses: linkkeysresult.Statuses(run.Causes), Latency: cloneHist(run.Histograms[linkkeysresult.KindRequest]),
+		LateThreshold: Duration(LateThreshold)}
+	rq.Errors = run.Total() - rq.Completed
+	for _, rc := range q.conns {
+		rq.Sent += rc.sent.Load()
+	}
+	if open {
+		rq.TargetRate = seg.Rate(cfg.Rate)
+		rq.Uncorrected = cloneHist(run.Histograms[linkkeysresult.KindUncorrected])
+		rq.LateSends = run.Open.Late
+		rq.Unsent = max(run.Open.Scheduled-rq.Sent, 0)
+	}
+	r := segmentResult(CmdRequestBench, cfg.Target, seg, run)
+	r.EndedAt = end
+	r.Attempts = a
+	r.Requests = rq
+	r.ClientCPU = Duration(processCPU() - cpu0)
+	r.Finish()
 	return r, nil
 }
 
 // readResponse reads one framed response into buf (reused when large enough).
 func readResponse(br *bufio.Reader, buf []byte) ([]byte, error) {
 	return linkkeys.ReadFrame(br, maxResponseFrame, buf)
-}
-
-// closedLoop is the seed's loop: one request in flight, write then read, until the deadline. An I/O
-// error counts once and ends the connection's loop.
-func closedLoop(ctx context.Context, c *tls.Conn, frame []byte, deadline time.Time, s *connStats, smp *sampler) {
-	br := bufio.NewReaderSize(c, 4096)
-	buf := make([]byte, 0, 1024)
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	for {
-		t0 := time.Now()
-		if !t0.Before(deadline) {
-			return
-		}
-		if _, err := c.Write(frame); err != nil {
-			s.errors++
-			s.ioErrors++
-			return
-		}
-		s.sent++
-		body, err := readResponse(br, buf)
-		if err != nil {
-			s.errors++
-			s.ioErrors++
-			return
-		}
-		s.lat.Record(time.Since(t0))
-		if cap(body) > cap(buf) {
-			buf = body[:0]
-		}
-		s.handle(body, smp)
-	}
-}
-
-// pipelinedLoop keeps k requests in flight: a writer takes as many free slots as there are and
-// sends that many frames in one write (so one TLS record carries the batch), and the reader matches
-// each answer to the oldest outstanding send time, freeing its slot only once the answer is read.
-func pipelinedLoop(ctx context.Context, c *tls.Conn, frame []byte, k int, deadline, drainBy time.Time, s *connStats, smp *sampler) {
-	batch := make([]byte, 0, k*len(frame))
-	for range k {
-		batch = append(batch, frame...)
-	}
-	slots := make(chan struct{}, k)
-	times := make(chan time.Time, k)
-	var failed atomic.Bool
-	var sent int64
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	go func() {
-		defer close(times)
-		for {
-			slots <- struct{}{} // waits for a free slot
-			now := time.Now()
-			if !now.Before(deadline) || failed.Load() {
-				return
-			}
-			m := 1
-		fill:
-			for m < k {
-				select {
-				case slots <- struct{}{}:
-					m++
-				default:
-					break fill
-				}
-			}
-			for range m {
-				times <- now
-			}
-			if _, err := c.Write(batch[:m*len(frame)]); err != nil {
-				failed.Store(true)
-				_ = c.SetReadDeadline(time.Unix(1, 0))
-				return
-			}
-			sent += int64(m)
-		}
-	}()
-	br := bufio.NewReaderSize(c, 16<<10)
-	buf := make([]byte, 0, 1024)
-	_ = c.SetReadDeadline(drainBy)
-	ioFailed := false
-	for t0 := range times {
-		if ioFailed || failed.Load() {
-			ioFailed = true
-			<-slots
-			continue // drain the writer's channel
-		}
-		body, err := readResponse(br, buf)
-		<-slots
-		if err != nil {
-			ioFailed = true
-			failed.Store(true)
-			continue
-		}
-		s.lat.Record(time.Since(t0))
-		if cap(body) > cap(buf) {
-			buf = body[:0]
-		}
-		s.handle(body, smp)
-	}
-	// The writer has exited (times is closed), so sent is final.
-	s.sent += sent
-	if ioFailed || failed.Load() {
-		s.ioErrors++
-		s.errors++
-	}
-}
-
-// openSend is one open-model request in flight: when it was meant to go and when it went.
-type openSend struct {
-	intended, actual time.Time
-}
-
-// openLoop serves tickets of the open-model schedule on one connection with up to k in flight. A
-// slot is taken before a ticket, so a busy connection leaves tickets to idle ones; a ticket that no
-// connection can take in time is sent late and its latency still counts from the intended time.
-func openLoop(ctx context.Context, c *tls.Conn, frame []byte, k int, tickets <-chan engine.Ticket, began, drainBy time.Time, s *connStats, smp *sampler) {
-	batch := make([]byte, 0, k*len(frame))
-	for range k {
-		batch = append(batch, frame...)
-	}
-	slots := make(chan struct{}, k)
-	inflight := make(chan openSend, k)
-	var failed atomic.Bool
-	var sent, late int64
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	go func() {
-		defer close(inflight)
-		pending := make([]time.Time, 0, k)
-		for {
-			slots <- struct{}{}
-			tk, ok := <-tickets
-			if !ok || failed.Load() {
-				return
-			}
-			m := 1
-			pending = append(pending[:0], tk.Intended)
-		more:
-			for m < k {
-				select {
-				case slots <- struct{}{}:
-					select {
-					case tk2, ok2 := <-tickets:
-						if !ok2 {
-							<-slots
-							break more
-						}
-						pending = append(pending, tk2.Intended)
-						m++
-					default:
-						<-slots
-						break more
-					}
-				default:
-					break more
-				}
-			}
-			now := time.Now()
-			for _, in := range pending {
-				inflight <- openSend{intended: in, actual: now}
-				if now.Sub(in) > LateThreshold {
-					late++
-				}
-			}
-			if _, err := c.Write(batch[:m*len(frame)]); err != nil {
-				failed.Store(true)
-				_ = c.SetReadDeadline(time.Unix(1, 0))
-				return
-			}
-			sent += int64(m)
-		}
-	}()
-	br := bufio.NewReaderSize(c, 16<<10)
-	buf := make([]byte, 0, 1024)
-	_ = c.SetReadDeadline(drainBy)
-	for snd := range inflight {
-		if failed.Load() {
-			<-slots
-			continue
-		}
-		body, err := readResponse(br, buf)
-		<-slots
-		if err != nil {
-			failed.Store(true)
-			continue
-		}
-		now := time.Now()
-		s.lat.Record(now.Sub(snd.intended))
-		s.uncorrected.Record(now.Sub(snd.actual))
-		if cap(body) > cap(buf) {
-			buf = body[:0]
-		}
-		s.handle(body, smp)
-	}
-	// The writer has exited (inflight is closed), so its counters are final.
-	s.sent += sent
-	s.late += late
-	if failed.Load() {
-		s.ioErrors++
-		s.errors++
-	}
 }
 
 // RequestBench runs the request-bench command: header, connection setup, the timed phase (in this
@@ -466,7 +469,7 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 		if err != nil {
 			return Result{}, err
 		}
-		res, err = driveRequests(ctx, cfg, engine.Whole, conns, a, r.stderr(), func(n int64) { WriteRequestEstablished(out, n) })
+		res, err = driveRequests(ctx, cfg, engine.Whole, conns, a, r.stderr(), r.Metrics, func(n int64) { WriteRequestEstablished(out, n) })
 	} else {
 		// Workers set up their own connections; the line reports the total once all are done.
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdRequestBench, Requests: &cfg}, nil)
@@ -478,7 +481,7 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 		return Result{}, err
 	}
 	meter.stop(&res)
-	r.stamp(&res, cfg.Target)
+	r.stamp(&res)
 	WriteRequestDone(out, cfg, res)
 	return res, r.writeJSON(res)
 }

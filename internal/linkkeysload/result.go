@@ -1,416 +1,53 @@
 package linkkeysload
 
 import (
-	"encoding/json"
-	"fmt"
-	"maps"
-	"os"
-	"slices"
 	"time"
 
-	"github.com/loadproof/loadproof/internal/engine"
-	"github.com/loadproof/loadproof/internal/hist"
-	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
+)
+
+// The result types live in package linkkeysresult, which reports read without importing the
+// clients; these aliases keep this package's API.
+type (
+	// Result is the outcome of one command (or one worker's segment of it).
+	Result = linkkeysresult.Result
+	// Duration is a time.Duration with its Rust rendering in JSON.
+	Duration = linkkeysresult.Duration
+	// Attempts counts connection attempts and why they failed.
+	Attempts = linkkeysresult.Attempts
+	// Hold describes the connections held at once.
+	Hold = linkkeysresult.Hold
+	// Handshakes holds handshake-bench's figures.
+	Handshakes = linkkeysresult.Handshakes
+	// Requests holds request-bench's figures.
+	Requests = linkkeysresult.Requests
+	// ServerAccounting is the server's own view of a run.
+	ServerAccounting = linkkeysresult.ServerAccounting
+	// Target is the server a client talks to.
+	Target = linkkeysresult.Target
 )
 
 // Command names, as in the seed.
 const (
-	CmdConnections    = "connections"
-	CmdHandshakeBench = "handshake-bench"
-	CmdRequestBench   = "request-bench"
-	CmdDDoS           = "ddos"
+	CmdConnections    = linkkeysresult.CmdConnections
+	CmdHandshakeBench = linkkeysresult.CmdHandshakeBench
+	CmdRequestBench   = linkkeysresult.CmdRequestBench
+	CmdDDoS           = linkkeysresult.CmdDDoS
 )
 
-// ResultFormat is the version of the JSON form of Result.
-const ResultFormat = "loadproof.linkkeys.result/v1"
+func newAttempts() *Attempts { return linkkeysresult.NewAttempts() }
 
-// Result is the machine-readable outcome of one client command (or one worker's segment of it). The
-// sections that do not apply to a command are nil. Merge combines worker results exactly.
-type Result struct {
-	Format  string `json:"format"`
-	Command string `json:"command"`
-	// Flags holds every flag of the command line as given (defaults included), by flag name.
-	Flags    map[string]string `json:"flags"`
-	Target   Target            `json:"target"`
-	Start    time.Time         `json:"start"`
-	End      time.Time         `json:"end"`
-	Elapsed  Duration          `json:"elapsed"`
-	Segments []engine.Segment  `json:"segments"`
-	Machine  machine.Record    `json:"machine"`
-
-	// Connection attempts: connections, ddos and handshake-bench count every attempt; request-bench
-	// counts its setup connections.
-	Attempts *Attempts `json:"attempts,omitempty"`
-	// Hold is the connections command's held-connection and client-memory figures.
-	Hold *Hold `json:"hold,omitempty"`
-	// Handshakes is handshake-bench's figures.
-	Handshakes *Handshakes `json:"handshakes,omitempty"`
-	// Requests is request-bench's figures.
-	Requests *Requests `json:"requests,omitempty"`
-	// Server is the server's own accounting over the run, when its METRICS were reachable.
-	Server *ServerAccounting `json:"server,omitempty"`
-	// ClientCPU is the CPU time (user plus system) the client processes used, summed over workers.
-	ClientCPU Duration `json:"client_cpu"`
-	// ServerCPU is the CPU time the server process (and its child processes) used during the run,
-	// read from /proc through the info file's pid; absent when it could not be read.
-	ServerCPU *Duration `json:"server_cpu,omitempty"`
-}
-
-// Duration is a time.Duration that marshals as nanoseconds plus Rust's Debug rendering.
-type Duration time.Duration
-
-type durationJSON struct {
-	Nanos int64  `json:"ns"`
-	Text  string `json:"text"`
-}
-
-// MarshalJSON writes {"ns":…, "text":"1.27s"}.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(durationJSON{int64(d), FormatRustDuration(time.Duration(d))})
-}
-
-// UnmarshalJSON reads the form MarshalJSON writes; ns is authoritative.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var j durationJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return errorf("reading duration: %w", err)
-	}
-	if j.Nanos < 0 {
-		return errorf("reading duration: negative ns %d", j.Nanos)
-	}
-	*d = Duration(j.Nanos)
-	return nil
-}
-
-// Attempts counts connection attempts and why they failed.
-type Attempts struct {
-	Attempted int64 `json:"attempted"`
-	Succeeded int64 `json:"succeeded"`
-	Failed    int64 `json:"failed"`
-	// Classes counts failures by the seed's three labels.
-	Classes map[string]int64 `json:"failure_classes"`
-	// Reasons counts failures by detailed reason ("class:DETAIL").
-	Reasons map[string]int64 `json:"failure_reasons"`
-	// Latency is connect plus TLS handshake time of the successful attempts.
-	Latency *hist.Histogram `json:"connect_handshake_latency"`
-}
-
-func newAttempts() *Attempts {
-	return &Attempts{Classes: map[string]int64{}, Reasons: map[string]int64{}, Latency: hist.New()}
-}
-
-// record adds one finished attempt.
-func (a *Attempts) record(f Failure, took time.Duration) {
-	a.Attempted++
+// recordAttempt counts one finished attempt with its failure (StageNone: success).
+func recordAttempt(a *Attempts, f Failure, took time.Duration) {
 	if f.Stage == StageNone {
-		a.Succeeded++
-		a.Latency.Record(took)
+		a.Add("", "", took)
 		return
 	}
-	a.Failed++
-	a.Classes[f.Stage.Label()]++
-	a.Reasons[f.Reason()]++
+	a.Add(f.Stage.Label(), f.Reason(), took)
 }
 
-func (a *Attempts) merge(o *Attempts) {
-	a.Attempted += o.Attempted
-	a.Succeeded += o.Succeeded
-	a.Failed += o.Failed
-	addCounts(a.Classes, o.Classes)
-	addCounts(a.Reasons, o.Reasons)
-	a.Latency.Merge(o.Latency)
-}
+// ReadResult reads a result file (linkkeysresult.Read).
+func ReadResult(b []byte) (Result, error) { return linkkeysresult.Read(b) }
 
-// Hold describes the connections held at once and what they cost the client.
-type Hold struct {
-	HoldSecs uint64 `json:"hold_secs"`
-	// Held is the number of connections open when the hold started (all workers ready).
-	Held int64 `json:"held"`
-	// StillOpen is how many of them were still established (TCP state) when the hold ended; the
-	// rest were closed by the server while held.
-	StillOpen int64 `json:"still_open_at_end"`
-	// RampTime is from the start to the moment the last worker finished its attempts.
-	RampTime Duration `json:"ramp_time"`
-	// RSSBaseline and RSSHeld are the client processes' resident set sizes summed over workers:
-	// before the first attempt, and while every connection is held (after a GC).
-	RSSBaseline uint64 `json:"client_rss_baseline_bytes"`
-	RSSHeld     uint64 `json:"client_rss_held_bytes"`
-	// BytesPerConn is (RSSHeld - RSSBaseline) / Held.
-	BytesPerConn float64 `json:"client_rss_bytes_per_connection"`
-}
-
-// Handshakes holds handshake-bench's figures.
-type Handshakes struct {
-	DurationSecs uint64 `json:"duration_secs"`
-	Concurrency  int64  `json:"concurrency"`
-	Resume       bool   `json:"resume"`
-	Completed    int64  `json:"completed"`
-	Failed       int64  `json:"failed"`
-	// Full and Resumed split Completed by ConnectionState().DidResume.
-	Full    int64 `json:"full"`
-	Resumed int64 `json:"resumed"`
-	// Rates divide by DurationSecs, as the seed does (the configured duration, not the measured one).
-	Rate        float64 `json:"handshakes_per_sec"`
-	FullRate    float64 `json:"full_per_sec"`
-	ResumedRate float64 `json:"resumed_per_sec"`
-	// ResumedLatency is the connect plus handshake time of resumed handshakes only (Attempts.Latency
-	// holds all of them).
-	ResumedLatency *hist.Histogram `json:"resumed_latency"`
-}
-
-// Requests holds request-bench's figures.
-type Requests struct {
-	Op           string  `json:"op"`
-	Connections  int64   `json:"connections"`
-	DurationSecs uint64  `json:"duration_secs"`
-	Pipeline     int64   `json:"pipeline"`
-	TargetRate   float64 `json:"target_rate,omitempty"` // open model only
-	Sent         int64   `json:"sent"`
-	Completed    int64   `json:"completed"`
-	// Errors counts every request that did not complete with status 0: non-zero statuses, responses
-	// that did not decode, and I/O errors (which also stop that connection), as the seed does.
-	Errors       int64            `json:"errors"`
-	IOErrors     int64            `json:"io_errors"`
-	DecodeErrors int64            `json:"decode_errors"`
-	Statuses     map[string]int64 `json:"statuses"`
-	Rate         float64          `json:"requests_per_sec"`
-	// Latency is per request; in the open model it is measured from the intended send time
-	// (corrected for coordinated omission), in the closed model from the actual send.
-	Latency *hist.Histogram `json:"latency"`
-	// Uncorrected is the open model's latency from the actual send time.
-	Uncorrected *hist.Histogram `json:"uncorrected_latency,omitempty"`
-	// LateSends counts open-model requests sent more than LateThreshold after their intended time.
-	LateSends     int64    `json:"late_sends"`
-	LateThreshold Duration `json:"late_threshold"`
-	// Unsent counts open-model tickets that were due before the end but never sent because every
-	// connection was busy or had failed.
-	Unsent int64 `json:"unsent"`
-}
-
-func addCounts(dst, src map[string]int64) {
-	for k, v := range src {
-		dst[k] += v
-	}
-}
-
-// Merge combines the results of the workers of one run. Counts and maps add, histograms merge
-// exactly, the run spans the earliest start to the latest end, segments are listed in order, and
-// derived figures (rates, bytes per connection) are recomputed from the totals. The flags, target and
-// machine record are taken from the first part. Every part must be of the same command.
-func Merge(parts []Result) (Result, error) {
-	if len(parts) == 0 {
-		return Result{}, errorf("merging results: no parts")
-	}
-	out := parts[0].clone()
-	for _, p := range parts[1:] {
-		if p.Command != out.Command {
-			return Result{}, errorf("merging results: part of %q mixed with %q", p.Command, out.Command)
-		}
-		if p.Start.Before(out.Start) {
-			out.Start = p.Start
-		}
-		if p.End.After(out.End) {
-			out.End = p.End
-		}
-		out.Segments = append(out.Segments, p.Segments...)
-		out.ClientCPU += p.ClientCPU
-		if p.Attempts != nil {
-			if out.Attempts == nil {
-				out.Attempts = newAttempts()
-			}
-			out.Attempts.merge(p.Attempts)
-		}
-		if p.Hold != nil {
-			if out.Hold == nil {
-				out.Hold = &Hold{HoldSecs: p.Hold.HoldSecs}
-			}
-			out.Hold.Held += p.Hold.Held
-			out.Hold.StillOpen += p.Hold.StillOpen
-			out.Hold.RampTime = max(out.Hold.RampTime, p.Hold.RampTime)
-			out.Hold.RSSBaseline += p.Hold.RSSBaseline
-			out.Hold.RSSHeld += p.Hold.RSSHeld
-		}
-		if p.Handshakes != nil {
-			if out.Handshakes == nil {
-				out.Handshakes = &Handshakes{DurationSecs: p.Handshakes.DurationSecs, Resume: p.Handshakes.Resume, ResumedLatency: hist.New()}
-			}
-			h, o := out.Handshakes, p.Handshakes
-			h.Concurrency += o.Concurrency
-			h.Completed += o.Completed
-			h.Failed += o.Failed
-			h.Full += o.Full
-			h.Resumed += o.Resumed
-			h.ResumedLatency.Merge(o.ResumedLatency)
-		}
-		if p.Requests != nil {
-			if out.Requests == nil {
-				out.Requests = &Requests{Op: p.Requests.Op, DurationSecs: p.Requests.DurationSecs, Pipeline: p.Requests.Pipeline,
-					LateThreshold: p.Requests.LateThreshold, Statuses: map[string]int64{}, Latency: hist.New()}
-			}
-			r, o := out.Requests, p.Requests
-			r.Connections += o.Connections
-			r.TargetRate += o.TargetRate
-			r.Sent += o.Sent
-			r.Completed += o.Completed
-			r.Errors += o.Errors
-			r.IOErrors += o.IOErrors
-			r.DecodeErrors += o.DecodeErrors
-			addCounts(r.Statuses, o.Statuses)
-			r.Latency.Merge(o.Latency)
-			if o.Uncorrected != nil {
-				if r.Uncorrected == nil {
-					r.Uncorrected = hist.New()
-				}
-				r.Uncorrected.Merge(o.Uncorrected)
-			}
-			r.LateSends += o.LateSends
-			r.Unsent += o.Unsent
-		}
-	}
-	slices.SortFunc(out.Segments, func(a, b engine.Segment) int { return a.Index - b.Index })
-	out.finish()
-	return out, nil
-}
-
-// clone deep-copies r so merging never changes a part.
-func (r Result) clone() Result {
-	c := r
-	c.Flags = maps.Clone(r.Flags)
-	c.Segments = slices.Clone(r.Segments)
-	if r.Attempts != nil {
-		a := *r.Attempts
-		a.Classes = maps.Clone(r.Attempts.Classes)
-		a.Reasons = maps.Clone(r.Attempts.Reasons)
-		if a.Classes == nil {
-			a.Classes = map[string]int64{}
-		}
-		if a.Reasons == nil {
-			a.Reasons = map[string]int64{}
-		}
-		a.Latency = cloneHist(r.Attempts.Latency)
-		c.Attempts = &a
-	}
-	if r.Hold != nil {
-		h := *r.Hold
-		c.Hold = &h
-	}
-	if r.Handshakes != nil {
-		h := *r.Handshakes
-		h.ResumedLatency = cloneHist(r.Handshakes.ResumedLatency)
-		c.Handshakes = &h
-	}
-	if r.Requests != nil {
-		q := *r.Requests
-		q.Statuses = maps.Clone(r.Requests.Statuses)
-		if q.Statuses == nil {
-			q.Statuses = map[string]int64{}
-		}
-		q.Latency = cloneHist(r.Requests.Latency)
-		if r.Requests.Uncorrected != nil {
-			q.Uncorrected = r.Requests.Uncorrected.Clone()
-		}
-		c.Requests = &q
-	}
-	if r.Server != nil {
-		s := *r.Server
-		c.Server = &s
-	}
-	if r.ServerCPU != nil {
-		v := *r.ServerCPU
-		c.ServerCPU = &v
-	}
-	return c
-}
-
-func cloneHist(h *hist.Histogram) *hist.Histogram {
-	if h == nil {
-		return hist.New()
-	}
-	return h.Clone()
-}
-
-// finish recomputes the derived figures from the counts.
-func (r *Result) finish() {
-	r.Format = ResultFormat
-	if !r.Start.IsZero() && r.End.After(r.Start) {
-		r.Elapsed = Duration(r.End.Sub(r.Start))
-	}
-	if h := r.Hold; h != nil {
-		h.BytesPerConn = 0
-		if h.Held > 0 && h.RSSHeld >= h.RSSBaseline {
-			h.BytesPerConn = float64(h.RSSHeld-h.RSSBaseline) / float64(h.Held)
-		}
-	}
-	if h := r.Handshakes; h != nil {
-		h.Rate = rustRate(h.Completed, h.DurationSecs)
-		h.FullRate = rustRate(h.Full, h.DurationSecs)
-		h.ResumedRate = rustRate(h.Resumed, h.DurationSecs)
-	}
-	if q := r.Requests; q != nil {
-		q.Rate = rustRate(q.Completed, q.DurationSecs)
-	}
-}
-
-// MarshalJSON writes the result with its derived figures; NaN and infinite rates (a zero duration)
-// are written as null.
-func (r Result) MarshalJSON() ([]byte, error) {
-	type plain Result
-	c := r.clone()
-	c.finish()
-	if h := c.Handshakes; h != nil {
-		h.Rate, h.FullRate, h.ResumedRate = finite(h.Rate), finite(h.FullRate), finite(h.ResumedRate)
-	}
-	if q := c.Requests; q != nil {
-		q.Rate = finite(q.Rate)
-	}
-	return json.Marshal(plain(c))
-}
-
-func finite(f float64) float64 {
-	if f != f || f > 1e308 || f < -1e308 {
-		return 0
-	}
-	return f
-}
-
-// WriteJSON writes r to path (indented, atomically through a temporary file).
-func (r Result) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return errorf("encoding result: %w", err)
-	}
-	b = append(b, '\n')
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return errorf("writing result file %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errorf("writing result file %s: %w", path, err)
-	}
-	return nil
-}
-
-// ReadResult reads a result file written by WriteJSON (or a worker).
-func ReadResult(b []byte) (Result, error) {
-	var r Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return Result{}, errorf("reading result: %w", err)
-	}
-	if r.Format != ResultFormat {
-		return Result{}, errorf("reading result: format %q, want %q", r.Format, ResultFormat)
-	}
-	switch r.Command {
-	case CmdConnections, CmdHandshakeBench, CmdRequestBench, CmdDDoS:
-	default:
-		return Result{}, errorf("reading result: unknown command %q", r.Command)
-	}
-	return r, nil
-}
-
-// String summarises the result in one line, for logs.
-func (r Result) String() string {
-	if a := r.Attempts; a != nil {
-		return fmt.Sprintf("%s: attempted=%d succeeded=%d failed=%d", r.Command, a.Attempted, a.Succeeded, a.Failed)
-	}
-	return r.Command
-}
+// Merge combines the results of the segments of one run (linkkeysresult.Merge).
+func Merge(parts []Result) (Result, error) { return linkkeysresult.Merge(parts) }

@@ -24,7 +24,9 @@ type Run struct {
 	Launcher Launcher
 	// Bar shows a live progress bar on Stdout instead of the progress lines (Stdout is a terminal).
 	Bar bool
-	// Metrics, when set, is where the server's counters are read before and after the run.
+	// Metrics, when set, is where the server's counters are read: once per interval into the
+	// timeline's server samples, and, for connections and ddos, before and after the run for the
+	// server's accounting.
 	Metrics *MetricsSource
 	// SettleWait bounds the wait for the server's after-run reading; 0 means 15 s.
 	SettleWait time.Duration
@@ -74,11 +76,14 @@ type WorkerSpec struct {
 	Command string         `json:"command"`
 	Segment engine.Segment `json:"segment"`
 	// Barrier is the Unix socket path of the parent's hold barrier (connections only).
-	Barrier     string             `json:"barrier,omitempty"`
-	Connections *ConnectionsConfig `json:"connections,omitempty"`
-	Handshake   *HandshakeConfig   `json:"handshake,omitempty"`
-	Requests    *RequestConfig     `json:"requests,omitempty"`
-	DDoS        *DDoSConfig        `json:"ddos,omitempty"`
+	Barrier string `json:"barrier,omitempty"`
+	// ServerMetrics is where the first segment's worker samples the server once per interval (a
+	// METRICS log or a Prometheus URL); the other workers do not sample.
+	ServerMetrics string             `json:"server_metrics,omitempty"`
+	Connections   *ConnectionsConfig `json:"connections,omitempty"`
+	Handshake     *HandshakeConfig   `json:"handshake,omitempty"`
+	Requests      *RequestConfig     `json:"requests,omitempty"`
+	DDoS          *DDoSConfig        `json:"ddos,omitempty"`
 }
 
 // fanOut runs spec in n worker processes and returns their results merged. onLine receives every
@@ -86,6 +91,9 @@ type WorkerSpec struct {
 func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Result, error) {
 	n := max(r.Workers, 1)
 	specs := make([]string, n)
+	if r.Metrics != nil {
+		spec.ServerMetrics = r.Metrics.Location
+	}
 	for i, seg := range engine.Split(n) {
 		s := spec
 		s.Segment = seg
@@ -144,6 +152,10 @@ func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Write
 		return errorf("worker: %w", err)
 	}
 	_, _ = machine.RaiseNofile()
+	var sample *MetricsSource
+	if spec.ServerMetrics != "" && spec.Segment.Index == 0 {
+		sample = &MetricsSource{Location: spec.ServerMetrics}
+	}
 	var res Result
 	var err error
 	switch spec.Command {
@@ -154,7 +166,7 @@ func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Write
 		total := spec.Segment.Share(int64(spec.Connections.Count))
 		p := &workerProgress{w: stdout, total: total}
 		bc := joinBarrier(spec.Barrier)
-		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, func(ctx context.Context, held []*tls.Conn) {
+		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, sample, func(ctx context.Context, held []*tls.Conn) {
 			bc.wait(ctx, int64(len(held)))
 		})
 		bc.close()
@@ -164,17 +176,17 @@ func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Write
 		}
 		total := spec.Segment.Share(int64(spec.DDoS.Sources))
 		p := &workerProgress{w: stdout, total: total}
-		res, err = runDDoSSegment(ctx, *spec.DDoS, spec.Segment, p)
+		res, err = runDDoSSegment(ctx, *spec.DDoS, spec.Segment, p, sample)
 	case CmdHandshakeBench:
 		if spec.Handshake == nil {
 			return errorf("worker: handshake-bench spec missing")
 		}
-		res, err = runHandshakeSegment(ctx, *spec.Handshake, spec.Segment)
+		res, err = runHandshakeSegment(ctx, *spec.Handshake, spec.Segment, sample)
 	case CmdRequestBench:
 		if spec.Requests == nil {
 			return errorf("worker: request-bench spec missing")
 		}
-		res, err = runRequestSegment(ctx, *spec.Requests, spec.Segment, os.Stderr)
+		res, err = runRequestSegment(ctx, *spec.Requests, spec.Segment, os.Stderr, sample)
 	default:
 		return errorf("worker: unknown command %q", spec.Command)
 	}

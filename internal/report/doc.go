@@ -5,6 +5,10 @@
 // carries them. Files in the upstream tool's schema carry none, so their report is exactly the
 // documented upstream layout.
 //
+// The LinkKeys clients' lines live here too (linkkeys.go): the seed's header, DONE and accounting
+// lines, which the clients print while they run and LinkKeysText redraws from a result file
+// (package linkkeysresult) alone, merged over segments when there are several.
+//
 // Numbers are formatted as Rust's `{:.1}` formats an f64: round half to even on the exact binary
 // value (as Go's strconv), and "inf", "-inf", "NaN" for the non-finite values a zero baseline gives.
 package report

@@ -1,4 +1,4 @@
-package linkkeysload
+package linkkeysresult
 
 import (
 	"math"
@@ -86,10 +86,10 @@ func TestFormatRustFloat1(t *testing.T) {
 			t.Errorf("FormatRustFloat1(%v) = %q, want %q", c.f, got, c.want)
 		}
 	}
-	if got := FormatRustFloat1(rustRate(0, 0)); got != "NaN" {
+	if got := FormatRustFloat1(RustRate(0, 0)); got != "NaN" {
 		t.Errorf("0/0 = %s", got)
 	}
-	if got := FormatRustFloat1(rustRate(5, 0)); got != "inf" {
+	if got := FormatRustFloat1(RustRate(5, 0)); got != "inf" {
 		t.Errorf("5/0 = %s", got)
 	}
 }

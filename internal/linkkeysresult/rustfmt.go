@@ -1,4 +1,4 @@
-package linkkeysload
+package linkkeysresult
 
 import (
 	"math"
@@ -123,8 +123,8 @@ func FormatRustFloat1(f float64) string {
 	return strconv.FormatFloat(f, 'f', 1, 64)
 }
 
-// rustRate is the seed's rate: count / duration_secs as f64, so a zero duration gives NaN (0/0) or
+// RustRate is the seed's rate: count / duration_secs as f64, so a zero duration gives NaN (0/0) or
 // inf, as Rust prints it.
-func rustRate(count int64, durationSecs uint64) float64 {
+func RustRate(count int64, durationSecs uint64) float64 {
 	return float64(count) / float64(durationSecs)
 }

@@ -1,0 +1,118 @@
+package linkkeysload
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"strings"
+	"sync"
+)
+
+// Server samples: every interval snapshot of a run carries the server's own counters and gauges
+// when they can be read, through the engine's Config.Sample. A Prometheus endpoint (the info file's
+// metrics_addr, or --server-metrics http://…) is scraped once per interval; a METRICS log
+// (--server-metrics FILE) gives the newest line written since the previous sample, so an interval in
+// which the server printed nothing has no sample. In a fanned-out run only the first segment samples:
+// samples of one server merge by summing, and one reading per interval is what the server holds.
+
+// serverSampler returns the engine's Sample function for src, or nil when there is none.
+func serverSampler(src *MetricsSource) func(context.Context) (map[string]float64, error) {
+	if src == nil || src.Location == "" {
+		return nil
+	}
+	if src.IsURL() {
+		return func(ctx context.Context) (map[string]float64, error) {
+			s, err := src.scrape(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return sampleOf(s), nil
+		}
+	}
+	t := &logTail{path: src.Location, offset: -1}
+	return t.sample
+}
+
+// sampleOf flattens a reading into the interval's server sample: every counter and gauge by its
+// METRICS name, the appended fields a server printed, and the extra numeric ones (a Prometheus
+// scrape's snapshot_cache_hits and friends) except the Go runtime's and the process collector's
+// (go_*, process_*: dozens of series a timeline does not need; the RSS is process_rss_bytes).
+func sampleOf(s Snapshot) map[string]float64 {
+	m := map[string]float64{
+		"accepted_connections":      float64(s.AcceptedConnections),
+		"open_connections":          float64(s.OpenConnections),
+		"established_connections":   float64(s.EstablishedConnections),
+		"handshakes_in_progress":    float64(s.HandshakesInProgress),
+		"handshake_timeouts":        float64(s.HandshakeTimeouts),
+		"handshake_rejections":      float64(s.HandshakeRejections),
+		"shed_connection_limit":     float64(s.ShedConnectionLimit),
+		"shed_handshake_per_source": float64(s.ShedHandshakePerSource),
+		"shed_handshake_overflow":   float64(s.ShedHandshakeOverflow),
+		"shed_handshake_global":     float64(s.ShedHandshakeGlobal),
+		"frames_processed":          float64(s.FramesProcessed),
+		"frame_buffer_bytes":        float64(s.FrameBufferBytes),
+	}
+	for name, p := range map[string]*uint64{
+		"process_rss_bytes": s.ProcessRSSBytes, "established_total": s.EstablishedTotal,
+		"parked_connections": s.ParkedConnections, "rate_limited_responses": s.RateLimitedResponses,
+	} {
+		if p != nil {
+			m[name] = float64(*p)
+		}
+	}
+	for k, v := range s.Extra {
+		if _, taken := m[k]; !taken && !strings.HasPrefix(k, "go_") && !strings.HasPrefix(k, "process_") {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// logTail reads a METRICS log incrementally: each sample reads what was appended since the last one.
+type logTail struct {
+	mu     sync.Mutex
+	path   string
+	offset int64 // -1 until the first read, which starts at the end of the file as it was
+}
+
+func (t *logTail) sample(context.Context) (map[string]float64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, err := os.Open(t.path)
+	if err != nil {
+		return nil, errorf("reading server METRICS log %s: %w", t.path, err)
+	}
+	defer f.Close()
+	if t.offset < 0 {
+		// The newest line already written stands for the start of the run.
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, errorf("reading server METRICS log %s: %w", t.path, err)
+		}
+		t.offset = max(fi.Size()-int64(maxMetricsLine)-1, 0)
+	}
+	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
+		return nil, errorf("reading server METRICS log %s: %w", t.path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 16<<20))
+	if err != nil {
+		return nil, errorf("reading server METRICS log %s: %w", t.path, err)
+	}
+	end := bytes.LastIndexByte(b, '\n')
+	if end < 0 {
+		return nil, nil // nothing complete since the last sample
+	}
+	t.offset += int64(end + 1)
+	lines := strings.Split(string(b[:end]), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], MetricsPrefix) {
+			s, err := ParseMetricsLine(lines[i])
+			if err != nil {
+				return nil, err
+			}
+			return sampleOf(s), nil
+		}
+	}
+	return nil, nil
+}
