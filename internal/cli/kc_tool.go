@@ -204,6 +204,9 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
+		if err := keycastload.CheckUsers(uf.Users, fl.usersFile); err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
 		cfg.Users = uf.Users
 		log.Info(fmt.Sprintf("Loaded %d users from %s", len(uf.Users), fl.usersFile))
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/loadproof/loadproof/internal/keycast"
@@ -154,5 +155,32 @@ func TestKeycastProfileAgainstARunningServer(t *testing.T) {
 		"--duration", "1", "--output", out, "--skip-setup")
 	if code != ExitOK {
 		t.Fatalf("second profile exit %d: %s", code, errs)
+	}
+}
+
+// TestKeycastRunRefusesAUsersFileThatWouldInjectHeaders is issue 13 item 1 at the command line:
+// a token with CR/LF is a usage error naming the user, and nothing reaches the target.
+func TestKeycastRunRefusesAUsersFileThatWouldInjectHeaders(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	uf := &keycast.UsersFile{URL: srv.URL, Users: []keycast.TestUser{
+		{Pubkey: strings.Repeat("a", 64), UcanToken: "good"},
+		{Pubkey: strings.Repeat("b", 64), UcanToken: "evil\r\nX-Injected: 1"},
+	}}
+	if err := keycast.WriteUsersFile(users, uf); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := kcRun(t, "run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "4", "-o", filepath.Join(dir, "r.json"))
+	if code != ExitUsage || !strings.Contains(errs, "user 1 (ucan_token): contains a carriage return (CR) at byte 4") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("%d requests reached the target", hits.Load())
 	}
 }

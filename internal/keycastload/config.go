@@ -152,6 +152,12 @@ func (c RunConfig) normalize() (RunConfig, error) {
 			errs = append(errs, ErrNoUsers)
 		}
 	}
+	if c.Method != keycast.MethodRegister {
+		// Every token goes into a request head verbatim: check them all before anything is sent.
+		if err := CheckUsers(c.Users, c.UsersFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.Rate != 0 {
 		if err := engine.ValidateRate("rate", c.Rate); err != nil {
 			errs = append(errs, err)
