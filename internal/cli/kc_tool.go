@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -250,12 +251,12 @@ func newKeycastReportCmd(env *Env) *cobra.Command {
 			}
 			cur, err := keycastresult.Read(input)
 			if err != nil {
-				return &ExitError{Code: ExitFailure, Err: err}
+				return readResultsExit(err)
 			}
 			var base *keycastresult.Results
 			if compare != "" {
 				if base, err = keycastresult.Read(compare); err != nil {
-					return &ExitError{Code: ExitFailure, Err: err}
+					return readResultsExit(err)
 				}
 			}
 			out, err := report.Render(cur, format)
@@ -274,6 +275,16 @@ func newKeycastReportCmd(env *Env) *cobra.Command {
 	f.StringVarP(&format, "format", "f", report.FormatText, "text, json or csv")
 	f.StringVar(&compare, "compare", "", "baseline results file to compare against")
 	return c
+}
+
+// readResultsExit maps a results-file read error to an exit status: a file that is not a results
+// file at all is a usage error (the wrong file was named); an unreadable or inconsistent one is a
+// failure.
+func readResultsExit(err error) error {
+	if errors.Is(err, keycastresult.ErrNotResults) {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	return &ExitError{Code: ExitFailure, Err: err}
 }
 
 // profileFlags are `profile`'s flags (the seed's flamegraph.sh, without sudo or dtrace).

@@ -184,3 +184,38 @@ func TestKeycastRunRefusesAUsersFileThatWouldInjectHeaders(t *testing.T) {
 		t.Fatalf("%d requests reached the target", hits.Load())
 	}
 }
+
+// TestKeycastReportRejectsFilesThatAreNotResults is issue 13 item 2: `report` printed any JSON
+// object as a results file ({} gave "Success Rate: 100.0%" and exit 0). Each file the tools write,
+// and an unknown object, is now refused with what it is.
+func TestKeycastReportRejectsFilesThatAreNotResults(t *testing.T) {
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	if err := keycast.WriteUsersFile(users, &keycast.UsersFile{URL: "http://x", Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	good := kcSegment(t, dir, "good.json", 10, 0)
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ path, want string }{
+		{write("empty-object.json", `{}`), `is an unknown JSON object missing "metadata" and "summary"`},
+		{write("other.json", `{"metadata":{"url":"x"}}`), `missing "summary"`},
+		{users, "is a users file written by setup"},
+		{write("evidence.json", `{"schema_version":1,"evidence_scope":"s","phases":[]}`), "is a capacity evidence file"},
+		{write("lk.json", `{"format":"x","command":"ddos"}`), "is a LinkKeys client result"},
+		{write("hollow.json", `{"metadata":{},"summary":{}}`), "lacks metadata.url"},
+		{write("list.json", `[1]`), "not an object"},
+	} {
+		for _, args := range [][]string{{"report", "-i", tc.path}, {"report", "-i", good, "--compare", tc.path}} {
+			code, out, errs := kcRun(t, args...)
+			if code != ExitUsage || !strings.Contains(errs, tc.want) || strings.Contains(out, "Success Rate") {
+				t.Errorf("%v: exit %d, stderr %q (want %q), stdout %q", args, code, errs, tc.want, out)
+			}
+		}
+	}
+}

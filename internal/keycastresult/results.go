@@ -169,13 +169,22 @@ func Read(path string) (*Results, error) {
 	}
 	r, err := Parse(b)
 	if err != nil {
+		var ne *NotResultsError
+		if errors.As(err, &ne) {
+			ne.Path = path
+			return nil, fmt.Errorf("keycastresult: %w", ne)
+		}
 		return nil, fmt.Errorf("keycastresult: %s: %w", path, err)
 	}
 	return r, nil
 }
 
-// Parse decodes a results file and checks that its counts are consistent.
+// Parse decodes a results file and checks that it is one (CheckShape: a *NotResultsError says what
+// it is instead) and that its counts are consistent.
 func Parse(b []byte) (*Results, error) {
+	if err := CheckShape(b); err != nil {
+		return nil, err
+	}
 	var r Results
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("not a results file: %w", err)
