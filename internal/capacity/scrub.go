@@ -135,16 +135,8 @@ func scrubResults(r *keycastresult.Results) {
 	if r == nil {
 		return
 	}
-	if len(r.FailureCauses) > 0 {
-		causes := make(map[string]int64, len(r.FailureCauses))
-		for k, v := range r.FailureCauses {
-			if !safeKey.MatchString(k) {
-				k = "other_unclassified"
-			}
-			causes[k] += v
-		}
-		r.FailureCauses = causes
-	}
+	r.FailureCauses = scrubCauses(r.FailureCauses)
+	r.ConnectFailureCauses = scrubCauses(r.ConnectFailureCauses)
 	if sm := r.ServerMetrics; sm != nil && len(sm.SeriesDeltas) > 0 {
 		for k := range sm.SeriesDeltas {
 			if !prometheusName.MatchString(k) {
@@ -188,4 +180,20 @@ func hasURLCredentials(v string) bool {
 		rest = rest[:j]
 	}
 	return strings.Contains(rest, "@")
+}
+
+// scrubCauses keeps cause names that are plain identifiers and counts the rest under
+// "other_unclassified", so no server text can become a key.
+func scrubCauses(in map[string]int64) map[string]int64 {
+	if len(in) == 0 {
+		return in
+	}
+	causes := make(map[string]int64, len(in))
+	for k, v := range in {
+		if !safeKey.MatchString(k) {
+			k = "other_unclassified"
+		}
+		causes[k] += v
+	}
+	return causes
 }

@@ -24,6 +24,7 @@ const (
 	ExitFailure     = 1 // the command ran and reports failure (checks failed, failures counted)
 	ExitUsage       = 2 // bad flags, arguments or configuration
 	ExitCouldNotRun = 3 // the command could not carry out its run (target down, phase error)
+	ExitNoSuccess   = 4 // keycast run: it ran to its end, but not one request succeeded
 )
 
 // ExitError carries an exit code with an error. Commands return it to choose their exit status.

@@ -140,6 +140,8 @@ type runFlags struct {
 	seed                                     uint64
 	rate, rateFrom                           float64
 	timeout                                  time.Duration
+	maxErrorRate                             float64
+	maxErrorRateSet                          bool // --max-error-rate given (off otherwise, as upstream)
 }
 
 // newKeycastRunCmd is `run` (reference keycast.md §1.3).
@@ -153,9 +155,17 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 			"one ends. --duration 0 with --requests N runs until exactly N requests are done.\n" +
 			"Open model (--rate R): requests arrive at R per second (ramping from --rate-from over --ramp-up),\n" +
 			"at most --concurrency in flight; latency is measured from each request's intended send time, so\n" +
-			"a slow server cannot hide its queueing (coordinated omission).",
+			"a slow server cannot hide its queueing (coordinated omission).\n\n" +
+			"An attempt whose connection cannot be opened (refused, timed out, TLS failed) is a connect\n" +
+			"failure: counted apart from requests (summary connect_failures), in the error rates but not in\n" +
+			"throughput or latency; the worker backs off (10 ms doubling to 1 s) until a connection opens.\n\n" +
+			"Exit status: 0 the run ended; 1 interrupted (partial results saved) or the error rate is above\n" +
+			"--max-error-rate; 2 bad flags or users file (nothing sent); 3 the run could not start (target\n" +
+			"unreachable); 4 the run ended but no request succeeded (for example every request a 401, or\n" +
+			"the target dead throughout). The results file is written in cases 0, 1 and 4.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl.maxErrorRateSet = cmd.Flags().Changed("max-error-rate")
 			return runRun(cmd.Context(), env, kcLogger(cmd, env), fl)
 		},
 	}
@@ -174,6 +184,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.Float64Var(&fl.rate, "rate", 0, "open model: arrival rate in requests per second (0 = closed model)")
 	f.Float64Var(&fl.rateFrom, "rate-from", 0, "open model: starting rate of the ramp to --rate over --ramp-up")
 	f.DurationVar(&fl.timeout, "timeout", keycastload.DefaultHTTPTimeout, "per-request timeout")
+	f.Float64Var(&fl.maxErrorRate, "max-error-rate", 0, "exit 1 when the error rate (failed requests and connect failures over all attempts, 0-1) is above this (default: off)")
 	return c
 }
 
@@ -191,6 +202,9 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	}
 	if fl.duration == 0 && fl.requests <= 0 {
 		return usageError("run: --duration 0 runs until the requests are done, so it needs --requests N > 0")
+	}
+	if fl.maxErrorRateSet && !(fl.maxErrorRate >= 0 && fl.maxErrorRate <= 1) {
+		return usageError("run: --max-error-rate %v must be between 0 and 1", fl.maxErrorRate)
 	}
 	cfg := keycastload.RunConfig{
 		URL: fl.url, Concurrency: fl.concurrency, Requests: fl.requests,
@@ -215,7 +229,10 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
-	return finishRun(env, log, res, fl.output)
+	if err := finishRun(env, log, res, fl.output); err != nil {
+		return err
+	}
+	return runVerdict(res, fl, fl.output)
 }
 
 // finishRun prints upstream's cache block and text report and writes the results file.
@@ -232,6 +249,42 @@ func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output st
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run: interrupted after %.1fs; partial results saved to %s", res.Stop.ElapsedSecs, output)}
 	}
 	return nil
+}
+
+// runVerdict turns a finished run's results into its exit status: ExitNoSuccess when not one
+// request succeeded, ExitFailure when --max-error-rate is set and the error rate is above it.
+func runVerdict(res *keycastresult.Results, fl runFlags, output string) error {
+	s := res.Summary
+	if s.SuccessfulRequests == 0 {
+		return &ExitError{Code: ExitNoSuccess, Err: fmt.Errorf("run: no request succeeded (%s); results saved to %s", failureBreakdown(s), output)}
+	}
+	if fl.maxErrorRateSet && s.ErrorRate > fl.maxErrorRate {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run: error rate %.1f%% is above --max-error-rate %.1f%% (%s); results saved to %s",
+			s.ErrorRate*100, fl.maxErrorRate*100, failureBreakdown(s), output)}
+	}
+	return nil
+}
+
+// failureBreakdown says how many requests there were and how they failed, and how many connects
+// failed: "20 requests, 20 failed: 20 auth; 0 connect failures".
+func failureBreakdown(s keycastresult.Summary) string {
+	var parts []string
+	for _, b := range []struct {
+		n    uint64
+		name string
+	}{
+		{s.ErrorsAuth, "auth"}, {s.ErrorsServer, "server"}, {s.ErrorsClient, "client"}, {s.ErrorsNetwork, "network"},
+		{s.RateLimitedRequests, "rate-limited"}, {s.IntentionalRejections, "shed"}, {s.ErrorsOther, "other"},
+	} {
+		if b.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", b.n, b.name))
+		}
+	}
+	out := fmt.Sprintf("%d requests, %d failed", s.TotalRequests, s.FailedRequests)
+	if len(parts) > 0 {
+		out += ": " + strings.Join(parts, ", ")
+	}
+	return out + fmt.Sprintf("; %d connect failures", s.ConnectFailures)
 }
 
 // newKeycastReportCmd is `report` (reference keycast.md §1.7).

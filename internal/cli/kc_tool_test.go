@@ -219,3 +219,64 @@ func TestKeycastReportRejectsFilesThatAreNotResults(t *testing.T) {
 		}
 	}
 }
+
+// TestKeycastRunExitStatusReflectsFailure is issue 13 item 3: `run` exited 0 at a 78% error rate and
+// when every request was a 401. A run with no successful request exits ExitNoSuccess; with
+// --max-error-rate (off by default, as upstream) a higher error rate exits 1. The results are
+// written either way.
+func TestKeycastRunExitStatusReflectsFailure(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path != "/api/nostr":
+			w.WriteHeader(404)
+		case strings.HasSuffix(r.Header.Get("Authorization"), "revoked"):
+			w.WriteHeader(401)
+			io.WriteString(w, `{"error":"Invalid or expired token. Please log in again."}`)
+		case n.Add(1)%4 != 0:
+			w.WriteHeader(500)
+			io.WriteString(w, `{"error":"boom"}`)
+		default:
+			io.WriteString(w, `{"result":"x"}`)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	usersFile := func(name, token string) string {
+		p := filepath.Join(dir, name)
+		uf := &keycast.UsersFile{Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: token}}}
+		if err := keycast.WriteUsersFile(p, uf); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	revoked, flaky := usersFile("revoked.json", "revoked"), usersFile("flaky.json", "ok")
+	for _, tc := range []struct {
+		name  string
+		users string
+		extra []string
+		code  int
+		want  string
+	}{
+		{"all 401", revoked, nil, ExitNoSuccess, "no request succeeded (20 requests, 20 failed: 20 auth"},
+		{"75% errors, no limit", flaky, nil, ExitOK, ""},
+		{"75% errors over the limit", flaky, []string{"--max-error-rate", "0.5"}, ExitFailure, "error rate 75.0% is above --max-error-rate 50.0%"},
+		{"75% errors under the limit", flaky, []string{"--max-error-rate", "0.8"}, ExitOK, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.Store(0)
+			out := filepath.Join(dir, tc.name+".json")
+			args := append([]string{"run", "--url", srv.URL, "--users-file", tc.users, "-d", "0", "-n", "20", "-c", "1", "-o", out}, tc.extra...)
+			code, _, errs := kcRun(t, args...)
+			if code != tc.code || !strings.Contains(errs, tc.want) {
+				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant %q", code, tc.code, errs, tc.want)
+			}
+			if _, err := keycastresult.Read(out); err != nil {
+				t.Fatalf("results not written: %v", err)
+			}
+		})
+	}
+	if code, _, errs := kcRun(t, "run", "--max-error-rate", "1.5"); code != ExitUsage || !strings.Contains(errs, "between 0 and 1") {
+		t.Fatalf("bad --max-error-rate: exit %d %s", code, errs)
+	}
+}

@@ -267,6 +267,12 @@ func (r *runner) doRegister(wk *worker, num uint64, intended time.Time) {
 	if err != nil && r.aborted.Load() {
 		return
 	}
+	if isDialError(err) {
+		err = &connectError{err}
+	}
+	if r.afterExchange(wk, num, err) {
+		return
+	}
 	var smp sample
 	if err != nil {
 		var se *StepError

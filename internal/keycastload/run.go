@@ -61,6 +61,7 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	}
 
 	res := r.run(ctx)
+	splitConnectCauses(res)
 
 	after, seriesAfter, errAfter := FetchServerMetrics(context.WithoutCancel(ctx), cfg.URL)
 	switch {
@@ -152,6 +153,7 @@ type worker struct {
 	active atomic.Pointer[conn]
 	rng    *rand.Rand
 	hexbuf [64]byte
+	delay  backoff // after failed connects (connect.go)
 }
 
 // setStop records the first reason the run ended early and cuts off in-flight requests.
@@ -238,8 +240,8 @@ func (r *runner) run(ctx context.Context) *keycastresult.Results {
 		if el > 0 {
 			rps = float64(c.Total) / el
 		}
-		fmt.Fprintf(cfg.Progress, "Progress: %d req, %.1f req/s, p50=%.1fms, p99=%.1fms, errors=%d\n",
-			c.Total, rps, ms(total.lat.Quantile(0.50)), ms(total.lat.Quantile(0.99)), c.Failed)
+		fmt.Fprintf(cfg.Progress, "Progress: %d req, %.1f req/s, p50=%.1fms, p99=%.1fms, errors=%d%s\n",
+			c.Total, rps, ms(total.lat.Quantile(0.50)), ms(total.lat.Quantile(0.99)), c.Failed, connectNote(c))
 	}
 
 	cfg.Logger.Info("Starting load test", "url", cfg.URL, "scenario", string(cfg.Scenario), "method", string(cfg.Method),
@@ -439,7 +441,7 @@ func dueBy(p engine.Pacer, end time.Duration, limit int64, limited bool) int64 {
 func (r *runner) judge(w *window, now time.Time) {
 	sc := r.cfg.Stop
 	c, lat := w.totals()
-	if int64(c.Total) < sc.MinRequests {
+	if int64(c.Attempts()) < sc.MinRequests {
 		return
 	}
 	ev := keycastresult.StopEvent{
@@ -448,7 +450,7 @@ func (r *runner) judge(w *window, now time.Time) {
 		ElapsedSecs: now.Sub(r.start).Seconds(),
 		At:          keycast.FormatTimestamp(now),
 	}
-	unint := float64(c.Failed-min(c.Intentional, c.Failed)) / float64(c.Total)
+	unint := c.UnintentionalErrorRate() // connect failures count as failed attempts
 	if unint > sc.MaxUnintentionalErrorRate {
 		ev.Metric, ev.Observed, ev.Limit = MetricUnintErrors, unint, sc.MaxUnintentionalErrorRate
 		r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
@@ -519,6 +521,9 @@ func (r *runner) do(wk *worker, local int64, intended time.Time) {
 	end := time.Now()
 	if err != nil && r.aborted.Load() {
 		return // cut off by a signal or stop condition: the outcome is unknown, not a failure
+	}
+	if r.afterExchange(wk, num, err) {
+		return // no connection: not a request (connect.go)
 	}
 	var smp sample
 	if err != nil {
@@ -612,7 +617,7 @@ func (r *runner) exchange(wk *worker, u *userClient, start time.Time) (response,
 		if c == nil {
 			var err error
 			if c, err = r.t.dial(r.runCtx, timeout); err != nil {
-				return response{}, err
+				return response{}, &connectError{err}
 			}
 		}
 		wk.active.Store(c)

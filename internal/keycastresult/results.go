@@ -37,6 +37,9 @@ type Results struct {
 	OpenModel *OpenModel `json:"open_model,omitempty"`
 	// FailureCauses counts failures by cause ("http_503_admission_rejected", "network_econnrefused", ...).
 	FailureCauses map[string]int64 `json:"failure_causes,omitempty"`
+	// ConnectFailureCauses counts the summary's connect_failures by cause ("network_econnrefused",
+	// "network_tls", ...).
+	ConnectFailureCauses map[string]int64 `json:"connect_failure_causes,omitempty"`
 	// Stop is set when a live stop condition ended the run early, or a signal did.
 	Stop *StopEvent `json:"stop,omitempty"`
 	// Machine is the record of the machine the generator ran on.
@@ -93,6 +96,12 @@ type Summary struct {
 	CacheHitEstimateCount uint64 `json:"cache_hit_estimate_count,omitempty"`
 	// ErrorsOther counts failures in no upstream bucket (for example 2xx with an error body).
 	ErrorsOther uint64 `json:"errors_other,omitempty"`
+	// ConnectFailures counts attempts that never became a request because no connection could be
+	// opened (TCP connect or TLS handshake failed; a refused connect against a dead target). They are
+	// not requests: not in total_requests, requests_per_second or the latency figures, so a dead
+	// target cannot make throughput or p50 look better. They are failed attempts: error_rate and
+	// unintentional_error_rate are taken over requests plus connect failures.
+	ConnectFailures uint64 `json:"connect_failures,omitempty"`
 }
 
 // TimelinePoint is one progress sample; percentiles are cumulative over the run so far.
@@ -218,11 +227,25 @@ func Write(path string, r *Results) error {
 	return nil
 }
 
-// Counts is what a run accumulates; Finish turns it into a Summary.
+// Counts is what a run accumulates; Summarize turns it into a Summary.
 type Counts struct {
 	Total, Success, Failed                     uint64
 	Auth, Server, Client, Network, Other       uint64
 	RateLimited, Intentional, CacheHitEstimate uint64
+	// ConnectFailures are attempts that never became requests (see Summary.ConnectFailures).
+	ConnectFailures uint64
+}
+
+// Attempts is requests plus connect failures: the denominator of the error rates.
+func (c Counts) Attempts() uint64 { return c.Total + c.ConnectFailures }
+
+// UnintentionalErrorRate is (failed − intentional shedding + connect failures) / attempts, or 0 when
+// nothing was attempted.
+func (c Counts) UnintentionalErrorRate() float64 {
+	if c.Attempts() == 0 {
+		return 0
+	}
+	return float64(c.Failed-min(c.Intentional, c.Failed)+c.ConnectFailures) / float64(c.Attempts())
 }
 
 // Add adds o into c.
@@ -238,6 +261,7 @@ func (c *Counts) Add(o Counts) {
 	c.RateLimited += o.RateLimited
 	c.Intentional += o.Intentional
 	c.CacheHitEstimate += o.CacheHitEstimate
+	c.ConnectFailures += o.ConnectFailures
 }
 
 // CountsOf recovers the counts from a summary.
@@ -246,7 +270,7 @@ func CountsOf(s Summary) Counts {
 		Total: s.TotalRequests, Success: s.SuccessfulRequests, Failed: s.FailedRequests,
 		Auth: s.ErrorsAuth, Server: s.ErrorsServer, Client: s.ErrorsClient, Network: s.ErrorsNetwork,
 		Other: s.ErrorsOther, RateLimited: s.RateLimitedRequests, Intentional: s.IntentionalRejections,
-		CacheHitEstimate: s.CacheHitEstimateCount,
+		CacheHitEstimate: s.CacheHitEstimateCount, ConnectFailures: s.ConnectFailures,
 	}
 }
 
@@ -254,7 +278,9 @@ func CountsOf(s Summary) Counts {
 // defined as upstream defines them: error_rate = failed/total; unintentional_error_rate = (failed −
 // intentional shedding)/total (a 429 is unintentional: a healthy phase should not see it);
 // intentional_rejection_rate = intentional shedding/total; cache_hit_ratio = successful requests under
-// 15 ms / successful requests.
+// 15 ms / successful requests. Connect failures (a loadproof addition) are failed attempts but not
+// requests: the three rates are taken over requests plus connect failures, throughput and latency
+// over requests alone; with no connect failure every figure is upstream's.
 func Summarize(c Counts, h *hist.Histogram, duration time.Duration) Summary {
 	s := Summary{
 		DurationSecs:          duration.Seconds(),
@@ -269,14 +295,15 @@ func Summarize(c Counts, h *hist.Histogram, duration time.Duration) Summary {
 		RateLimitedRequests:   c.RateLimited,
 		IntentionalRejections: c.Intentional,
 		CacheHitEstimateCount: c.CacheHitEstimate,
+		ConnectFailures:       c.ConnectFailures,
 	}
 	if duration > 0 {
 		s.RequestsPerSecond = float64(c.Total) / duration.Seconds()
 	}
-	if c.Total > 0 {
-		s.ErrorRate = float64(c.Failed) / float64(c.Total)
-		s.UnintentionalErrorRate = float64(c.Failed-min(c.Intentional, c.Failed)) / float64(c.Total)
-		s.IntentionalRejectionRate = float64(c.Intentional) / float64(c.Total)
+	if a := c.Attempts(); a > 0 {
+		s.ErrorRate = float64(c.Failed+c.ConnectFailures) / float64(a)
+		s.UnintentionalErrorRate = c.UnintentionalErrorRate()
+		s.IntentionalRejectionRate = float64(c.Intentional) / float64(a)
 	}
 	if c.Success > 0 {
 		s.CacheHitRatio = float64(c.CacheHitEstimate) / float64(c.Success)
@@ -301,7 +328,7 @@ func Merge(parts []*Results) (*Results, error) {
 	var c Counts
 	lat, unc := hist.New(), (*hist.Histogram)(nil)
 	var dur float64
-	causes := map[string]int64{}
+	causes, connect := map[string]int64{}, map[string]int64{}
 	for _, p := range parts {
 		if p.Latency == nil {
 			return nil, ErrNoHistogram
@@ -318,6 +345,9 @@ func Merge(parts []*Results) (*Results, error) {
 		dur = max(dur, p.Summary.DurationSecs)
 		for k, v := range p.FailureCauses {
 			causes[k] += v
+		}
+		for k, v := range p.ConnectFailureCauses {
+			connect[k] += v
 		}
 		if p.Stop != nil && out.Stop == nil {
 			out.Stop = p.Stop
@@ -350,6 +380,9 @@ func Merge(parts []*Results) (*Results, error) {
 	}
 	if len(causes) > 0 {
 		out.FailureCauses = causes
+	}
+	if len(connect) > 0 {
+		out.ConnectFailureCauses = connect
 	}
 	return out, nil
 }

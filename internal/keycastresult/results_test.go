@@ -159,3 +159,32 @@ func TestParseRejectsFilesThatAreNotResults(t *testing.T) {
 		t.Fatalf("Read: %v", err)
 	}
 }
+
+// TestConnectFailuresAreAttemptsNotRequests: connect failures stay out of the request count,
+// throughput and latency, but count as failed attempts in the error rates (issue 13 item 3), and
+// merge exactly.
+func TestConnectFailuresAreAttemptsNotRequests(t *testing.T) {
+	h := hist.New()
+	for i := 1; i <= 10; i++ {
+		h.Record(time.Millisecond)
+	}
+	c := Counts{Total: 10, Success: 8, Failed: 2, Server: 1, Intentional: 1, ConnectFailures: 30}
+	s := Summarize(c, h, 2*time.Second)
+	if s.TotalRequests != 10 || s.RequestsPerSecond != 5 || s.ConnectFailures != 30 {
+		t.Fatalf("requests %d rps %v connect %d", s.TotalRequests, s.RequestsPerSecond, s.ConnectFailures)
+	}
+	if s.ErrorRate != 32.0/40 || s.UnintentionalErrorRate != 31.0/40 || s.IntentionalRejectionRate != 1.0/40 {
+		t.Fatalf("rates %v %v %v", s.ErrorRate, s.UnintentionalErrorRate, s.IntentionalRejectionRate)
+	}
+	if none := Summarize(Counts{ConnectFailures: 5}, hist.New(), time.Second); none.ErrorRate != 1 || none.RequestsPerSecond != 0 {
+		t.Fatalf("only connect failures: %+v", none)
+	}
+	a := &Results{Summary: s, Latency: h, ConnectFailureCauses: map[string]int64{"network_econnrefused": 30}}
+	m, err := Merge([]*Results{a, a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Summary.ConnectFailures != 60 || m.ConnectFailureCauses["network_econnrefused"] != 60 || m.Summary.ErrorRate != s.ErrorRate {
+		t.Fatalf("merged %+v causes %v", m.Summary, m.ConnectFailureCauses)
+	}
+}

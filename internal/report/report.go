@@ -113,6 +113,9 @@ func Additions(r *keycastresult.Results) string {
 		add("  Other failures:            %d", s.ErrorsOther)
 		add("  Unintentional error rate:  %s%%", f1(s.UnintentionalErrorRate*100))
 	}
+	if s.ConnectFailures != 0 {
+		add("  Connect failures:          %d (no connection could be opened; not requests, but failed attempts in the rates)", s.ConnectFailures)
+	}
 	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses) == 0 {
 		return ""
 	}
@@ -146,20 +149,11 @@ func Additions(r *keycastresult.Results) string {
 	}
 	if len(r.FailureCauses) > 0 {
 		b.WriteString("\nFailures by cause:\n")
-		keys := make([]string, 0, len(r.FailureCauses))
-		for k := range r.FailureCauses {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			ci, cj := r.FailureCauses[keys[i]], r.FailureCauses[keys[j]]
-			if ci != cj {
-				return ci > cj
-			}
-			return keys[i] < keys[j]
-		})
-		for _, k := range keys {
-			fmt.Fprintf(&b, "  %-32s %d\n", k, r.FailureCauses[k])
-		}
+		writeCauses(&b, r.FailureCauses)
+	}
+	if len(r.ConnectFailureCauses) > 0 {
+		b.WriteString("\nConnect failures by cause:\n")
+		writeCauses(&b, r.ConnectFailureCauses)
 	}
 	if sm := r.ServerMetrics; sm != nil && sm.Deltas != nil {
 		d := sm.Deltas
@@ -176,6 +170,24 @@ func Additions(r *keycastresult.Results) string {
 			orUnknown(m.CPUModel), m.Cores, m.GOMAXPROCS, orUnknown(m.Kernel), m.GoVersion, m.LoadproofVersion)
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// writeCauses writes one line per cause, most frequent first.
+func writeCauses(b *strings.Builder, causes map[string]int64) {
+	keys := make([]string, 0, len(causes))
+	for k := range causes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		ci, cj := causes[keys[i]], causes[keys[j]]
+		if ci != cj {
+			return ci > cj
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		fmt.Fprintf(b, "  %-32s %d\n", k, causes[k])
+	}
 }
 
 func orUnknown(s string) string {
