@@ -32,6 +32,8 @@ const (
 	StopReasonPhaseError = "phase-error"
 	// StopReasonSignal: SIGINT or SIGTERM (the context ended).
 	StopReasonSignal = "signal"
+	// StopReasonWriteError: a phase ran but its results file could not be written (a full disk).
+	StopReasonWriteError = "write-error"
 )
 
 // Evidence is evidence.json: upstream's a8d40c9 fields first, in upstream's order and spelling
@@ -146,6 +148,8 @@ func Conclude(plan *Plan, phases []PhaseEvidence, stopReason string) Conclusion 
 			why = "the run was interrupted by a signal"
 		case StopReasonPhaseError:
 			why = "a phase could not run"
+		case StopReasonWriteError:
+			why = "a phase's results could not be written"
 		case StopReasonStopCondition:
 			why = "a stop condition was breached"
 		}

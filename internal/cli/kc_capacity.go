@@ -33,9 +33,9 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			"--allow-host with exactly that host; production Keycast hosts are always refused.\n" +
 			"See docs/capacity.md.\n\n" +
 			"Exit status: 0 passed, 1 one or more checks failed or a stop condition was breached, 2 bad plan\n" +
-			"or flags (nothing run), 3 the profile could not run to its end (a phase error, SIGINT/SIGTERM,\n" +
-			"or the bundle could not be written). SIGINT/SIGTERM ends the current phase and writes partial\n" +
-			"evidence; a second signal exits at once.",
+			"or flags, or an output directory that is not empty or not writable (nothing run), 3 the profile\n" +
+			"could not run to its end (a phase error, SIGINT/SIGTERM, or the bundle could not be written).\n" +
+			"SIGINT/SIGTERM ends the current phase and writes partial evidence; a second signal exits at once.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if planPath == "" {
@@ -112,7 +112,7 @@ func capacityExit(planPath string, err error) error {
 			b.WriteString(p.Message)
 		}
 		return &ExitError{Code: ExitUsage, Err: errors.New(b.String())}
-	case errors.Is(err, capacity.ErrOutputNotEmpty):
+	case errors.Is(err, capacity.ErrOutputNotEmpty), errors.Is(err, capacity.ErrOutputNotWritable):
 		return &ExitError{Code: ExitUsage, Err: err}
 	case errors.Is(err, capacity.ErrIncomplete):
 		return &ExitError{Code: ExitCouldNotRun, Err: err}

@@ -107,6 +107,10 @@ func newKeycastSetupCmd(env *Env) *cobra.Command {
 }
 
 func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output string) error {
+	// The tokens exist nowhere but in this file: make sure it can be written before creating accounts.
+	if err := checkOutputFile("--output", output); err != nil {
+		return err
+	}
 	res, err := keycastload.Setup(ctx, cfg)
 	if res == nil {
 		if err != nil {
@@ -116,7 +120,7 @@ func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
-	if err := keycast.WriteUsersFile(output, res.File); err != nil {
+	if err := saveUsers(output, res.File); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	failed := len(res.Failures)
@@ -129,6 +133,21 @@ func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("setup: interrupted after %d of %d users; the users created so far are saved in %s", res.Attempted, cfg.Users, output)}
 	}
 	return nil
+}
+
+// saveUsers writes the users file. The check before setup makes a failure unlikely, but the disk
+// can still fill: then the users, whose tokens exist nowhere else, go to a private file in the
+// temporary directory and the error says where.
+func saveUsers(output string, uf *keycast.UsersFile) error {
+	err := keycast.WriteUsersFile(output, uf)
+	if err == nil {
+		return nil
+	}
+	fallback := filepath.Join(os.TempDir(), fmt.Sprintf("loadtest-users-%d.json", time.Now().UnixNano()))
+	if ferr := keycast.WriteUsersFile(fallback, uf); ferr != nil {
+		return fmt.Errorf("setup: %w; saving the %d users to %s failed too (%v): their tokens are lost", err, len(uf.Users), fallback, ferr)
+	}
+	return fmt.Errorf("setup: %w; the %d users created are saved in %s instead", err, len(uf.Users), fallback)
 }
 
 // runFlags are `run`'s flags.
@@ -213,6 +232,9 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		ReportInterval: time.Duration(max(fl.reportInterval, 1)) * time.Second,
 		Seed:           fl.seed, Rate: fl.rate, RateFrom: fl.rateFrom,
 		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout,
+	}
+	if err := checkOutputFile("--output", fl.output); err != nil {
+		return err
 	}
 	if method != keycast.MethodRegister {
 		uf, err := keycast.ReadUsersFile(fl.usersFile)
@@ -398,8 +420,8 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	if fl.url != "" && fl.pprofURL == "" {
 		return usageError("profile: --url names a running server; give its pprof address with --pprof-url too")
 	}
-	if err := os.MkdirAll(fl.output, 0o755); err != nil {
-		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: creating --output %s: %w", fl.output, err)}
+	if err := checkOutputDir("--output", fl.output); err != nil {
+		return err
 	}
 	ts := time.Now().Format("20060102-150405")
 	usersPath := filepath.Join(fl.output, "flamegraph-users.json")

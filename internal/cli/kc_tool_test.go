@@ -280,3 +280,66 @@ func TestKeycastRunExitStatusReflectsFailure(t *testing.T) {
 		t.Fatalf("bad --max-error-rate: exit %d %s", code, errs)
 	}
 }
+
+// unwritable returns a path below which nothing can be created: below a regular file, so the test
+// does not depend on permissions (it runs as root too).
+func unwritable(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(f, "sub")
+}
+
+// TestKeycastOutputsAreCheckedBeforeAnyLoad is issue 13 item 4: `run` sent its whole load before
+// failing on an output it could not write, and `setup` created accounts and then lost their tokens.
+// Both now check that they can write their output before the first request.
+func TestKeycastOutputsAreCheckedBeforeAnyLoad(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != keycast.PathMetrics {
+			hits.Add(1)
+		}
+		io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	if err := keycast.WriteUsersFile(users, &keycast.UsersFile{Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	bad := unwritable(t)
+	for _, args := range [][]string{
+		{"run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "50", "-o", filepath.Join(bad, "r.json")},
+		{"run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "50", "-o", dir},
+		{"setup", "--url", srv.URL, "--mode", "http", "-n", "3", "-o", filepath.Join(bad, "users.json")},
+	} {
+		hits.Store(0)
+		code, _, errs := kcRun(t, args...)
+		if code != ExitUsage || !strings.Contains(errs, "--output") || hits.Load() != 0 {
+			t.Errorf("%v: exit %d after %d requests, stderr %q; want exit 2 before any request", args[:1], code, hits.Load(), errs)
+		}
+	}
+}
+
+func TestSaveUsersFallsBackRatherThanLosingTokens(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	uf := &keycast.UsersFile{Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "only-copy"}}}
+	err := saveUsers(filepath.Join(unwritable(t), "users.json"), uf)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	_, after, ok := strings.Cut(err.Error(), "users created are saved in ")
+	path := strings.TrimSuffix(after, " instead")
+	if !ok {
+		t.Fatalf("error %q names no fallback", err)
+	}
+	back, rerr := keycast.ReadUsersFile(path)
+	if rerr != nil || back.Users[0].UcanToken != "only-copy" {
+		t.Fatalf("fallback %s: %v", path, rerr)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("fallback mode %v", fi.Mode())
+	}
+}

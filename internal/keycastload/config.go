@@ -22,6 +22,9 @@ const (
 	DefaultHTTPTimeout    = 30 * time.Second
 	DefaultStopWindow     = 5 * time.Second
 	DefaultStopMinimum    = 20
+	// DefaultDrain is how long requests in flight at the end of the duration may take before they
+	// are cut off (RunConfig.Drain).
+	DefaultDrain = 5 * time.Second
 	// LateThreshold is how far behind its intended time an open-model send may start before it
 	// counts as late. One millisecond is well above the scheduler's wake-up jitter on an idle
 	// machine and well below any latency worth reporting.
@@ -77,6 +80,12 @@ type RunConfig struct {
 	Logger *slog.Logger
 	// HTTPTimeout bounds each request (connect, write and read). 0 means DefaultHTTPTimeout.
 	HTTPTimeout time.Duration
+	// Drain bounds how long the requests in flight when Duration ends may take to finish: then they
+	// are cut off and counted in summary cut_off_requests, so a run ends at most Duration + Drain
+	// after its workers start, whatever the server does. 0 means DefaultDrain; it is never longer
+	// than HTTPTimeout. A run limited by Requests alone (Duration 0) has no drain: each request is
+	// bounded by HTTPTimeout.
+	Drain time.Duration
 }
 
 // StopConditions are evaluated every second over a sliding window; a breach ends the run early.
@@ -118,6 +127,10 @@ func (c RunConfig) normalize() (RunConfig, error) {
 	if c.HTTPTimeout <= 0 {
 		c.HTTPTimeout = DefaultHTTPTimeout
 	}
+	if c.Drain <= 0 {
+		c.Drain = DefaultDrain
+	}
+	c.Drain = min(c.Drain, c.HTTPTimeout)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}

@@ -62,6 +62,9 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 
 	res := r.run(ctx)
 	splitConnectCauses(res)
+	if errBefore != nil {
+		return res, nil // no snapshot to pair with: spare a dead metrics endpoint its second timeout
+	}
 
 	after, seriesAfter, errAfter := FetchServerMetrics(context.WithoutCancel(ctx), cfg.URL)
 	switch {
@@ -282,7 +285,7 @@ func (r *runner) run(ctx context.Context) *keycastresult.Results {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 
-	var deadline <-chan time.Time
+	var deadline, drain <-chan time.Time
 	if cfg.Duration > 0 {
 		tm := time.NewTimer(cfg.Duration)
 		defer tm.Stop()
@@ -302,7 +305,10 @@ loop:
 			break loop
 		case <-deadline:
 			r.end()
-			deadline = nil
+			deadline, drain = nil, time.After(cfg.Drain)
+		case <-drain:
+			drain = nil
+			r.cutOff() // in-flight requests past the drain are cut off (drain.go)
 		case <-ctxDone:
 			ctxDone = nil
 			now := time.Now()
@@ -520,7 +526,8 @@ func (r *runner) do(wk *worker, local int64, intended time.Time) {
 	resp, err := r.exchange(wk, u, start)
 	end := time.Now()
 	if err != nil && r.aborted.Load() {
-		return // cut off by a signal or stop condition: the outcome is unknown, not a failure
+		r.recordCutOff(wk) // cut off (drain, signal, stop condition): the outcome is unknown, not a failure
+		return
 	}
 	if r.afterExchange(wk, num, err) {
 		return // no connection: not a request (connect.go)

@@ -102,6 +102,10 @@ type Summary struct {
 	// target cannot make throughput or p50 look better. They are failed attempts: error_rate and
 	// unintentional_error_rate are taken over requests plus connect failures.
 	ConnectFailures uint64 `json:"connect_failures,omitempty"`
+	// CutOffRequests counts requests in flight when the run cut them off: at the end of the drain
+	// after the duration, at a live stop condition or at a signal. Their outcome is unknown, so they
+	// are in no other figure.
+	CutOffRequests uint64 `json:"cut_off_requests,omitempty"`
 }
 
 // TimelinePoint is one progress sample; percentiles are cumulative over the run so far.
@@ -234,6 +238,8 @@ type Counts struct {
 	RateLimited, Intentional, CacheHitEstimate uint64
 	// ConnectFailures are attempts that never became requests (see Summary.ConnectFailures).
 	ConnectFailures uint64
+	// CutOff are requests abandoned in flight (see Summary.CutOffRequests).
+	CutOff uint64
 }
 
 // Attempts is requests plus connect failures: the denominator of the error rates.
@@ -262,6 +268,7 @@ func (c *Counts) Add(o Counts) {
 	c.Intentional += o.Intentional
 	c.CacheHitEstimate += o.CacheHitEstimate
 	c.ConnectFailures += o.ConnectFailures
+	c.CutOff += o.CutOff
 }
 
 // CountsOf recovers the counts from a summary.
@@ -270,7 +277,7 @@ func CountsOf(s Summary) Counts {
 		Total: s.TotalRequests, Success: s.SuccessfulRequests, Failed: s.FailedRequests,
 		Auth: s.ErrorsAuth, Server: s.ErrorsServer, Client: s.ErrorsClient, Network: s.ErrorsNetwork,
 		Other: s.ErrorsOther, RateLimited: s.RateLimitedRequests, Intentional: s.IntentionalRejections,
-		CacheHitEstimate: s.CacheHitEstimateCount, ConnectFailures: s.ConnectFailures,
+		CacheHitEstimate: s.CacheHitEstimateCount, ConnectFailures: s.ConnectFailures, CutOff: s.CutOffRequests,
 	}
 }
 
@@ -296,6 +303,7 @@ func Summarize(c Counts, h *hist.Histogram, duration time.Duration) Summary {
 		IntentionalRejections: c.Intentional,
 		CacheHitEstimateCount: c.CacheHitEstimate,
 		ConnectFailures:       c.ConnectFailures,
+		CutOffRequests:        c.CutOff,
 	}
 	if duration > 0 {
 		s.RequestsPerSecond = float64(c.Total) / duration.Seconds()

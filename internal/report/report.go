@@ -113,6 +113,9 @@ func Additions(r *keycastresult.Results) string {
 		add("  Other failures:            %d", s.ErrorsOther)
 		add("  Unintentional error rate:  %s%%", f1(s.UnintentionalErrorRate*100))
 	}
+	if s.CutOffRequests != 0 {
+		add("  Cut off in flight:         %d (outcome unknown: in no other figure)", s.CutOffRequests)
+	}
 	if s.ConnectFailures != 0 {
 		add("  Connect failures:          %d (no connection could be opened; not requests, but failed attempts in the rates)", s.ConnectFailures)
 	}

@@ -1,0 +1,22 @@
+package keycastload
+
+// The end of a run. At the end of the duration no new request starts; those in flight get
+// RunConfig.Drain (5 s by default, at most the request timeout) to finish, and are then cut off, as
+// they are at a live stop condition or a signal. A cut-off request's outcome is unknown: it is not a
+// success or a failure and has no latency, so it is counted in summary cut_off_requests alone. A run
+// therefore ends at most duration + drain after its workers start, whatever the server does (one
+// that accepts and never answers used to hold it for the whole request timeout). The server-metrics
+// fetches around the run are bounded by metricsTimeout each, and the one after is skipped when the
+// one before failed.
+
+// recordCutOff counts one request cut off in flight. In the open model it also counts the ticket as
+// used, so open_model.dropped keeps meaning "never attempted".
+func (r *runner) recordCutOff(wk *worker) {
+	sh := wk.shard
+	sh.mu.Lock()
+	sh.cur.counts.CutOff++
+	if r.open {
+		sh.cur.sent++
+	}
+	sh.mu.Unlock()
+}
