@@ -56,6 +56,9 @@ type Evidence struct {
 	StopReason string `json:"stop_reason,omitempty"`
 	// Machine is the record of the machine the load ran from.
 	Machine *machine.Record `json:"machine,omitempty"`
+	// TargetTLS records how the target's certificate was verified (--ca-cert, its SHA-256, or
+	// --insecure-skip-verify); absent: against the system roots.
+	TargetTLS *keycastresult.TLS `json:"target_tls,omitempty"`
 }
 
 // PhaseEvidence is one phase's entry.

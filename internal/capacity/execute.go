@@ -98,8 +98,11 @@ type Options struct {
 	OutputDir string
 	// Validate holds the host authorizations.
 	Validate ValidateOptions
-	// Runner runs each phase; nil uses KeycastloadRunner(Progress, Logger, 0).
+	// Runner runs each phase; nil uses KeycastloadRunner(Progress, Logger, 0, TLS).
 	Runner Runner
+	// TLS says how the target's certificate is verified; recorded in the evidence (target_tls) and
+	// in every phase's results.
+	TLS keycastload.TLSOptions
 	// StopWindow is the live stop window; default DefaultStopWindow.
 	StopWindow time.Duration
 	// StopMinRequests: windows with fewer requests are not judged; 0 = the engine's default.
@@ -143,7 +146,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	}
 	runner := opts.Runner
 	if runner == nil {
-		runner = KeycastloadRunner(opts.Progress, opts.Logger, 0)
+		runner = KeycastloadRunner(opts.Progress, opts.Logger, 0, opts.TLS)
 	}
 	window := opts.StopWindow
 	if window <= 0 {
@@ -298,6 +301,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 		CertificationBlockers: c.Blockers,
 		StopReason:            stopReason,
 		Machine:               &rec,
+		TargetTLS:             opts.TLS.Record(),
 	}
 	eb, err := ev.Encode()
 	if err != nil {

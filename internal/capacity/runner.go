@@ -16,8 +16,8 @@ import (
 // command calls its runner (reference keycast.md §2.4): requests 0, the phase's duration, ramp-up,
 // scenario and method, the plan's seed, report interval clamp(duration, 1, 5) s, and the plan's stop
 // conditions as live stop conditions. progress receives keycastload's progress lines; httpTimeout 0
-// keeps keycastload's default.
-func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time.Duration) Runner {
+// keeps keycastload's default; tls says how the target's certificate is verified.
+func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time.Duration, tls keycastload.TLSOptions) Runner {
 	return func(ctx context.Context, run PhaseRun) (*keycastresult.Results, error) {
 		ph := run.Phase
 		res, err := keycastload.Run(ctx, keycastload.RunConfig{
@@ -41,6 +41,7 @@ func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time
 			Progress:    progress,
 			Logger:      logger,
 			HTTPTimeout: httpTimeout,
+			TLS:         tls,
 		})
 		if err != nil {
 			return nil, &SafeError{Msg: describeRunError(err), Err: err}

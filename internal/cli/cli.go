@@ -117,6 +117,9 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 		root = newLinkKeysCmd(env, "linkkeys-loadtest")
 	case Keycast:
 		root = newKeycastCmd(env, "keycast-loadtest")
+		// Upstream's clap command has `-V`/`--version` and prints "<name> <version>".
+		root.Flags().BoolP("version", "V", false, "Print version")
+		root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	default:
 		root = &cobra.Command{
 			Use:   "loadproof",

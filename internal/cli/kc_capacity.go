@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/keycastload"
 )
 
 // capacityRunner replaces the load engine in tests; nil runs keycastload.
@@ -22,6 +23,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 		planPath, output, allowHost string
 		refuseHosts                 []string
 		stopWindow                  time.Duration
+		tlsOpts                     keycastload.TLSOptions
 	)
 	c := &cobra.Command{
 		Use:   "capacity",
@@ -56,10 +58,14 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
+			if err := checkTLSFlags("capacity", plan.TargetURL, tlsOpts); err != nil {
+				return err
+			}
 			ev, err := capacity.Execute(cmd.Context(), plan, capacity.Options{
 				OutputDir:  output,
 				Validate:   capacity.ValidateOptions{AllowHost: allowHost, RefuseHosts: refuseHosts},
 				Runner:     capacityRunner,
+				TLS:        tlsOpts,
 				StopWindow: stopWindow,
 				Progress:   env.Stderr,
 				Logger:     env.Logger,
@@ -76,6 +82,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 	f.StringVar(&allowHost, "allow-host", "", "Explicitly authorize a non-local target host from the plan")
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
 	f.DurationVar(&stopWindow, "stop-window", capacity.DefaultStopWindow, "sliding window over which the plan's stop conditions are judged live")
+	addTLSFlags(f, &tlsOpts)
 	return c
 }
 

@@ -91,6 +91,9 @@ func newKeycastSetupCmd(env *Env) *cobra.Command {
 			if cfg.Users <= 0 || cfg.Concurrency <= 0 {
 				return usageError("setup: --users and --concurrency must be at least 1")
 			}
+			if err := checkTLSFlags("setup", cfg.URL, cfg.TLS); err != nil {
+				return err
+			}
 			cfg.Progress, cfg.Logger, cfg.Bar = env.Stderr, log, isTerminal(env.Stderr)
 			return runSetup(cmd.Context(), env, cfg, output)
 		},
@@ -103,6 +106,7 @@ func newKeycastSetupCmd(env *Env) *cobra.Command {
 	f.StringVar(&cfg.MasterKeyPath, "master-key-path", keycastload.DefaultMasterKeyPath, "the server's master key file, used by DB mode (env MASTER_KEY_PATH)")
 	f.StringVar(&cfg.Mode, "mode", "", "db or http (default: chosen from --url and the database URL)")
 	f.StringVarP(&output, "output", "o", keycastload.DefaultUsersFile, "credentials file to write")
+	addTLSFlags(f, &cfg.TLS)
 	return c
 }
 
@@ -161,6 +165,7 @@ type runFlags struct {
 	timeout                                  time.Duration
 	maxErrorRate                             float64
 	maxErrorRateSet                          bool // --max-error-rate given (off otherwise, as upstream)
+	tls                                      keycastload.TLSOptions
 }
 
 // newKeycastRunCmd is `run` (reference keycast.md §1.3).
@@ -203,6 +208,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.Float64Var(&fl.rate, "rate", 0, "open model: arrival rate in requests per second (0 = closed model)")
 	f.Float64Var(&fl.rateFrom, "rate-from", 0, "open model: starting rate of the ramp to --rate over --ramp-up")
 	f.DurationVar(&fl.timeout, "timeout", keycastload.DefaultHTTPTimeout, "per-request timeout")
+	addTLSFlags(f, &fl.tls)
 	f.Float64Var(&fl.maxErrorRate, "max-error-rate", 0, "exit 1 when the error rate (failed requests and connect failures over all attempts, 0-1) is above this (default: off)")
 	return c
 }
@@ -231,7 +237,10 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		Scenario: scenario, Method: method, UsersFile: fl.usersFile,
 		ReportInterval: time.Duration(max(fl.reportInterval, 1)) * time.Second,
 		Seed:           fl.seed, Rate: fl.rate, RateFrom: fl.rateFrom,
-		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout,
+		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout, TLS: fl.tls,
+	}
+	if err := checkTLSFlags("run", fl.url, fl.tls); err != nil {
+		return err
 	}
 	if err := checkOutputFile("--output", fl.output); err != nil {
 		return err
@@ -369,6 +378,7 @@ type profileFlags struct {
 	scenario, method      string
 	output, url, pprofURL string
 	skipSetup             bool
+	tls                   keycastload.TLSOptions
 }
 
 // newKeycastProfileCmd is `profile`: the seed's flamegraph.sh as a Go command. It starts the
@@ -402,6 +412,7 @@ func newKeycastProfileCmd(env *Env) *cobra.Command {
 	f.BoolVar(&fl.skipSetup, "skip-setup", false, "reuse the users file in --output when it exists")
 	f.StringVar(&fl.url, "url", "", "profile a running server at this base URL instead of starting one (needs --pprof-url)")
 	f.StringVar(&fl.pprofURL, "pprof-url", "", "net/http/pprof base URL of the running server, e.g. http://127.0.0.1:6060")
+	addTLSFlags(f, &fl.tls)
 	return c
 }
 
@@ -419,6 +430,12 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	}
 	if fl.url != "" && fl.pprofURL == "" {
 		return usageError("profile: --url names a running server; give its pprof address with --pprof-url too")
+	}
+	if fl.url == "" && fl.tls != (keycastload.TLSOptions{}) {
+		return usageError("profile: --ca-cert and --insecure-skip-verify apply to a running server named with --url")
+	}
+	if err := checkTLSFlags("profile", fl.url, fl.tls); err != nil {
+		return err
 	}
 	if err := checkOutputDir("--output", fl.output); err != nil {
 		return err
@@ -442,7 +459,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 		base, pprofBase = srv.url, srv.pprofURL
 		log.Info("reference server started", "url", base, "pprof", pprofBase, "log", srv.logPath)
 	}
-	if err := waitHealthy(ctx, base, 30*time.Second); err != nil {
+	if err := waitHealthy(ctx, fl.tls, base, 30*time.Second); err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
 
@@ -451,7 +468,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 		users = uf.Users
 		log.Info(fmt.Sprintf("Reusing %d users from %s", len(users), usersPath))
 	} else {
-		scfg := keycastload.SetupConfig{URL: base, Users: fl.users, Progress: env.Stderr, Logger: log, Bar: isTerminal(env.Stderr)}
+		scfg := keycastload.SetupConfig{URL: base, Users: fl.users, Progress: env.Stderr, Logger: log, Bar: isTerminal(env.Stderr), TLS: fl.tls}
 		if started {
 			scfg.Mode = keycastload.ModeHTTP
 		} else {
@@ -475,13 +492,13 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	}
 	cpuc := make(chan fetched, 1)
 	go func() {
-		b, err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofBase, fl.duration), time.Duration(fl.duration)*time.Second+30*time.Second)
+		b, err := fetchProfile(ctx, fl.tls, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofBase, fl.duration), time.Duration(fl.duration)*time.Second+30*time.Second)
 		cpuc <- fetched{b, err}
 	}()
 	res, err := keycastload.Run(ctx, keycastload.RunConfig{
 		URL: base, Concurrency: fl.concurrency, Duration: time.Duration(fl.duration) * time.Second,
 		RampUp: keycastload.DefaultRampUp, Scenario: scenario, Method: method, Users: users, UsersFile: usersPath,
-		Progress: env.Stderr, Logger: log,
+		Progress: env.Stderr, Logger: log, TLS: fl.tls,
 	})
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -496,7 +513,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	if err := os.WriteFile(cpuPath, cpu.b, 0o644); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
-	heap, err := fetchProfile(ctx, pprofBase+"/debug/pprof/heap", 30*time.Second)
+	heap, err := fetchProfile(ctx, fl.tls, pprofBase+"/debug/pprof/heap", 30*time.Second)
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: heap profile from %s: %w", pprofBase, err)}
 	}
@@ -630,9 +647,12 @@ func freeAddr() (string, error) {
 }
 
 // waitHealthy polls GET <base>/health until it answers 200, as flamegraph.sh does.
-func waitHealthy(ctx context.Context, base string, limit time.Duration) error {
+func waitHealthy(ctx context.Context, o keycastload.TLSOptions, base string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	hc := &http.Client{Timeout: 2 * time.Second}
+	hc, err := tlsHTTPClient(o, base, &http.Client{Timeout: 2 * time.Second})
+	if err != nil {
+		return err
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -656,8 +676,11 @@ func waitHealthy(ctx context.Context, base string, limit time.Duration) error {
 }
 
 // fetchProfile GETs a pprof endpoint.
-func fetchProfile(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
-	hc := &http.Client{Timeout: timeout}
+func fetchProfile(ctx context.Context, o keycastload.TLSOptions, url string, timeout time.Duration) ([]byte, error) {
+	hc, err := tlsHTTPClient(o, url, &http.Client{Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

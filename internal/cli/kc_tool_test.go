@@ -18,6 +18,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
 func kcToolEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
@@ -341,5 +342,16 @@ func TestSaveUsersFallsBackRatherThanLosingTokens(t *testing.T) {
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("fallback mode %v", fi.Mode())
+	}
+}
+
+// TestKeycastVersionFlag is issue 13 item 5: upstream's clap command has `-V`/`--version`, printing
+// "keycast-loadtest <version>"; ours had only cobra's --version, in cobra's own format.
+func TestKeycastVersionFlag(t *testing.T) {
+	for _, flag := range []string{"-V", "--version"} {
+		code, out, errs := kcRun(t, flag)
+		if want := "keycast-loadtest " + machine.LoadproofVersion() + "\n"; code != ExitOK || out != want {
+			t.Errorf("%s: exit %d, stdout %q (want %q), stderr %q", flag, code, out, want, errs)
+		}
 	}
 }

@@ -86,6 +86,8 @@ type RunConfig struct {
 	// than HTTPTimeout. A run limited by Requests alone (Duration 0) has no drain: each request is
 	// bounded by HTTPTimeout.
 	Drain time.Duration
+	// TLS says how an https target's certificate is verified; recorded in metadata.tls.
+	TLS TLSOptions
 }
 
 // StopConditions are evaluated every second over a sliding window; a breach ends the run early.
@@ -184,6 +186,9 @@ func (c RunConfig) normalize() (RunConfig, error) {
 		}
 	}
 	if err := c.Segment.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.Check(c.URL); err != nil {
 		errs = append(errs, err)
 	}
 	if s := c.Stop; s != nil {

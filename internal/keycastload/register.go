@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,16 +67,11 @@ func (e *StepError) class() (Class, string) {
 // newRegistrationClient is one HTTP client for the registration flow. Cookies are not kept in a
 // jar: the session cookie is passed explicitly, so concurrent registrations on a shared client
 // never see each other's sessions.
-func newRegistrationClient(pool int, timeout time.Duration) *http.Client {
+// tc is the TLS configuration (TLSOptions.clientConfig; nil: net/http's defaults).
+func newRegistrationClient(pool int, timeout time.Duration, tc *tls.Config) *http.Client {
 	return &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConns:        pool,
-			MaxIdleConnsPerHost: pool,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   true,
-		},
+		Timeout:       timeout,
+		Transport:     httpTransport(tc, pool),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
@@ -258,7 +254,7 @@ func randomAlphanumeric(n int) string {
 // request. Upstream records any failure as a synthetic 500; we classify by the step's real
 // status (so a shed 503 stays intentional and a 409 stays a client error) or as a network error.
 func (r *runner) doRegister(wk *worker, num uint64, intended time.Time) {
-	hc := newRegistrationClient(1, registrationTimeout)
+	hc := newRegistrationClient(1, registrationTimeout, r.httpTLS)
 	defer hc.CloseIdleConnections()
 	email := fmt.Sprintf("lt%s-%d@bench.local", r.runID, num)
 	start := time.Now()

@@ -2,6 +2,7 @@ package keycastload
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	}
 	cfg.URL = t.base
 	r := newRunner(cfg, t)
+	if r.httpTLS, err = r.configureTLS(); err != nil { // tls.go
+		return nil, err
+	}
 
 	// The target must answer before the run counts anything: a run against nothing is not a run.
 	probeCtx, cancel := context.WithTimeout(ctx, min(cfg.HTTPTimeout, 10*time.Second))
@@ -53,7 +57,7 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	c.close()
 
 	log := cfg.Logger
-	before, seriesBefore, errBefore := FetchServerMetrics(ctx, cfg.URL)
+	before, seriesBefore, errBefore := fetchServerMetrics(ctx, r.metricsClient(), cfg.URL)
 	if errBefore != nil {
 		log.Warn("Failed to fetch server metrics before the run; the results will carry no server snapshot", "err", errBefore)
 	} else {
@@ -62,11 +66,12 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 
 	res := r.run(ctx)
 	splitConnectCauses(res)
+	res.Metadata.TLS = cfg.TLS.Record()
 	if errBefore != nil {
 		return res, nil // no snapshot to pair with: spare a dead metrics endpoint its second timeout
 	}
 
-	after, seriesAfter, errAfter := FetchServerMetrics(context.WithoutCancel(ctx), cfg.URL)
+	after, seriesAfter, errAfter := fetchServerMetrics(context.WithoutCancel(ctx), r.metricsClient(), cfg.URL)
 	switch {
 	case errAfter != nil:
 		log.Warn("Failed to fetch server metrics after the run; the results will carry no server snapshot", "err", errAfter)
@@ -105,7 +110,8 @@ type runner struct {
 
 	failLogged atomic.Int32
 	staticBody []byte
-	runID      string // register method: part of every email
+	runID      string      // register method: part of every email
+	httpTLS    *tls.Config // the net/http clients' TLS configuration (tls.go)
 }
 
 func newRunner(cfg RunConfig, t *target) *runner {

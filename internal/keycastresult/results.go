@@ -62,6 +62,17 @@ type Metadata struct {
 	Requests   int64   `json:"requests,omitempty"`
 	RampUpSecs uint64  `json:"ramp_up_secs,omitempty"`
 	TargetRate float64 `json:"target_rate,omitempty"`
+	// TLS records how an https target's certificate was verified; absent: against the system roots.
+	TLS *TLS `json:"tls,omitempty"`
+}
+
+// TLS is the record of the certificate verification options (--ca-cert, --insecure-skip-verify).
+type TLS struct {
+	// CACert is the --ca-cert path and CACertSHA256 the SHA-256 of its bytes when the run read it.
+	CACert       string `json:"ca_cert,omitempty"`
+	CACertSHA256 string `json:"ca_cert_sha256,omitempty"`
+	// InsecureSkipVerify: any certificate was accepted.
+	InsecureSkipVerify bool `json:"insecure_skip_verify,omitempty"`
 }
 
 // Summary holds the aggregate figures.
