@@ -17,10 +17,10 @@ const MaxTokenBytes = 16 << 10
 const maxUserProblems = 10
 
 // The fast client writes every request head from bytes taken from the users file and the flags
-// (reference §1.5: Authorization: Bearer {ucan_token}; Host from --url), without net/http's header
-// checks. A CR or LF in those bytes would end the header line early and let the file add headers or
-// whole requests, so everything is checked once, before the first connection: tokens here, the URL
-// in parseTarget, cookies in parseSetCookie.
+// (Authorization: Bearer {ucan_token}; Host from --url), without net/http's header checks
+// (docs/reliability.md). A CR or LF in those bytes would end the header line early and let the file
+// add headers or whole requests, so everything is checked once, before the first connection: tokens
+// here, the URL in parseTarget, cookies in parseSetCookie.
 
 // CheckToken checks an access token for the Authorization header: non-empty, at most MaxTokenBytes,
 // and visible ASCII only (0x21–0x7E: RFC 6750's b64token alphabet is a subset, and anything else

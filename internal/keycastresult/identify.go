@@ -34,9 +34,9 @@ func (e *NotResultsError) Error() string {
 // Is makes errors.Is(err, ErrNotResults) hold.
 func (e *NotResultsError) Is(target error) bool { return target == ErrNotResults }
 
-// requiredMetadata and requiredSummary are the fields every version of upstream's tool writes
-// (reference keycast.md §1.6, "all versions"), and so does ours. A file without them was not written
-// by `run`, whatever else it holds: serde would refuse it too.
+// requiredMetadata and requiredSummary are the fields every version of upstream's tool writes, and
+// so does ours (docs/reliability.md lists them). A file without them was not written by `run`,
+// whatever else it holds: serde would refuse it too.
 var (
 	requiredMetadata = []string{"url", "scenario", "method", "concurrency", "duration_secs", "user_count", "timestamp"}
 	requiredSummary  = []string{
