@@ -1,5 +1,10 @@
 package keycastload
 
+import (
+	"context"
+	"errors"
+)
+
 // The end of a run. At the end of the duration no new request starts; those in flight get
 // RunConfig.Drain (5 s by default, at most the request timeout) to finish, and are then cut off, as
 // they are at a live stop condition or a signal. A cut-off request's outcome is unknown: it is not a
@@ -9,9 +14,15 @@ package keycastload
 // fetches around the run are bounded by metricsTimeout each, and the one after is skipped when the
 // one before failed.
 
-// recordCutOff counts one request cut off in flight. In the open model it also counts the ticket as
-// used, so open_model.dropped keeps meaning "never attempted".
-func (r *runner) recordCutOff(wk *worker) {
+// recordCutOff counts one request cut off in flight, err being how it ended. An attempt cut off
+// before its request was sent (while connecting, or before the write) was never in flight and is not
+// counted. In the open model a counted one also uses its ticket, so open_model.dropped keeps meaning
+// "never attempted".
+func (r *runner) recordCutOff(wk *worker, err error) {
+	var ce *connectError
+	if errors.As(err, &ce) || err == context.Canceled || isDialError(err) {
+		return
+	}
 	sh := wk.shard
 	sh.mu.Lock()
 	sh.cur.counts.CutOff++

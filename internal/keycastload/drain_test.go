@@ -67,3 +67,19 @@ func TestDrainIsBoundedByTheRequestTimeout(t *testing.T) {
 		t.Fatalf("drain %v %v", c.Drain, err)
 	}
 }
+
+// TestRequestLimitedRunDoesNotWaitOutTheRampUp: with --duration 0 --requests N, workers still
+// waiting for their ramp-up turn held the run open until the ramp ended after the N requests were
+// done, so the duration (and req/s) counted the idle wait.
+func TestRequestLimitedRunDoesNotWaitOutTheRampUp(t *testing.T) {
+	f := newFakeServer(t, nil)
+	cfg := baseConfig(f.URL, 2)
+	cfg.Requests, cfg.Concurrency, cfg.RampUp = 20, 4, 5*time.Second
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.TotalRequests != 20 || res.Summary.DurationSecs > 2 {
+		t.Fatalf("%d requests in %.2f s: the run waited for the ramp-up after its requests were done", res.Summary.TotalRequests, res.Summary.DurationSecs)
+	}
+}

@@ -261,7 +261,7 @@ func (r *runner) doRegister(wk *worker, num uint64, intended time.Time) {
 	_, err := RegisterUser(r.runCtx, hc, r.cfg.URL, email, randomAlphanumeric(32), 0)
 	end := time.Now()
 	if err != nil && r.aborted.Load() {
-		r.recordCutOff(wk)
+		r.recordCutOff(wk, err)
 		return
 	}
 	if isDialError(err) {

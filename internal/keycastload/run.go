@@ -492,6 +492,7 @@ func (r *runner) closedWorker(wk *worker) {
 	for !r.ending.Load() {
 		n := r.tickets.Add(1) - 1
 		if r.limited && n >= r.limit {
+			r.end() // every ticket is out: workers still waiting for their ramp-up turn need not start
 			return
 		}
 		r.do(wk, n, time.Time{})
@@ -532,7 +533,7 @@ func (r *runner) do(wk *worker, local int64, intended time.Time) {
 	resp, err := r.exchange(wk, u, start)
 	end := time.Now()
 	if err != nil && r.aborted.Load() {
-		r.recordCutOff(wk) // cut off (drain, signal, stop condition): the outcome is unknown, not a failure
+		r.recordCutOff(wk, err) // cut off (drain, signal, stop condition): the outcome is unknown, not a failure
 		return
 	}
 	if r.afterExchange(wk, num, err) {
