@@ -2,7 +2,9 @@ package capacity
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
 
@@ -116,5 +120,17 @@ func TestInterruptedRunSaysSoFirst(t *testing.T) {
 	_, err = Execute(context.Background(), p2, opts(out2, &fakeRunner{}))
 	if msg := err.Error(); !strings.HasPrefix(msg, "capacity: the profile could not run to completion: phase \"ramp\" could not run: ") || !strings.Contains(msg, "exceeded their predeclared limits") {
 		t.Fatalf("phase error %q", msg)
+	}
+}
+
+func TestDescribeRunErrorNamesUnusableUsersAndCertificates(t *testing.T) {
+	users := []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "a\r\nb"}}
+	err := keycastload.CheckUsers(users, "u.json")
+	if got := describeRunError(err); !strings.Contains(got, "user 0 of the users file has an unusable ucan_token") || strings.Contains(got, "\r") {
+		t.Errorf("users: %q", got)
+	}
+	certErr := fmt.Errorf("keycastload: target cannot be reached: %w", &tls.CertificateVerificationError{Err: errors.New("x509: unknown authority")})
+	if got := describeRunError(certErr); !strings.Contains(got, "--ca-cert") {
+		t.Errorf("certificate: %q", got)
 	}
 }

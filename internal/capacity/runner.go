@@ -2,7 +2,9 @@ package capacity
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -55,9 +57,15 @@ func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time
 func describeRunError(err error) string {
 	var op *net.OpError
 	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var user *keycastload.UserError
 	switch {
 	case errors.Is(err, keycastload.ErrNoUsers):
 		return "the load engine found no users to send requests as"
+	case errors.As(err, &user):
+		return fmt.Sprintf("user %d of the users file has an unusable %s (the log names the problem); nothing was sent", user.Index, user.Field)
+	case errors.As(err, &cert):
+		return "the target's TLS certificate could not be verified (a private CA needs --ca-cert)"
 	case errors.As(err, &dns), errors.As(err, &op):
 		return "the target cannot be reached"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
