@@ -32,6 +32,11 @@ type ManifestEntry struct {
 	Bytes  int64  `json:"bytes"`
 }
 
+// writeFile writes one bundle file; tests replace it to simulate a full disk.
+var writeFile = atomicfile.Write
+
+var realWriteFile = atomicfile.Write
+
 // bundle writes files into an evidence directory and remembers them for the manifest.
 type bundle struct {
 	dir   string
@@ -40,7 +45,7 @@ type bundle struct {
 
 // write writes name atomically (temporary file in the same directory, fsync, rename).
 func (b *bundle) write(name string, data []byte) error {
-	if err := atomicfile.Write(filepath.Join(b.dir, name), data, 0o644); err != nil {
+	if err := writeFile(filepath.Join(b.dir, name), data, 0o644); err != nil {
 		return fmt.Errorf("capacity: failed to write evidence bundle: %w", err)
 	}
 	if !slices.Contains(b.files, name) {

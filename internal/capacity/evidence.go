@@ -32,6 +32,8 @@ const (
 	StopReasonPhaseError = "phase-error"
 	// StopReasonSignal: SIGINT or SIGTERM (the context ended).
 	StopReasonSignal = "signal"
+	// StopReasonWriteError: a phase ran but its results file could not be written (a full disk).
+	StopReasonWriteError = "write-error"
 )
 
 // Evidence is evidence.json: upstream's a8d40c9 fields first, in upstream's order and spelling
@@ -54,6 +56,9 @@ type Evidence struct {
 	StopReason string `json:"stop_reason,omitempty"`
 	// Machine is the record of the machine the load ran from.
 	Machine *machine.Record `json:"machine,omitempty"`
+	// TargetTLS records how the target's certificate was verified (--ca-cert, its SHA-256, or
+	// --insecure-skip-verify); absent: against the system roots.
+	TargetTLS *keycastresult.TLS `json:"target_tls,omitempty"`
 }
 
 // PhaseEvidence is one phase's entry.
@@ -147,6 +152,8 @@ func Conclude(plan *Plan, phases []PhaseEvidence, stopReason string) Conclusion 
 			why = "the run was interrupted by a signal"
 		case StopReasonPhaseError:
 			why = "a phase could not run"
+		case StopReasonWriteError:
+			why = "a phase's results could not be written"
 		case StopReasonStopCondition:
 			why = "a stop condition was breached"
 		}

@@ -36,10 +36,30 @@ var (
 	// ErrOutputNotEmpty: the output directory already holds files, which would mix two runs in one
 	// bundle. Choose a new directory or remove the old one.
 	ErrOutputNotEmpty = errors.New("capacity: the evidence directory is not empty")
+	// ErrOutputNotWritable: no file can be created in the output directory; found before any phase.
+	ErrOutputNotWritable = errors.New("capacity: the evidence directory is not writable")
 )
 
-// PhaseRun is what Execute asks of the load engine for one phase (docs/protocol-keycast.md,
-// Execution).
+// incompleteError is Execute's error when the profile could not run to its end. It says why first;
+// it is ErrIncomplete and ErrLimitsExceeded for errors.Is, but its text repeats upstream's "exceeded
+// their predeclared limits" only after a phase error (where upstream says it), never after a signal
+// or a failed write, when no phase exceeded anything.
+type incompleteError struct {
+	detail string
+	limits bool // add upstream's sentence
+}
+
+func (e *incompleteError) Error() string {
+	msg := "capacity: the profile could not run to completion: " + e.detail
+	if e.limits {
+		msg += "\n" + ErrLimitsExceeded.Error()
+	}
+	return msg
+}
+
+func (e *incompleteError) Unwrap() []error { return []error{ErrIncomplete, ErrLimitsExceeded} }
+
+// PhaseRun is what Execute asks of the load engine for one phase (docs/protocol-keycast.md, Execution).
 type PhaseRun struct {
 	// Index is the phase's 0-based position in the plan.
 	Index int
@@ -78,8 +98,11 @@ type Options struct {
 	OutputDir string
 	// Validate holds the host authorizations.
 	Validate ValidateOptions
-	// Runner runs each phase; nil uses KeycastloadRunner(Progress, Logger, 0).
+	// Runner runs each phase; nil uses KeycastloadRunner(Progress, Logger, 0, TLS).
 	Runner Runner
+	// TLS says how the target's certificate is verified; recorded in the evidence (target_tls) and
+	// in every phase's results.
+	TLS keycastload.TLSOptions
 	// StopWindow is the live stop window; default DefaultStopWindow.
 	StopWindow time.Duration
 	// StopMinRequests: windows with fewer requests are not judged; 0 = the engine's default.
@@ -123,7 +146,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	}
 	runner := opts.Runner
 	if runner == nil {
-		runner = KeycastloadRunner(opts.Progress, opts.Logger, 0)
+		runner = KeycastloadRunner(opts.Progress, opts.Logger, 0, opts.TLS)
 	}
 	window := opts.StopWindow
 	if window <= 0 {
@@ -214,14 +237,22 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 		if err == nil {
 			err = b.write(name, append(rb, '\n'))
 		}
-		if err != nil {
-			phaseError(&SafeError{Msg: "could not write the phase results file " + name, Err: err}, false)
-			break
-		}
-		pe.ResultsFile = name
 		pe.Results = res
 		pe.Checks, pe.StopChecks = PhaseChecks(plan, ph, res.Summary)
 		pe.Passed, pe.StopBreached = PhaseOutcome(pe.Checks, pe.StopChecks)
+		if err != nil {
+			// The phase ran: its figures go into the evidence (if that can still be written), and
+			// the message must not say it could not run.
+			logger.Error("capacity phase results could not be written", "phase", ph.Name, "file", name, "error", err)
+			why := ScrubError(&SafeError{Msg: "writing " + name, Err: err})
+			msg := fmt.Sprintf("capacity: phase %q ran, but its results could not be written: %s", ph.Name, why)
+			pe.Error, pe.Passed = &msg, false
+			phases = append(phases, pe)
+			stop(ph.Name, StopReasonWriteError)
+			fmt.Fprintf(progress, "capacity: phase %s ran, but its results could not be written: %s\n", ph.Name, why)
+			break
+		}
+		pe.ResultsFile = name
 		interrupted := false
 		if s := res.Stop; s != nil {
 			switch s.Reason {
@@ -270,6 +301,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 		CertificationBlockers: c.Blockers,
 		StopReason:            stopReason,
 		Machine:               &rec,
+		TargetTLS:             opts.TLS.Record(),
 	}
 	eb, err := ev.Encode()
 	if err != nil {
@@ -284,7 +316,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	if c.Passed {
 		return ev, nil
 	}
-	if stopReason == StopReasonPhaseError || stopReason == StopReasonSignal {
+	if stopReason == StopReasonPhaseError || stopReason == StopReasonSignal || stopReason == StopReasonWriteError {
 		detail := "interrupted by a signal before the first phase"
 		if n := len(phases); n > 0 {
 			detail = "interrupted by a signal after phase " + strconv.Quote(phases[n-1].Name)
@@ -292,7 +324,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 				detail = *e
 			}
 		}
-		return ev, errors.Join(ErrLimitsExceeded, fmt.Errorf("%w: %s", ErrIncomplete, strings.TrimPrefix(detail, "capacity: ")))
+		return ev, &incompleteError{detail: strings.TrimPrefix(detail, "capacity: "), limits: stopReason == StopReasonPhaseError}
 	}
 	return ev, ErrLimitsExceeded
 }
@@ -321,15 +353,24 @@ func prepareDir(dir string) error {
 			return fmt.Errorf("%w: %s holds %d entries (for example %s); write the evidence to a new directory or remove the old bundle",
 				ErrOutputNotEmpty, dir, len(entries), entries[0].Name())
 		}
-		return nil
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("capacity: failed to create evidence directory %q: %w", dir, err)
 		}
-		return nil
 	default:
 		return fmt.Errorf("capacity: failed to create evidence directory %q: %w", dir, err)
 	}
+	// Find out now, not after the first phase has loaded the target, that nothing can be written.
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v; choose a writable directory", ErrOutputNotWritable, dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("%w: %s: %v; choose a writable directory", ErrOutputNotWritable, dir, err)
+	}
+	return nil
 }
 
 // loadUsers reads the plan's users file; its errors are SafeErrors naming the cause without quoting

@@ -2,7 +2,9 @@ package capacity
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,11 +15,11 @@ import (
 )
 
 // KeycastloadRunner returns the Runner that runs phases with keycastload.Run, as upstream's
-// capacity command calls its runner (docs/protocol-keycast.md, Execution): requests 0, the phase's
-// duration, ramp-up, scenario and method, the plan's seed, report interval clamp(duration, 1, 5) s,
-// and the plan's stop conditions as live stop conditions. progress receives keycastload's progress
-// lines; httpTimeout 0 keeps keycastload's default.
-func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time.Duration) Runner {
+// capacity command calls its runner (docs/protocol-keycast.md, Execution): requests 0, the phase's duration, ramp-up,
+// scenario and method, the plan's seed, report interval clamp(duration, 1, 5) s, and the plan's stop
+// conditions as live stop conditions. progress receives keycastload's progress lines; httpTimeout 0
+// keeps keycastload's default; tls says how the target's certificate is verified.
+func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time.Duration, tls keycastload.TLSOptions) Runner {
 	return func(ctx context.Context, run PhaseRun) (*keycastresult.Results, error) {
 		ph := run.Phase
 		res, err := keycastload.Run(ctx, keycastload.RunConfig{
@@ -41,6 +43,7 @@ func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time
 			Progress:    progress,
 			Logger:      logger,
 			HTTPTimeout: httpTimeout,
+			TLS:         tls,
 		})
 		if err != nil {
 			return nil, &SafeError{Msg: describeRunError(err), Err: err}
@@ -54,9 +57,15 @@ func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time
 func describeRunError(err error) string {
 	var op *net.OpError
 	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var user *keycastload.UserError
 	switch {
 	case errors.Is(err, keycastload.ErrNoUsers):
 		return "the load engine found no users to send requests as"
+	case errors.As(err, &user):
+		return fmt.Sprintf("user %d of the users file has an unusable %s (the log names the problem); nothing was sent", user.Index, user.Field)
+	case errors.As(err, &cert):
+		return "the target's TLS certificate could not be verified (a private CA needs --ca-cert)"
 	case errors.As(err, &dns), errors.As(err, &op):
 		return "the target cannot be reached"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

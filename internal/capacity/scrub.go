@@ -155,6 +155,7 @@ func scrubResults(r *keycastresult.Results) {
 			env.Machines[i] = scrubMachine(env.Machines[i])
 		}
 	}
+	r.ConnectFailureCauses = scrubCauses(r.ConnectFailureCauses)
 	if sm := r.ServerMetrics; sm != nil && len(sm.SeriesDeltas) > 0 {
 		for k := range sm.SeriesDeltas {
 			if !prometheusName.MatchString(k) {
@@ -165,21 +166,6 @@ func scrubResults(r *keycastresult.Results) {
 	if r.Stop != nil && !safeKey.MatchString(r.Stop.Metric) {
 		r.Stop.Metric = "unnamed"
 	}
-}
-
-// scrubCauses counts cause names that are not plain identifiers under "other_unclassified".
-func scrubCauses(in map[string]int64) map[string]int64 {
-	if len(in) == 0 {
-		return in
-	}
-	out := make(map[string]int64, len(in))
-	for k, v := range in {
-		if !safeKey.MatchString(k) {
-			k = "other_unclassified"
-		}
-		out[k] += v
-	}
-	return out
 }
 
 // scrubMachine redacts settings whose name looks like a secret, and any value that carries URL
@@ -209,4 +195,20 @@ func hasURLCredentials(v string) bool {
 		rest = rest[:j]
 	}
 	return strings.Contains(rest, "@")
+}
+
+// scrubCauses keeps cause names that are plain identifiers and counts the rest under
+// "other_unclassified", so no server text can become a key.
+func scrubCauses(in map[string]int64) map[string]int64 {
+	if len(in) == 0 {
+		return in
+	}
+	causes := make(map[string]int64, len(in))
+	for k, v := range in {
+		if !safeKey.MatchString(k) {
+			k = "other_unclassified"
+		}
+		causes[k] += v
+	}
+	return causes
 }

@@ -25,6 +25,7 @@ const (
 	ExitFailure     = 1 // the command ran and reports failure (checks failed, failures counted)
 	ExitUsage       = 2 // bad flags, arguments or configuration
 	ExitCouldNotRun = 3 // the command could not carry out its run (target down, phase error)
+	ExitNoSuccess   = 4 // keycast run: it ran to its end, but not one request succeeded
 )
 
 // ExitError carries an exit code with an error. Commands return it to choose their exit status.
@@ -120,6 +121,9 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 		root = newLinkKeysCmd(env, "linkkeys-loadtest")
 	case Keycast:
 		root = newKeycastCmd(env, "keycast-loadtest")
+		// Upstream's clap command has `-V`/`--version` and prints "<name> <version>".
+		root.Flags().BoolP("version", "V", false, "Print version")
+		root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	default:
 		root = &cobra.Command{
 			Use:   "loadproof",

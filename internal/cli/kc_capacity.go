@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/keycastload"
 )
 
 // capacityRunner replaces the load engine in tests; nil runs keycastload.
@@ -22,6 +23,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 		planPath, output, allowHost string
 		refuseHosts                 []string
 		stopWindow                  time.Duration
+		tlsOpts                     keycastload.TLSOptions
 	)
 	c := &cobra.Command{
 		Use:   "capacity",
@@ -33,9 +35,9 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			"--allow-host with exactly that host; production Keycast hosts are always refused.\n" +
 			"See docs/capacity.md.\n\n" +
 			"Exit status: 0 passed, 1 one or more checks failed or a stop condition was breached, 2 bad plan\n" +
-			"or flags (nothing run), 3 the profile could not run to its end (a phase error, SIGINT/SIGTERM,\n" +
-			"or the bundle could not be written). SIGINT/SIGTERM ends the current phase and writes partial\n" +
-			"evidence; a second signal exits at once.",
+			"or flags, or an output directory that is not empty or not writable (nothing run), 3 the profile\n" +
+			"could not run to its end (a phase error, SIGINT/SIGTERM, or the bundle could not be written).\n" +
+			"SIGINT/SIGTERM ends the current phase and writes partial evidence; a second signal exits at once.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if planPath == "" {
@@ -56,10 +58,14 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
+			if err := checkTLSFlags("capacity", plan.TargetURL, tlsOpts); err != nil {
+				return err
+			}
 			ev, err := capacity.Execute(cmd.Context(), plan, capacity.Options{
 				OutputDir:  output,
 				Validate:   capacity.ValidateOptions{AllowHost: allowHost, RefuseHosts: refuseHosts},
 				Runner:     capacityRunner,
+				TLS:        tlsOpts,
 				StopWindow: stopWindow,
 				Progress:   env.Stderr,
 				Logger:     env.Logger,
@@ -76,6 +82,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 	f.StringVar(&allowHost, "allow-host", "", "Explicitly authorize a non-local target host from the plan")
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
 	f.DurationVar(&stopWindow, "stop-window", capacity.DefaultStopWindow, "sliding window over which the plan's stop conditions are judged live")
+	addTLSFlags(f, &tlsOpts)
 	return c
 }
 
@@ -112,7 +119,7 @@ func capacityExit(planPath string, err error) error {
 			b.WriteString(p.Message)
 		}
 		return &ExitError{Code: ExitUsage, Err: errors.New(b.String())}
-	case errors.Is(err, capacity.ErrOutputNotEmpty):
+	case errors.Is(err, capacity.ErrOutputNotEmpty), errors.Is(err, capacity.ErrOutputNotWritable):
 		return &ExitError{Code: ExitUsage, Err: err}
 	case errors.Is(err, capacity.ErrIncomplete):
 		return &ExitError{Code: ExitCouldNotRun, Err: err}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -91,6 +92,9 @@ func newKeycastSetupCmd(env *Env) *cobra.Command {
 			if cfg.Users <= 0 || cfg.Concurrency <= 0 {
 				return usageError("setup: --users and --concurrency must be at least 1")
 			}
+			if err := checkTLSFlags("setup", cfg.URL, cfg.TLS); err != nil {
+				return err
+			}
 			cfg.Progress, cfg.Logger, cfg.Bar = env.Stderr, log, isTerminal(env.Stderr)
 			return runSetup(cmd.Context(), env, cfg, output)
 		},
@@ -103,10 +107,15 @@ func newKeycastSetupCmd(env *Env) *cobra.Command {
 	f.StringVar(&cfg.MasterKeyPath, "master-key-path", keycastload.DefaultMasterKeyPath, "the server's master key file, used by DB mode (env MASTER_KEY_PATH)")
 	f.StringVar(&cfg.Mode, "mode", "", "db or http (default: chosen from --url and the database URL)")
 	f.StringVarP(&output, "output", "o", keycastload.DefaultUsersFile, "credentials file to write")
+	addTLSFlags(f, &cfg.TLS)
 	return c
 }
 
 func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output string) error {
+	// The tokens exist nowhere but in this file: make sure it can be written before creating accounts.
+	if err := checkOutputFile("--output", output); err != nil {
+		return err
+	}
 	res, err := keycastload.Setup(ctx, cfg)
 	if res == nil {
 		if err != nil {
@@ -116,7 +125,7 @@ func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
-	if err := keycast.WriteUsersFile(output, res.File); err != nil {
+	if err := saveUsers(output, res.File); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	failed := len(res.Failures)
@@ -131,6 +140,21 @@ func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output
 	return nil
 }
 
+// saveUsers writes the users file. The check before setup makes a failure unlikely, but the disk
+// can still fill: then the users, whose tokens exist nowhere else, go to a private file in the
+// temporary directory and the error says where.
+func saveUsers(output string, uf *keycast.UsersFile) error {
+	err := keycast.WriteUsersFile(output, uf)
+	if err == nil {
+		return nil
+	}
+	fallback := filepath.Join(os.TempDir(), fmt.Sprintf("loadtest-users-%d.json", time.Now().UnixNano()))
+	if ferr := keycast.WriteUsersFile(fallback, uf); ferr != nil {
+		return fmt.Errorf("setup: %w; saving the %d users to %s failed too (%v): their tokens are lost", err, len(uf.Users), fallback, ferr)
+	}
+	return fmt.Errorf("setup: %w; the %d users created are saved in %s instead", err, len(uf.Users), fallback)
+}
+
 // runFlags are `run`'s flags.
 type runFlags struct {
 	url, scenario, method, usersFile, output string
@@ -140,6 +164,9 @@ type runFlags struct {
 	seed                                     uint64
 	rate, rateFrom                           float64
 	timeout                                  time.Duration
+	maxErrorRate                             float64
+	maxErrorRateSet                          bool // --max-error-rate given (off otherwise, as upstream)
+	tls                                      keycastload.TLSOptions
 }
 
 // newKeycastRunCmd is `run` (docs/protocol-keycast.md, run).
@@ -153,9 +180,17 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 			"one ends. --duration 0 with --requests N runs until exactly N requests are done.\n" +
 			"Open model (--rate R): requests arrive at R per second (ramping from --rate-from over --ramp-up),\n" +
 			"at most --concurrency in flight; latency is measured from each request's intended send time, so\n" +
-			"a slow server cannot hide its queueing (coordinated omission).",
+			"a slow server cannot hide its queueing (coordinated omission).\n\n" +
+			"An attempt whose connection cannot be opened (refused, timed out, TLS failed) is a connect\n" +
+			"failure: counted apart from requests (summary connect_failures), in the error rates but not in\n" +
+			"throughput or latency; the worker backs off (10 ms doubling to 1 s) until a connection opens.\n\n" +
+			"Exit status: 0 the run ended; 1 interrupted (partial results saved) or the error rate is above\n" +
+			"--max-error-rate; 2 bad flags or users file (nothing sent); 3 the run could not start (target\n" +
+			"unreachable); 4 the run ended but no request succeeded (for example every request a 401, or\n" +
+			"the target dead throughout). The results file is written in cases 0, 1 and 4.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl.maxErrorRateSet = cmd.Flags().Changed("max-error-rate")
 			return runRun(cmd.Context(), env, kcLogger(cmd, env), fl)
 		},
 	}
@@ -174,6 +209,8 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.Float64Var(&fl.rate, "rate", 0, "open model: arrival rate in requests per second (0 = closed model)")
 	f.Float64Var(&fl.rateFrom, "rate-from", 0, "open model: starting rate of the ramp to --rate over --ramp-up")
 	f.DurationVar(&fl.timeout, "timeout", keycastload.DefaultHTTPTimeout, "per-request timeout")
+	addTLSFlags(f, &fl.tls)
+	f.Float64Var(&fl.maxErrorRate, "max-error-rate", 0, "exit 1 when the error rate (failed requests and connect failures over all attempts, 0-1) is above this (default: off)")
 	return c
 }
 
@@ -192,17 +229,29 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	if fl.duration == 0 && fl.requests <= 0 {
 		return usageError("run: --duration 0 runs until the requests are done, so it needs --requests N > 0")
 	}
+	if fl.maxErrorRateSet && !(fl.maxErrorRate >= 0 && fl.maxErrorRate <= 1) {
+		return usageError("run: --max-error-rate %v must be between 0 and 1", fl.maxErrorRate)
+	}
 	cfg := keycastload.RunConfig{
 		URL: fl.url, Concurrency: fl.concurrency, Requests: fl.requests,
 		Duration: time.Duration(fl.duration) * time.Second, RampUp: time.Duration(fl.rampUp) * time.Second,
 		Scenario: scenario, Method: method, UsersFile: fl.usersFile,
 		ReportInterval: time.Duration(max(fl.reportInterval, 1)) * time.Second,
 		Seed:           fl.seed, Rate: fl.rate, RateFrom: fl.rateFrom,
-		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout,
+		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout, TLS: fl.tls,
+	}
+	if err := checkTLSFlags("run", fl.url, fl.tls); err != nil {
+		return err
+	}
+	if err := checkOutputFile("--output", fl.output); err != nil {
+		return err
 	}
 	if method != keycast.MethodRegister {
 		uf, err := keycast.ReadUsersFile(fl.usersFile)
 		if err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+		if err := keycastload.CheckUsers(uf.Users, fl.usersFile); err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		cfg.Users = uf.Users
@@ -212,7 +261,10 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
-	return finishRun(env, log, res, fl.output)
+	if err := finishRun(env, log, res, fl.output); err != nil {
+		return err
+	}
+	return runVerdict(res, fl, fl.output)
 }
 
 // finishRun prints upstream's cache block and text report and writes the results file.
@@ -229,6 +281,42 @@ func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output st
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run: interrupted after %.1fs; partial results saved to %s", res.Stop.ElapsedSecs, output)}
 	}
 	return nil
+}
+
+// runVerdict turns a finished run's results into its exit status: ExitNoSuccess when not one
+// request succeeded, ExitFailure when --max-error-rate is set and the error rate is above it.
+func runVerdict(res *keycastresult.Results, fl runFlags, output string) error {
+	s := res.Summary
+	if s.SuccessfulRequests == 0 {
+		return &ExitError{Code: ExitNoSuccess, Err: fmt.Errorf("run: no request succeeded (%s); results saved to %s", failureBreakdown(s), output)}
+	}
+	if fl.maxErrorRateSet && s.ErrorRate > fl.maxErrorRate {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run: error rate %.1f%% is above --max-error-rate %.1f%% (%s); results saved to %s",
+			s.ErrorRate*100, fl.maxErrorRate*100, failureBreakdown(s), output)}
+	}
+	return nil
+}
+
+// failureBreakdown says how many requests there were and how they failed, and how many connects
+// failed: "20 requests, 20 failed: 20 auth; 0 connect failures".
+func failureBreakdown(s keycastresult.Summary) string {
+	var parts []string
+	for _, b := range []struct {
+		n    uint64
+		name string
+	}{
+		{s.ErrorsAuth, "auth"}, {s.ErrorsServer, "server"}, {s.ErrorsClient, "client"}, {s.ErrorsNetwork, "network"},
+		{s.RateLimitedRequests, "rate-limited"}, {s.IntentionalRejections, "shed"}, {s.ErrorsOther, "other"},
+	} {
+		if b.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", b.n, b.name))
+		}
+	}
+	out := fmt.Sprintf("%d requests, %d failed", s.TotalRequests, s.FailedRequests)
+	if len(parts) > 0 {
+		out += ": " + strings.Join(parts, ", ")
+	}
+	return out + fmt.Sprintf("; %d connect failures", s.ConnectFailures)
 }
 
 // newKeycastReportCmd is `report` (docs/protocol-keycast.md, report).
@@ -248,12 +336,12 @@ func newKeycastReportCmd(env *Env) *cobra.Command {
 			}
 			cur, err := keycastresult.Read(input)
 			if err != nil {
-				return &ExitError{Code: ExitFailure, Err: err}
+				return readResultsExit(err)
 			}
 			var base *keycastresult.Results
 			if compare != "" {
 				if base, err = keycastresult.Read(compare); err != nil {
-					return &ExitError{Code: ExitFailure, Err: err}
+					return readResultsExit(err)
 				}
 			}
 			out, err := report.Render(cur, format)
@@ -274,6 +362,16 @@ func newKeycastReportCmd(env *Env) *cobra.Command {
 	return c
 }
 
+// readResultsExit maps a results-file read error to an exit status: a file that is not a results
+// file at all is a usage error (the wrong file was named); an unreadable or inconsistent one is a
+// failure.
+func readResultsExit(err error) error {
+	if errors.Is(err, keycastresult.ErrNotResults) {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	return &ExitError{Code: ExitFailure, Err: err}
+}
+
 // profileFlags are `profile`'s flags (the seed's flamegraph.sh, without sudo or dtrace).
 type profileFlags struct {
 	users, concurrency    int
@@ -281,6 +379,7 @@ type profileFlags struct {
 	scenario, method      string
 	output, url, pprofURL string
 	skipSetup             bool
+	tls                   keycastload.TLSOptions
 }
 
 // newKeycastProfileCmd is `profile`: the seed's flamegraph.sh as a Go command. It starts the
@@ -314,6 +413,7 @@ func newKeycastProfileCmd(env *Env) *cobra.Command {
 	f.BoolVar(&fl.skipSetup, "skip-setup", false, "reuse the users file in --output when it exists")
 	f.StringVar(&fl.url, "url", "", "profile a running server at this base URL instead of starting one (needs --pprof-url)")
 	f.StringVar(&fl.pprofURL, "pprof-url", "", "net/http/pprof base URL of the running server, e.g. http://127.0.0.1:6060")
+	addTLSFlags(f, &fl.tls)
 	return c
 }
 
@@ -332,8 +432,14 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	if fl.url != "" && fl.pprofURL == "" {
 		return usageError("profile: --url names a running server; give its pprof address with --pprof-url too")
 	}
-	if err := os.MkdirAll(fl.output, 0o755); err != nil {
-		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: creating --output %s: %w", fl.output, err)}
+	if fl.url == "" && fl.tls != (keycastload.TLSOptions{}) {
+		return usageError("profile: --ca-cert and --insecure-skip-verify apply to a running server named with --url")
+	}
+	if err := checkTLSFlags("profile", fl.url, fl.tls); err != nil {
+		return err
+	}
+	if err := checkOutputDir("--output", fl.output); err != nil {
+		return err
 	}
 	ts := time.Now().Format("20060102-150405")
 	usersPath := filepath.Join(fl.output, "flamegraph-users.json")
@@ -354,7 +460,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 		base, pprofBase = srv.url, srv.pprofURL
 		log.Info("reference server started", "url", base, "pprof", pprofBase, "log", srv.logPath)
 	}
-	if err := waitHealthy(ctx, base, 30*time.Second); err != nil {
+	if err := waitHealthy(ctx, fl.tls, base, 30*time.Second); err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
 
@@ -363,7 +469,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 		users = uf.Users
 		log.Info(fmt.Sprintf("Reusing %d users from %s", len(users), usersPath))
 	} else {
-		scfg := keycastload.SetupConfig{URL: base, Users: fl.users, Progress: env.Stderr, Logger: log, Bar: isTerminal(env.Stderr)}
+		scfg := keycastload.SetupConfig{URL: base, Users: fl.users, Progress: env.Stderr, Logger: log, Bar: isTerminal(env.Stderr), TLS: fl.tls}
 		if started {
 			scfg.Mode = keycastload.ModeHTTP
 		} else {
@@ -387,13 +493,13 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	}
 	cpuc := make(chan fetched, 1)
 	go func() {
-		b, err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofBase, fl.duration), time.Duration(fl.duration)*time.Second+30*time.Second)
+		b, err := fetchProfile(ctx, fl.tls, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofBase, fl.duration), time.Duration(fl.duration)*time.Second+30*time.Second)
 		cpuc <- fetched{b, err}
 	}()
 	res, err := keycastload.Run(ctx, keycastload.RunConfig{
 		URL: base, Concurrency: fl.concurrency, Duration: time.Duration(fl.duration) * time.Second,
 		RampUp: keycastload.DefaultRampUp, Scenario: scenario, Method: method, Users: users, UsersFile: usersPath,
-		Progress: env.Stderr, Logger: log,
+		Progress: env.Stderr, Logger: log, TLS: fl.tls,
 	})
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -408,7 +514,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	if err := os.WriteFile(cpuPath, cpu.b, 0o644); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
-	heap, err := fetchProfile(ctx, pprofBase+"/debug/pprof/heap", 30*time.Second)
+	heap, err := fetchProfile(ctx, fl.tls, pprofBase+"/debug/pprof/heap", 30*time.Second)
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: heap profile from %s: %w", pprofBase, err)}
 	}
@@ -544,9 +650,12 @@ func freeAddr() (string, error) {
 }
 
 // waitHealthy polls GET <base>/health until it answers 200, as flamegraph.sh does.
-func waitHealthy(ctx context.Context, base string, limit time.Duration) error {
+func waitHealthy(ctx context.Context, o keycastload.TLSOptions, base string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	hc := &http.Client{Timeout: 2 * time.Second}
+	hc, err := tlsHTTPClient(o, base, &http.Client{Timeout: 2 * time.Second})
+	if err != nil {
+		return err
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -570,8 +679,11 @@ func waitHealthy(ctx context.Context, base string, limit time.Duration) error {
 }
 
 // fetchProfile GETs a pprof endpoint.
-func fetchProfile(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
-	hc := &http.Client{Timeout: timeout}
+func fetchProfile(ctx context.Context, o keycastload.TLSOptions, url string, timeout time.Duration) ([]byte, error) {
+	hc, err := tlsHTTPClient(o, url, &http.Client{Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

@@ -11,12 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
 func kcToolEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
@@ -154,5 +156,202 @@ func TestKeycastProfileAgainstARunningServer(t *testing.T) {
 		"--duration", "1", "--output", out, "--skip-setup")
 	if code != ExitOK {
 		t.Fatalf("second profile exit %d: %s", code, errs)
+	}
+}
+
+// TestKeycastRunRefusesAUsersFileThatWouldInjectHeaders is issue 13 item 1 at the command line:
+// a token with CR/LF is a usage error naming the user, and nothing reaches the target.
+func TestKeycastRunRefusesAUsersFileThatWouldInjectHeaders(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	uf := &keycast.UsersFile{URL: srv.URL, Users: []keycast.TestUser{
+		{Pubkey: strings.Repeat("a", 64), UcanToken: "good"},
+		{Pubkey: strings.Repeat("b", 64), UcanToken: "evil\r\nX-Injected: 1"},
+	}}
+	if err := keycast.WriteUsersFile(users, uf); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := kcRun(t, "run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "4", "-o", filepath.Join(dir, "r.json"))
+	if code != ExitUsage || !strings.Contains(errs, "user 1 (ucan_token): contains a carriage return (CR) at byte 4") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("%d requests reached the target", hits.Load())
+	}
+}
+
+// TestKeycastReportRejectsFilesThatAreNotResults is issue 13 item 2: `report` printed any JSON
+// object as a results file ({} gave "Success Rate: 100.0%" and exit 0). Each file the tools write,
+// and an unknown object, is now refused with what it is.
+func TestKeycastReportRejectsFilesThatAreNotResults(t *testing.T) {
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	if err := keycast.WriteUsersFile(users, &keycast.UsersFile{URL: "http://x", Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	good := kcSegment(t, dir, "good.json", 10, 0)
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ path, want string }{
+		{write("empty-object.json", `{}`), `is an unknown JSON object missing "metadata" and "summary"`},
+		{write("other.json", `{"metadata":{"url":"x"}}`), `missing "summary"`},
+		{users, "is a users file written by setup"},
+		{write("evidence.json", `{"schema_version":1,"evidence_scope":"s","phases":[]}`), "is a capacity evidence file"},
+		{write("lk.json", `{"format":"x","command":"ddos"}`), "is a LinkKeys client result"},
+		{write("hollow.json", `{"metadata":{},"summary":{}}`), "lacks metadata.url"},
+		{write("list.json", `[1]`), "not an object"},
+	} {
+		for _, args := range [][]string{{"report", "-i", tc.path}, {"report", "-i", good, "--compare", tc.path}} {
+			code, out, errs := kcRun(t, args...)
+			if code != ExitUsage || !strings.Contains(errs, tc.want) || strings.Contains(out, "Success Rate") {
+				t.Errorf("%v: exit %d, stderr %q (want %q), stdout %q", args, code, errs, tc.want, out)
+			}
+		}
+	}
+}
+
+// TestKeycastRunExitStatusReflectsFailure is issue 13 item 3: `run` exited 0 at a 78% error rate and
+// when every request was a 401. A run with no successful request exits ExitNoSuccess; with
+// --max-error-rate (off by default, as upstream) a higher error rate exits 1. The results are
+// written either way.
+func TestKeycastRunExitStatusReflectsFailure(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path != "/api/nostr":
+			w.WriteHeader(404)
+		case strings.HasSuffix(r.Header.Get("Authorization"), "revoked"):
+			w.WriteHeader(401)
+			io.WriteString(w, `{"error":"Invalid or expired token. Please log in again."}`)
+		case n.Add(1)%4 != 0:
+			w.WriteHeader(500)
+			io.WriteString(w, `{"error":"boom"}`)
+		default:
+			io.WriteString(w, `{"result":"x"}`)
+		}
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	usersFile := func(name, token string) string {
+		p := filepath.Join(dir, name)
+		uf := &keycast.UsersFile{Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: token}}}
+		if err := keycast.WriteUsersFile(p, uf); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	revoked, flaky := usersFile("revoked.json", "revoked"), usersFile("flaky.json", "ok")
+	for _, tc := range []struct {
+		name  string
+		users string
+		extra []string
+		code  int
+		want  string
+	}{
+		{"all 401", revoked, nil, ExitNoSuccess, "no request succeeded (20 requests, 20 failed: 20 auth"},
+		{"75% errors, no limit", flaky, nil, ExitOK, ""},
+		{"75% errors over the limit", flaky, []string{"--max-error-rate", "0.5"}, ExitFailure, "error rate 75.0% is above --max-error-rate 50.0%"},
+		{"75% errors under the limit", flaky, []string{"--max-error-rate", "0.8"}, ExitOK, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.Store(0)
+			out := filepath.Join(dir, tc.name+".json")
+			args := append([]string{"run", "--url", srv.URL, "--users-file", tc.users, "-d", "0", "-n", "20", "-c", "1", "-o", out}, tc.extra...)
+			code, _, errs := kcRun(t, args...)
+			if code != tc.code || !strings.Contains(errs, tc.want) {
+				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant %q", code, tc.code, errs, tc.want)
+			}
+			if _, err := keycastresult.Read(out); err != nil {
+				t.Fatalf("results not written: %v", err)
+			}
+		})
+	}
+	if code, _, errs := kcRun(t, "run", "--max-error-rate", "1.5"); code != ExitUsage || !strings.Contains(errs, "between 0 and 1") {
+		t.Fatalf("bad --max-error-rate: exit %d %s", code, errs)
+	}
+}
+
+// unwritable returns a path below which nothing can be created: below a regular file, so the test
+// does not depend on permissions (it runs as root too).
+func unwritable(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(f, "sub")
+}
+
+// TestKeycastOutputsAreCheckedBeforeAnyLoad is issue 13 item 4: `run` sent its whole load before
+// failing on an output it could not write, and `setup` created accounts and then lost their tokens.
+// Both now check that they can write their output before the first request.
+func TestKeycastOutputsAreCheckedBeforeAnyLoad(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != keycast.PathMetrics {
+			hits.Add(1)
+		}
+		io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	if err := keycast.WriteUsersFile(users, &keycast.UsersFile{Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	bad := unwritable(t)
+	for _, args := range [][]string{
+		{"run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "50", "-o", filepath.Join(bad, "r.json")},
+		{"run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "50", "-o", dir},
+		{"setup", "--url", srv.URL, "--mode", "http", "-n", "3", "-o", filepath.Join(bad, "users.json")},
+	} {
+		hits.Store(0)
+		code, _, errs := kcRun(t, args...)
+		if code != ExitUsage || !strings.Contains(errs, "--output") || hits.Load() != 0 {
+			t.Errorf("%v: exit %d after %d requests, stderr %q; want exit 2 before any request", args[:1], code, hits.Load(), errs)
+		}
+	}
+}
+
+func TestSaveUsersFallsBackRatherThanLosingTokens(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	uf := &keycast.UsersFile{Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "only-copy"}}}
+	err := saveUsers(filepath.Join(unwritable(t), "users.json"), uf)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	_, after, ok := strings.Cut(err.Error(), "users created are saved in ")
+	path := strings.TrimSuffix(after, " instead")
+	if !ok {
+		t.Fatalf("error %q names no fallback", err)
+	}
+	back, rerr := keycast.ReadUsersFile(path)
+	if rerr != nil || back.Users[0].UcanToken != "only-copy" {
+		t.Fatalf("fallback %s: %v", path, rerr)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("fallback mode %v", fi.Mode())
+	}
+}
+
+// TestKeycastVersionFlag is issue 13 item 5: upstream's clap command has `-V`/`--version`, printing
+// "keycast-loadtest <version>"; ours had only cobra's --version, in cobra's own format.
+func TestKeycastVersionFlag(t *testing.T) {
+	for _, flag := range []string{"-V", "--version"} {
+		code, out, errs := kcRun(t, flag)
+		if want := "keycast-loadtest " + machine.LoadproofVersion() + "\n"; code != ExitOK || out != want {
+			t.Errorf("%s: exit %d, stdout %q (want %q), stderr %q", flag, code, out, want, errs)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -36,24 +37,28 @@ func newReportCmd(env *Env) *cobra.Command {
 	return c
 }
 
-// resultKind tells the two result formats apart by their top-level keys.
+// resultKind tells the two result formats apart by their top-level keys; anything else is refused
+// with what it appears to be (keycastresult.CheckShape).
 func resultKind(b []byte) (string, error) {
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil {
-		return "", fmt.Errorf("not a JSON object: %w", err)
+	if err := json.Unmarshal(b, &top); err == nil && top != nil {
+		var harness string
+		_ = json.Unmarshal(top["harness"], &harness)
+		_, cmd := top["command"]
+		_, meta := top["metadata"]
+		if harness == linkkeysresult.Harness || harness == "" && cmd && !meta {
+			return "linkkeys", nil
+		}
 	}
-	_, cmd := top["command"]
-	_, meta := top["metadata"]
-	_, sum := top["summary"]
-	var harness string
-	_ = json.Unmarshal(top["harness"], &harness)
-	switch {
-	case harness == "keycast" || harness == "" && meta && sum:
-		return "keycast", nil
-	case harness == linkkeysresult.Harness, harness == "" && cmd:
-		return "linkkeys", nil
+	err := keycastresult.CheckShape(b)
+	var ne *keycastresult.NotResultsError
+	if errors.As(err, &ne) && ne.Unknown {
+		ne.What += `; nor is it a LinkKeys client result (no "command"): neither a LinkKeys client result nor a Keycast results file`
 	}
-	return "", fmt.Errorf("neither a LinkKeys client result (no \"command\") nor a Keycast results file (no \"metadata\" and \"summary\")")
+	if err != nil {
+		return "", err
+	}
+	return "keycast", nil
 }
 
 func runReport(env *Env, paths []string, format, output string) error {
@@ -67,6 +72,11 @@ func runReport(env *Env, paths []string, format, output string) error {
 		}
 		k, err := resultKind(b)
 		if err != nil {
+			var ne *keycastresult.NotResultsError
+			if errors.As(err, &ne) {
+				ne.Path = p
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", ne)}
+			}
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
 		}
 		if kind != "" && k != kind {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
 
@@ -68,12 +69,24 @@ func TestReportRejectsBadInput(t *testing.T) {
 	if err := os.WriteFile(junk, []byte(`{"hello":1}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	users := filepath.Join(dir, "users.json")
+	if err := keycast.WriteUsersFile(users, &keycast.UsersFile{Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "t"}}}); err != nil {
+		t.Fatal(err)
+	}
+	hollow := filepath.Join(dir, "hollow.json")
+	if err := os.WriteFile(hollow, []byte(`{"metadata":{},"summary":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		msg  string
 	}{
 		{[]string{"report", kc, lk}, "merge files of one kind"},
 		{[]string{"report", junk}, "neither a LinkKeys client result"},
+		// issue 13 item 2: say what the file is; refuse an object with empty metadata and summary.
+		{[]string{"report", users}, "users.json is a users file written by setup"},
+		{[]string{"report", hollow}, "lacks metadata.url"},
+		{[]string{"report", kc, hollow}, "lacks metadata.url"},
 		{[]string{"report", filepath.Join(dir, "missing.json")}, "no such file"},
 		{[]string{"report", kc, "--format", "csv"}, "must be text or json"},
 	} {

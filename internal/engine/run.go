@@ -34,6 +34,9 @@ type Outcome struct {
 	// Skip says the operation was cut off by the end of the run (stop condition, signal): its
 	// outcome is unknown, so it is not counted.
 	Skip bool
+	// NoLatency counts the outcome in its class but in no latency histogram: an attempt that never
+	// became the operation being timed (a refused connect) or one cut off in flight.
+	NoLatency bool
 	// Retire ends this worker after this operation (counted unless Skip): it can make no more,
 	// typically because the connection it owns has failed. The other workers go on; in the open
 	// model they take the retired worker's share of the schedule.
@@ -76,6 +79,10 @@ type Worker struct {
 // Ending reports whether the run has ended (its duration is up, or it was cut off): a driver that
 // keeps operations in flight starts no new ones and drains what it has (see Pending).
 func (w *Worker) Ending() bool { return w.e.ending.Load() }
+
+// Done is closed when the run stops starting operations (its bound, a stop condition, a signal):
+// a driver waiting between operations (a backoff) selects on it.
+func (w *Worker) Done() <-chan struct{} { return w.e.endCh }
 
 // Observe records a latency sample of an extra kind (an index into Config.Kinds, above 0).
 func (w *Worker) Observe(kind int, d time.Duration) {
@@ -192,6 +199,10 @@ type Config struct {
 	// LateThreshold is how late an open-model send may be before it counts as late; 0 means 1 ms.
 	LateThreshold time.Duration
 
+	// Drain, when positive, is how long operations still in flight at the end of the duration get
+	// to finish; then they are cut off (ctx cancelled, OnCutOff called) as at a stop condition, so a
+	// run against a target that stops answering still ends at Duration + Drain. 0 waits for them.
+	Drain time.Duration
 	// DriverTimed says the driver sets Outcome.Took (and Outcome.Start) itself, so the engine takes
 	// no clock readings of its own per operation: two fewer per request on the generator's hot
 	// path.
@@ -331,6 +342,7 @@ type engine struct {
 	endOnce                 sync.Once
 	opCtx                   context.Context
 	cancelOps               context.CancelFunc
+	cutOnce                 sync.Once
 	stopMu                  sync.Mutex
 	stop                    *result.StopEvent
 	start                   time.Time
@@ -426,12 +438,19 @@ func (e *engine) setStop(ev *result.StopEvent) {
 	}
 	e.stopMu.Unlock()
 	if first {
-		e.end()
+		e.cutOff()
+	}
+}
+
+// cutOff stops new operations and interrupts those in flight.
+func (e *engine) cutOff() {
+	e.end()
+	e.cutOnce.Do(func() {
 		e.cancelOps()
 		if e.cfg.OnCutOff != nil {
 			e.cfg.OnCutOff()
 		}
-	}
+	})
 }
 
 func (e *engine) run(ctx context.Context) *Run {
@@ -546,7 +565,7 @@ func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
 		}
 	}
 
-	var deadline <-chan time.Time
+	var deadline, drain <-chan time.Time
 	if e.cfg.Duration > 0 {
 		tm := time.NewTimer(e.cfg.Duration)
 		defer tm.Stop()
@@ -564,6 +583,14 @@ loop:
 		case <-deadline:
 			e.end()
 			deadline = nil
+			if e.cfg.Drain > 0 {
+				drainTimer := time.NewTimer(e.cfg.Drain)
+				defer drainTimer.Stop()
+				drain = drainTimer.C
+			}
+		case <-drain:
+			drain = nil
+			e.cutOff()
 		case <-ctxDone:
 			ctxDone = nil
 			now := time.Now()
@@ -752,6 +779,7 @@ func (e *engine) closedWorker(w *Worker) {
 		} else {
 			n = e.tickets.Add(1) - 1
 			if e.cfg.Count > 0 && n >= e.cfg.Count {
+				e.end() // every ticket is out: workers still waiting for their ramp-up turn need not start
 				return
 			}
 		}
@@ -818,11 +846,15 @@ func (e *engine) record(w *Worker, out *Outcome, took, wait time.Duration, open 
 	if out.Tally > 0 && out.Tally <= len(s.counters) {
 		s.counters[out.Tally-1]++
 	}
-	s.lat[0].Record(took + wait)
+	if !out.NoLatency {
+		s.lat[0].Record(took + wait)
+	}
 	if open {
-		s.lat[e.kUnc].Record(took)
+		if !out.NoLatency {
+			s.lat[e.kUnc].Record(took)
+		}
 		s.counters[e.cSent]++
-		if wait > e.late {
+		if wait > e.late && !out.NoLatency {
 			s.counters[e.cL]++
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -30,9 +29,6 @@ const (
 	// readBufSize is each connection's read buffer: every Keycast response header fits.
 	readBufSize = 4096
 )
-
-// tlsRoots replaces the system roots for https targets when set (tests only).
-var tlsRoots *x509.CertPool
 
 // target is a parsed base URL.
 type target struct {
@@ -60,6 +56,11 @@ func parseTarget(raw string) (*target, error) {
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return nil, fmt.Errorf("keycastload: target URL %q must not carry credentials, a query or a fragment", raw)
 	}
+	// The host goes into the Host header and the path into the request line verbatim; url.Parse
+	// refuses control bytes, and this refuses what it lets through that a request head cannot carry.
+	if err := checkHostBytes(u.Host); err != nil {
+		return nil, fmt.Errorf("keycastload: target URL %q: host %w", raw, err)
+	}
 	t := &target{base: base, scheme: u.Scheme, host: u.Host, prefix: strings.TrimRight(u.EscapedPath(), "/")}
 	port := u.Port()
 	if port == "" {
@@ -70,7 +71,8 @@ func parseTarget(raw string) (*target, error) {
 	}
 	t.addr = net.JoinHostPort(u.Hostname(), port)
 	if u.Scheme == "https" {
-		t.tls = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}, RootCAs: tlsRoots}
+		// HTTP/1.1 only: the fast client speaks nothing else, so it offers nothing else by ALPN.
+		t.tls = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}}
 	}
 	return t, nil
 }
@@ -224,14 +226,16 @@ func parseSetCookie(v []byte) (name, value string, del, ok bool) {
 	first, attrs, _ := strings.Cut(s, ";")
 	n, val, found := strings.Cut(first, "=")
 	n = strings.TrimSpace(n)
-	if !found || n == "" || strings.ContainsAny(n, " \t\r\n\"=,;") {
+	if !found {
 		return "", "", false, false
 	}
 	val = strings.TrimSpace(val)
 	if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
 		val = val[1 : len(val)-1]
 	}
-	if strings.ContainsAny(val, "\r\n;") {
+	// The cookie goes back out in the Cookie header: a name must be an RFC 9110 token and a value
+	// may hold no control byte and no ';' (it would end the pair).
+	if !isToken(n) || strings.ContainsFunc(val, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ';' }) {
 		return "", "", false, false
 	}
 	for attrs != "" {

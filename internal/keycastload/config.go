@@ -22,6 +22,9 @@ const (
 	DefaultHTTPTimeout    = 30 * time.Second
 	DefaultStopWindow     = 5 * time.Second
 	DefaultStopMinimum    = 20
+	// DefaultDrain is how long requests in flight at the end of the duration may take before they
+	// are cut off (RunConfig.Drain).
+	DefaultDrain = 5 * time.Second
 	// LateThreshold is how far behind its intended time an open-model send may start before it
 	// counts as late. One millisecond is well above the scheduler's wake-up jitter on an idle
 	// machine and well below any latency worth reporting.
@@ -79,6 +82,14 @@ type RunConfig struct {
 	Logger *slog.Logger
 	// HTTPTimeout bounds each request (connect, write and read). 0 means DefaultHTTPTimeout.
 	HTTPTimeout time.Duration
+	// Drain bounds how long the requests in flight when Duration ends may take to finish: then they
+	// are cut off and counted in summary cut_off_requests, so a run ends at most Duration + Drain
+	// after its workers start, whatever the server does. 0 means DefaultDrain; it is never longer
+	// than HTTPTimeout. A run limited by Requests alone (Duration 0) has no drain: each request is
+	// bounded by HTTPTimeout.
+	Drain time.Duration
+	// TLS says how an https target's certificate is verified; recorded in metadata.tls.
+	TLS TLSOptions
 }
 
 // StopConditions are evaluated every second over a sliding window; a breach ends the run early.
@@ -120,6 +131,10 @@ func (c RunConfig) normalize() (RunConfig, error) {
 	if c.HTTPTimeout <= 0 {
 		c.HTTPTimeout = DefaultHTTPTimeout
 	}
+	if c.Drain <= 0 {
+		c.Drain = DefaultDrain
+	}
+	c.Drain = min(c.Drain, c.HTTPTimeout)
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -154,6 +169,12 @@ func (c RunConfig) normalize() (RunConfig, error) {
 			errs = append(errs, ErrNoUsers)
 		}
 	}
+	if c.Method != keycast.MethodRegister {
+		// Every token goes into a request head verbatim: check them all before anything is sent.
+		if err := CheckUsers(c.Users, c.UsersFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.Rate != 0 {
 		if err := engine.ValidateRate("rate", c.Rate); err != nil {
 			errs = append(errs, err)
@@ -167,6 +188,9 @@ func (c RunConfig) normalize() (RunConfig, error) {
 		}
 	}
 	if err := c.Segment.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.Check(c.URL); err != nil {
 		errs = append(errs, err)
 	}
 	if s := c.Stop; s != nil {

@@ -56,8 +56,8 @@
 // # Setup
 //
 // HTTP mode runs register → authorize (PKCE S256, client "loadtest", scope policy:social) → token per
-// user, at most Concurrency at once, with emails lt{unix_ts}-{i}@test.local and 32-character random
-// passwords, as upstream. DB mode writes each user straight into the server's SQLite or PostgreSQL
+// user, at most Concurrency at once, with emails lt{unix_ts}-{6 random}-{i}@test.local (upstream has no
+// random part, so two setups in one second collide) and 32-character random passwords, as upstream. DB mode writes each user straight into the server's SQLite or PostgreSQL
 // store through internal/keycaststore: users, personal_keys sealed with the server's master key, and
 // oauth_authorizations; each user's access token is a UCAN the user signs for itself with
 // bunker_pubkey, as upstream's DB mode mints it. The reference server (and the Dec-2025 Keycast
@@ -73,7 +73,7 @@
 //   - `--duration 0 --requests N` exits at once upstream: here it runs exactly N requests.
 //   - DB mode ignores --master-key-path and writes no personal_keys: here it uses the key
 //     file (refusing to run without it) and writes the sealed key, so DB-mode users can sign. Its
-//     emails carry the run's timestamp (loadtest-{ts}-{i}@test.local) so a second run does not
+//     emails carry a run id (loadtest-{ts}-{6 random}-{i}@test.local) so a second run does not
 //     collide with the first on (tenant, email), and its bunker key is derived from the user key
 //     and the connection secret as the token endpoint derives it, not drawn at random.
 //   - No session cookie from later servers, and http:// targets other than localhost refused at

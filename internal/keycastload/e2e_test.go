@@ -223,3 +223,39 @@ func TestSetupHTTPSurvivesShedding(t *testing.T) {
 		t.Fatalf("created %d of 80 users; failures:%s", len(res.File.Users), keycastload.FormatFailures(res.Failures))
 	}
 }
+
+// TestTwoSetupsInOneSecondDoNotCollide is issue 13 item 5: emails were lt{unix_ts}-{i}@test.local
+// (DB mode: loadtest-{unix_ts}-{i}), so a second setup started in the same second met 409s on every
+// user (DB mode: a failed batch). Each run's emails now carry a random run id.
+func TestTwoSetupsInOneSecondDoNotCollide(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{})
+	db := keycastload.SetupConfig{URL: srv.URL, Users: 2, Mode: keycastload.ModeDB,
+		DatabaseURL: filepath.Join(srv.DataDir, "keycast.sqlite3"), MasterKeyPath: filepath.Join(srv.DataDir, "master.key")}
+	for _, cfg := range []keycastload.SetupConfig{{URL: srv.URL, Users: 2, Concurrency: 2, Mode: keycastload.ModeHTTP}, db} {
+		t.Run(cfg.Mode, func(t *testing.T) {
+			for range 5 {
+				sec := time.Now().Unix()
+				a, errA := keycastload.Setup(context.Background(), cfg)
+				b, errB := keycastload.Setup(context.Background(), cfg)
+				if time.Now().Unix() != sec {
+					continue // the pair straddled a second: the old scheme would not collide; try again
+				}
+				if errA != nil || errB != nil {
+					t.Fatalf("two setups in one second: %v / %v", errA, errB)
+				}
+				if len(a.File.Users) != 2 || len(b.File.Users) != 2 {
+					t.Fatalf("created %d and %d users; failures %v %v", len(a.File.Users), len(b.File.Users), a.Failures, b.Failures)
+				}
+				seen := map[string]bool{}
+				for _, u := range append(a.File.Users, b.File.Users...) {
+					if seen[u.Email] {
+						t.Fatalf("email %s used twice", u.Email)
+					}
+					seen[u.Email] = true
+				}
+				return
+			}
+			t.Skip("could not start and finish two setups within one second")
+		})
+	}
+}

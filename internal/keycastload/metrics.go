@@ -23,9 +23,13 @@ import (
 // maxMetricsPage bounds the metrics page read.
 const maxMetricsPage = 8 << 20
 
-// metricsClient fetches /api/metrics; it is separate from the load clients, as upstream's shared
-// client is.
-var metricsClient = &http.Client{Timeout: 10 * time.Second}
+// metricsTimeout bounds each /api/metrics fetch. The page is a few counters held in memory; five
+// seconds is ample for a healthy server and bounds what a dead endpoint adds to a run.
+var metricsTimeout = 5 * time.Second
+
+// metricsClient fetches /api/metrics for FetchServerMetrics; a run uses one of its own with its TLS
+// options. Both are separate from the load clients, as upstream's shared client is.
+var metricsClient = &http.Client{}
 
 // FetchServerMetrics GETs <url>/api/metrics and parses it with prometheus/common/expfmt. It returns
 // the six counters the upstream tool reads (a missing series reads 0, as upstream) and every
@@ -33,12 +37,18 @@ var metricsClient = &http.Client{Timeout: 10 * time.Second}
 // without any keycast_http_rpc_* series is an error: upstream parses any page and reports zeros
 // (docs/protocol-keycast.md, Quirks); we report no snapshot instead.
 func FetchServerMetrics(ctx context.Context, url string) (keycastresult.ServerMetrics, map[string]float64, error) {
+	return fetchServerMetrics(ctx, metricsClient, url)
+}
+
+func fetchServerMetrics(ctx context.Context, hc *http.Client, url string) (keycastresult.ServerMetrics, map[string]float64, error) {
 	u := strings.TrimRight(url, "/") + keycast.PathMetrics
+	ctx, cancel := context.WithTimeout(ctx, metricsTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return keycastresult.ServerMetrics{}, nil, fmt.Errorf("keycastload: metrics URL %s: %w", u, err)
 	}
-	resp, err := metricsClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return keycastresult.ServerMetrics{}, nil, fmt.Errorf("keycastload: fetching %s: %w", u, err)
 	}

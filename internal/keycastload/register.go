@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,16 +68,11 @@ func (e *StepError) class() (Class, string) {
 // newRegistrationClient is one HTTP client for the registration flow. Cookies are not kept in a
 // jar: the session cookie is passed explicitly, so concurrent registrations on a shared client
 // never see each other's sessions.
-func newRegistrationClient(pool int, timeout time.Duration) *http.Client {
+// tc is the TLS configuration (TLSOptions.clientConfig; nil: net/http's defaults).
+func newRegistrationClient(pool int, timeout time.Duration, tc *tls.Config) *http.Client {
 	return &http.Client{
-		Timeout: timeout,
-		Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConns:        pool,
-			MaxIdleConnsPerHost: pool,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   true,
-		},
+		Timeout:       timeout,
+		Transport:     httpTransport(tc, pool),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
@@ -259,15 +255,21 @@ func randomAlphanumeric(n int) string {
 // 60 s timeout), email lt{run_id}-{n}@bench.local, and the whole three-call flow timed as one
 // request. Upstream records any failure as a synthetic 500; we classify by the step's real
 // status (so a shed 503 stays intentional and a 409 stays a client error) or as a network error.
-func (r *runner) doRegister(ctx context.Context, num uint64) engine.Outcome {
-	hc := newRegistrationClient(1, registrationTimeout)
+func (r *runner) doRegister(ctx context.Context, ew *engine.Worker, wk *worker, num uint64) engine.Outcome {
+	hc := newRegistrationClient(1, registrationTimeout, r.httpTLS)
 	defer hc.CloseIdleConnections()
 	email := fmt.Sprintf("lt%s-%d@bench.local", r.runID, num)
 	start := time.Now()
 	_, err := RegisterUser(ctx, hc, r.cfg.URL, email, randomAlphanumeric(32), 0)
 	took := time.Since(start)
 	if err != nil && r.aborted.Load() {
-		return engine.Outcome{Skip: true}
+		return r.cutOffOutcome(err, start)
+	}
+	if isDialError(err) {
+		err = &connectError{err}
+	}
+	if out, ok := r.afterExchange(ew, wk, num, err, start); ok {
+		return out
 	}
 	out := engine.Outcome{Took: took, Start: start}
 	if err != nil {

@@ -2,6 +2,7 @@ package keycastload
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	}
 	cfg.URL = t.base
 	r := newRunner(cfg, t)
+	if r.httpTLS, err = r.configureTLS(); err != nil { // tls.go
+		return nil, err
+	}
 
 	// The target must answer before the run counts anything: a run against nothing is not a run.
 	probeCtx, cancel := context.WithTimeout(ctx, min(cfg.HTTPTimeout, 10*time.Second))
@@ -54,7 +58,8 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	c.close()
 
 	log := cfg.Logger
-	before, seriesBefore, errBefore := FetchServerMetrics(ctx, cfg.URL)
+	before, seriesBefore, errBefore := fetchServerMetrics(ctx, r.metricsClient(), cfg.URL)
+	r.sampleServer = errBefore == nil // a dead metrics endpoint is not asked again each second
 	if errBefore != nil {
 		log.Warn("Failed to fetch server metrics before the run; the results will carry no server snapshot", "err", errBefore)
 	} else {
@@ -62,8 +67,13 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	}
 
 	res := r.run(ctx)
+	splitConnectCauses(res)
+	res.Metadata.TLS = cfg.TLS.Record()
+	if errBefore != nil {
+		return res, nil // no snapshot to pair with: spare a dead metrics endpoint its second timeout
+	}
 
-	after, seriesAfter, errAfter := FetchServerMetrics(context.WithoutCancel(ctx), cfg.URL)
+	after, seriesAfter, errAfter := fetchServerMetrics(context.WithoutCancel(ctx), r.metricsClient(), cfg.URL)
 	switch {
 	case errAfter != nil:
 		log.Warn("Failed to fetch server metrics after the run; the results will carry no server snapshot", "err", errAfter)
@@ -74,8 +84,16 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	return res, nil
 }
 
-// Outcome classes in engine order: the index of each is its Class value.
-var engineClasses = classNames[:]
+// Outcome classes in engine order: the index of each is its Class value; then the two outcomes
+// that are not requests: a connect failure (no connection could be opened, so nothing was sent;
+// counted apart from requests, see connect.go) and a request cut off in flight (its outcome is
+// unknown, see drain.go). Neither has a latency.
+var engineClasses = append(classNames[:len(classNames):len(classNames)], "connect_failure", "cut_off")
+
+const (
+	classConnectFailure = Class(len(classNames))
+	classCutOff         = classConnectFailure + 1
+)
 
 // Driver counters.
 const (
@@ -100,7 +118,10 @@ type runner struct {
 
 	failLogged atomic.Int32
 	staticBody []byte
-	runID      string // register method: part of every email
+	runID      string      // register method: part of every email
+	httpTLS    *tls.Config // the net/http clients' TLS configuration (tls.go)
+	// sampleServer says /api/metrics answered before the run, so it is sampled each interval.
+	sampleServer bool
 }
 
 func newRunner(cfg RunConfig, t *target) *runner {
@@ -140,6 +161,7 @@ type worker struct {
 	active atomic.Pointer[conn]
 	rng    *rand.Rand
 	hexbuf [64]byte
+	delay  backoff // after failed connects (connect.go)
 }
 
 func (r *runner) newWorker(id int) any {
@@ -186,8 +208,8 @@ func (tb *timelineBuilder) add(el time.Duration, t *engine.Totals, progress bool
 	if el > 0 {
 		rps = float64(c.Total) / el.Seconds()
 	}
-	fmt.Fprintf(tb.cfg.Progress, "Progress: %d req, %.1f req/s, p50=%.1fms, p99=%.1fms, errors=%d\n",
-		c.Total, rps, p50, p99, c.Failed)
+	fmt.Fprintf(tb.cfg.Progress, "Progress: %d req, %.1f req/s, p50=%.1fms, p99=%.1fms, errors=%d%s\n",
+		c.Total, rps, p50, p99, c.Failed, connectNote(c))
 }
 
 // countsOf converts the engine's per-class totals into upstream's counts.
@@ -204,6 +226,7 @@ func countsOf(t *engine.Totals) keycastresult.Counts {
 	c.Server, c.Client, c.Network, c.Other = at(Server), at(Client), at(Network), at(Other)
 	c.Failed = c.Auth + c.RateLimited + c.Intentional + c.Server + c.Client + c.Network + c.Other
 	c.Total = c.Success + c.Failed
+	c.ConnectFailures, c.CutOff = at(classConnectFailure), at(classCutOff)
 	if len(t.Counters) > ctrCacheHit {
 		c.CacheHitEstimate = uint64(t.Counters[ctrCacheHit])
 	}
@@ -225,6 +248,7 @@ func (r *runner) engineConfig(tb *timelineBuilder) engine.Config {
 		RampUp:      cfg.RampUp,
 		Duration:    cfg.Duration,
 		Interval:    interval,
+		Drain:       cfg.Drain,
 		OnCutOff:    r.cutOff,
 		// LateThreshold is upstream-independent: ours, documented with the open model.
 		LateThreshold: LateThreshold,
@@ -234,10 +258,12 @@ func (r *runner) engineConfig(tb *timelineBuilder) engine.Config {
 				tb.next += cfg.ReportInterval
 			}
 		},
-		Sample: func(ctx context.Context) (map[string]float64, error) {
-			_, series, err := FetchServerMetrics(ctx, cfg.URL)
+	}
+	if r.sampleServer {
+		ec.Sample = func(ctx context.Context) (map[string]float64, error) {
+			_, series, err := fetchServerMetrics(ctx, r.metricsClient(), cfg.URL)
 			return series, err
-		},
+		}
 	}
 	if r.limited {
 		ec.Count = r.limit
@@ -346,21 +372,28 @@ func (r *runner) results(run *engine.Run, timeline []keycastresult.TimelinePoint
 func (r *runner) judge(_ time.Duration, w *engine.Window) *result.StopEvent {
 	sc := r.cfg.Stop
 	byClass := w.Counts()
-	var total, failed, intentional int64
+	var c keycastresult.Counts
 	for cl, n := range byClass {
-		total += n
-		if Class(cl) != Success {
-			failed += n
-		}
-		if Class(cl) == Intentional {
-			intentional += n
+		switch Class(cl) {
+		case classCutOff:
+		case classConnectFailure:
+			c.ConnectFailures += uint64(n)
+		case Success:
+			c.Total += uint64(n)
+		case Intentional:
+			c.Total += uint64(n)
+			c.Failed += uint64(n)
+			c.Intentional += uint64(n)
+		default:
+			c.Total += uint64(n)
+			c.Failed += uint64(n)
 		}
 	}
-	if total < sc.MinRequests || total == 0 {
+	if int64(c.Attempts()) < sc.MinRequests || c.Attempts() == 0 {
 		return nil
 	}
 	ev := &result.StopEvent{Reason: StopCondition}
-	unint := float64(failed-intentional) / float64(total)
+	unint := c.UnintentionalErrorRate() // connect failures count as failed attempts
 	if unint > sc.MaxUnintentionalErrorRate {
 		ev.Metric, ev.Observed, ev.Limit = MetricUnintErrors, unint, sc.MaxUnintentionalErrorRate
 		r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
@@ -381,7 +414,7 @@ func (r *runner) do(ctx context.Context, ew *engine.Worker, local int64) engine.
 	wk := ew.State.(*worker)
 	num := engine.Global(r.seg, local)
 	if r.cfg.Method == keycast.MethodRegister {
-		return r.doRegister(ctx, num)
+		return r.doRegister(ctx, ew, wk, num)
 	}
 	ui := SelectUser(r.cfg.Scenario, len(r.cfg.Users), num, r.cfg.Seed)
 	u := r.client(ui)
@@ -391,7 +424,10 @@ func (r *runner) do(ctx context.Context, ew *engine.Worker, local int64) engine.
 	resp, err := r.exchange(ctx, wk, u, start)
 	took := time.Since(start)
 	if err != nil && r.aborted.Load() {
-		return engine.Outcome{Skip: true} // cut off by a signal or stop condition: not a failure
+		return r.cutOffOutcome(err, start) // cut off (drain, signal, stop condition): outcome unknown
+	}
+	if out, ok := r.afterExchange(ew, wk, num, err, start); ok {
+		return out // no connection: not a request (connect.go)
 	}
 	var out engine.Outcome
 	var cl Class
@@ -479,7 +515,7 @@ func (r *runner) exchange(ctx context.Context, wk *worker, u *userClient, start 
 		if c == nil {
 			var err error
 			if c, err = r.t.dial(ctx, timeout); err != nil {
-				return response{}, err
+				return response{}, &connectError{err}
 			}
 		}
 		wk.active.Store(c)

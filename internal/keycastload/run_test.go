@@ -2,14 +2,16 @@ package keycastload
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -477,12 +479,12 @@ func TestRunOverTLS(t *testing.T) {
 	srv.EnableHTTP2 = false
 	srv.StartTLS()
 	defer srv.Close()
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
-	tlsRoots = pool
-	defer func() { tlsRoots = nil }()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg := baseConfig(srv.URL, 2)
-	cfg.Requests = 40
+	cfg.Requests, cfg.TLS = 40, TLSOptions{CACertFile: ca}
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,8 @@ type SetupConfig struct {
 	HTTPTimeout time.Duration
 	// Lifetime is the DB-mode token lifetime (24 h when 0, as upstream).
 	Lifetime time.Duration
+	// TLS says how an https target's certificate is verified (HTTP mode).
+	TLS TLSOptions
 }
 
 // SetupResult is what setup produced.
@@ -132,6 +134,9 @@ func (c SetupConfig) normalize() (SetupConfig, error) {
 		errs = append(errs, fmt.Errorf("keycastload: concurrency %d must be at least 1", c.Concurrency))
 	}
 	if _, err := parseTarget(c.URL); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.Check(c.URL); err != nil {
 		errs = append(errs, err)
 	}
 	mode, err := ChooseMode(c.Mode, c.URL, c.DatabaseURL)
@@ -236,9 +241,15 @@ func (ps *progressSink) finish() {
 
 // setupHTTP registers users over the API (upstream's HTTP mode), at most Concurrency at once.
 func setupHTTP(ctx context.Context, cfg SetupConfig) (*SetupResult, error) {
-	hc := newRegistrationClient(cfg.Concurrency*2, cfg.HTTPTimeout)
+	tc, err := cfg.TLS.ClientConfig(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	hc := newRegistrationClient(cfg.Concurrency*2, cfg.HTTPTimeout, tc)
 	defer hc.CloseIdleConnections()
-	ts := time.Now().Unix()
+	// upstream: lt{unix_ts}-{i}; the run id adds 6 random characters, so two setups started in the
+	// same second do not collide on (tenant, email).
+	runID := newRunID(time.Now())
 	users := make([]*keycast.TestUser, cfg.Users)
 	failures := map[string]int{}
 	var mu sync.Mutex
@@ -255,7 +266,7 @@ func setupHTTP(ctx context.Context, cfg SetupConfig) (*SetupResult, error) {
 				if i >= cfg.Users {
 					return
 				}
-				email := fmt.Sprintf("lt%d-%d@test.local", ts, i)
+				email := fmt.Sprintf("lt%s-%d@test.local", runID, i)
 				u, err := RegisterUser(ctx, hc, cfg.URL, email, randomAlphanumeric(32), setupRetries)
 				if err != nil {
 					if ctx.Err() != nil {

@@ -22,8 +22,9 @@ const dbBatch = 500
 // that the server can load the user's handler and sign (a quirk fixed; see
 // docs/upstream-differences.md).
 //
-// Per user: a fresh secret key; users(email loadtest-{unix_ts}-{i}@test.local — upstream's
-// loadtest-{i} collides on a second run —, the placeholder password hash, email_verified); its
+// Per user: a fresh secret key; users(email loadtest-{unix_ts}-{6 random}-{i}@test.local — upstream's
+// loadtest-{i} collides on a second run, and a timestamp alone on a second run in the same second —,
+// the placeholder password hash, email_verified); its
 // sealed key; an oauth_authorizations row with a 32-character connection secret, the bunker key
 // derived from the user key and that secret exactly as the token endpoint derives it (upstream
 // draws an unrelated random key), relays ["wss://relay.example.com"], a 64-hex
@@ -55,7 +56,7 @@ func setupDB(ctx context.Context, cfg SetupConfig) (*SetupResult, error) {
 	ps := newProgress(ctx, cfg, "writing users", 1000)
 	defer ps.finish()
 	res := &SetupResult{File: &keycast.UsersFile{Users: make([]keycast.TestUser, 0, cfg.Users)}, Failures: map[string]int{}}
-	ts := time.Now().Unix()
+	runID := newRunID(time.Now()) // {unix_ts}-{6 random}: two runs in one second do not collide
 	for start := 0; start < cfg.Users; start += dbBatch {
 		if ctx.Err() != nil {
 			res.Interrupted = true
@@ -73,7 +74,7 @@ func setupDB(ctx context.Context, cfg SetupConfig) (*SetupResult, error) {
 			go func() {
 				defer wg.Done()
 				for j := w; j < n; j += workers {
-					batch[j], users[j], errs[j] = prepareDBUser(mk, tenant.ID, fmt.Sprintf("loadtest-%d-%d@test.local", ts, start+j), cfg.Lifetime, now)
+					batch[j], users[j], errs[j] = prepareDBUser(mk, tenant.ID, fmt.Sprintf("loadtest-%s-%d@test.local", runID, start+j), cfg.Lifetime, now)
 				}
 			}()
 		}

@@ -38,6 +38,9 @@ type Results struct {
 	*result.Envelope
 	// OpenModel is set for --rate runs.
 	OpenModel *OpenModel `json:"open_model,omitempty"`
+	// ConnectFailureCauses counts the summary's connect_failures by cause ("network_econnrefused",
+	// "network_tls", ...).
+	ConnectFailureCauses map[string]int64 `json:"connect_failure_causes,omitempty"`
 	// Stop is set when a live stop condition ended the run early, or a signal did.
 	Stop *StopEvent `json:"stop,omitempty"`
 }
@@ -79,6 +82,17 @@ type Metadata struct {
 	Requests   int64   `json:"requests,omitempty"`
 	RampUpSecs uint64  `json:"ramp_up_secs,omitempty"`
 	TargetRate float64 `json:"target_rate,omitempty"`
+	// TLS records how an https target's certificate was verified; absent: against the system roots.
+	TLS *TLS `json:"tls,omitempty"`
+}
+
+// TLS is the record of the certificate verification options (--ca-cert, --insecure-skip-verify).
+type TLS struct {
+	// CACert is the --ca-cert path and CACertSHA256 the SHA-256 of its bytes when the run read it.
+	CACert       string `json:"ca_cert,omitempty"`
+	CACertSHA256 string `json:"ca_cert_sha256,omitempty"`
+	// InsecureSkipVerify: any certificate was accepted.
+	InsecureSkipVerify bool `json:"insecure_skip_verify,omitempty"`
 }
 
 // Summary holds the aggregate figures.
@@ -113,6 +127,16 @@ type Summary struct {
 	CacheHitEstimateCount uint64 `json:"cache_hit_estimate_count,omitempty"`
 	// ErrorsOther counts failures in no upstream bucket (for example 2xx with an error body).
 	ErrorsOther uint64 `json:"errors_other,omitempty"`
+	// ConnectFailures counts attempts that never became a request because no connection could be
+	// opened (TCP connect or TLS handshake failed; a refused connect against a dead target). They are
+	// not requests: not in total_requests, requests_per_second or the latency figures, so a dead
+	// target cannot make throughput or p50 look better. They are failed attempts: error_rate and
+	// unintentional_error_rate are taken over requests plus connect failures.
+	ConnectFailures uint64 `json:"connect_failures,omitempty"`
+	// CutOffRequests counts requests in flight when the run cut them off: at the end of the drain
+	// after the duration, at a live stop condition or at a signal. Their outcome is unknown, so they
+	// are in no other figure.
+	CutOffRequests uint64 `json:"cut_off_requests,omitempty"`
 }
 
 // TimelinePoint is one progress sample; percentiles are cumulative over the run so far.
@@ -181,13 +205,22 @@ func Read(path string) (*Results, error) {
 	}
 	r, err := Parse(b)
 	if err != nil {
+		var ne *NotResultsError
+		if errors.As(err, &ne) {
+			ne.Path = path
+			return nil, fmt.Errorf("keycastresult: %w", ne)
+		}
 		return nil, fmt.Errorf("keycastresult: %s: %w", path, err)
 	}
 	return r, nil
 }
 
-// Parse decodes a results file and checks that its counts are consistent.
+// Parse decodes a results file and checks that it is one (CheckShape: a *NotResultsError says what
+// it is instead) and that its counts are consistent.
 func Parse(b []byte) (*Results, error) {
+	if err := CheckShape(b); err != nil {
+		return nil, err
+	}
 	var r Results
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("not a results file: %w", err)
@@ -226,11 +259,27 @@ func Write(path string, r *Results) error {
 	return nil
 }
 
-// Counts is what a run accumulates; Finish turns it into a Summary.
+// Counts is what a run accumulates; Summarize turns it into a Summary.
 type Counts struct {
 	Total, Success, Failed                     uint64
 	Auth, Server, Client, Network, Other       uint64
 	RateLimited, Intentional, CacheHitEstimate uint64
+	// ConnectFailures are attempts that never became requests (see Summary.ConnectFailures).
+	ConnectFailures uint64
+	// CutOff are requests abandoned in flight (see Summary.CutOffRequests).
+	CutOff uint64
+}
+
+// Attempts is requests plus connect failures: the denominator of the error rates.
+func (c Counts) Attempts() uint64 { return c.Total + c.ConnectFailures }
+
+// UnintentionalErrorRate is (failed − intentional shedding + connect failures) / attempts, or 0 when
+// nothing was attempted.
+func (c Counts) UnintentionalErrorRate() float64 {
+	if c.Attempts() == 0 {
+		return 0
+	}
+	return float64(c.Failed-min(c.Intentional, c.Failed)+c.ConnectFailures) / float64(c.Attempts())
 }
 
 // Add adds o into c.
@@ -246,6 +295,8 @@ func (c *Counts) Add(o Counts) {
 	c.RateLimited += o.RateLimited
 	c.Intentional += o.Intentional
 	c.CacheHitEstimate += o.CacheHitEstimate
+	c.ConnectFailures += o.ConnectFailures
+	c.CutOff += o.CutOff
 }
 
 // CountsOf recovers the counts from a summary.
@@ -254,7 +305,7 @@ func CountsOf(s Summary) Counts {
 		Total: s.TotalRequests, Success: s.SuccessfulRequests, Failed: s.FailedRequests,
 		Auth: s.ErrorsAuth, Server: s.ErrorsServer, Client: s.ErrorsClient, Network: s.ErrorsNetwork,
 		Other: s.ErrorsOther, RateLimited: s.RateLimitedRequests, Intentional: s.IntentionalRejections,
-		CacheHitEstimate: s.CacheHitEstimateCount,
+		CacheHitEstimate: s.CacheHitEstimateCount, ConnectFailures: s.ConnectFailures, CutOff: s.CutOffRequests,
 	}
 }
 
@@ -262,7 +313,9 @@ func CountsOf(s Summary) Counts {
 // defined as upstream defines them: error_rate = failed/total; unintentional_error_rate = (failed −
 // intentional shedding)/total (a 429 is unintentional: a healthy phase should not see it);
 // intentional_rejection_rate = intentional shedding/total; cache_hit_ratio = successful requests under
-// 15 ms / successful requests.
+// 15 ms / successful requests. Connect failures (a loadproof addition) are failed attempts but not
+// requests: the three rates are taken over requests plus connect failures, throughput and latency
+// over requests alone; with no connect failure every figure is upstream's.
 func Summarize(c Counts, h *hist.Histogram, duration time.Duration) Summary {
 	s := Summary{
 		DurationSecs:          duration.Seconds(),
@@ -277,14 +330,16 @@ func Summarize(c Counts, h *hist.Histogram, duration time.Duration) Summary {
 		RateLimitedRequests:   c.RateLimited,
 		IntentionalRejections: c.Intentional,
 		CacheHitEstimateCount: c.CacheHitEstimate,
+		ConnectFailures:       c.ConnectFailures,
+		CutOffRequests:        c.CutOff,
 	}
 	if duration > 0 {
 		s.RequestsPerSecond = float64(c.Total) / duration.Seconds()
 	}
-	if c.Total > 0 {
-		s.ErrorRate = float64(c.Failed) / float64(c.Total)
-		s.UnintentionalErrorRate = float64(c.Failed-min(c.Intentional, c.Failed)) / float64(c.Total)
-		s.IntentionalRejectionRate = float64(c.Intentional) / float64(c.Total)
+	if a := c.Attempts(); a > 0 {
+		s.ErrorRate = float64(c.Failed+c.ConnectFailures) / float64(a)
+		s.UnintentionalErrorRate = c.UnintentionalErrorRate()
+		s.IntentionalRejectionRate = float64(c.Intentional) / float64(a)
 	}
 	if c.Success > 0 {
 		s.CacheHitRatio = float64(c.CacheHitEstimate) / float64(c.Success)
@@ -309,6 +364,7 @@ func Merge(parts []*Results) (*Results, error) {
 	out.Metadata.Concurrency = 0
 	var c Counts
 	var dur float64
+	connect := map[string]int64{}
 	for _, p := range parts {
 		if p.Latency() == nil {
 			return nil, ErrNoHistogram
@@ -319,6 +375,9 @@ func Merge(parts []*Results) (*Results, error) {
 			return nil, fmt.Errorf("keycastresult: %w", err)
 		}
 		dur = max(dur, p.Summary.DurationSecs)
+		for k, v := range p.ConnectFailureCauses {
+			connect[k] += v
+		}
 		if p.Stop != nil && out.Stop == nil {
 			out.Stop = p.Stop
 		}
@@ -341,6 +400,9 @@ func Merge(parts []*Results) (*Results, error) {
 		out.OpenModel.UncorrectedP99Ms, out.OpenModel.UncorrectedP999Ms, out.OpenModel.UncorrectedMaxMs = us.P99Ms, us.P999Ms, us.MaxMs
 	}
 	out.Timeline = TimelineOf(out.Envelope, timelineStep(parts[0].Timeline))
+	if len(connect) > 0 {
+		out.ConnectFailureCauses = connect
+	}
 	return out, nil
 }
 
@@ -366,6 +428,9 @@ func TimelineOf(env *result.Envelope, step time.Duration) []TimelinePoint {
 	next := step.Seconds()
 	for i, iv := range env.Intervals {
 		for cl, n := range iv.Counts {
+			if cl == "connect_failure" || cl == "cut_off" {
+				continue // attempts that were not requests (connect failures) or whose outcome is unknown
+			}
 			total += uint64(n)
 			if cl == result.ClassSuccess {
 				success += uint64(n)

@@ -1,6 +1,8 @@
 package keycastresult
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,16 +37,20 @@ func TestWriteReadRoundTrip(t *testing.T) {
 }
 
 func TestParseRejectsInconsistentFiles(t *testing.T) {
+	r := sample(3, 1)
+	r.Summary.SuccessfulRequests = 1
+	b, _ := json.Marshal(r)
+	inconsistent := string(b)
 	for _, tc := range []struct{ body, want string }{
-		{`{`, "not a results file"},
-		{`[]`, "not a results file"},
-		{`{"summary":{"total_requests":3,"successful_requests":1,"failed_requests":1}}`, "successful 1 + failed 1 != total 3"},
+		{`{`, "not a Keycast results file"},
+		{`[]`, "not a Keycast results file"},
+		{inconsistent, "successful 1 + failed 1 != total 3"},
 	} {
 		if _, err := Parse([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%s) err %v, want %q", tc.body, err, tc.want)
 		}
 	}
-	b, _ := os.ReadFile(filepath.Join("..", "report", "testdata", "upstream-a8d40c9.json"))
+	b, _ = os.ReadFile(filepath.Join("..", "report", "testdata", "upstream-a8d40c9.json"))
 	if len(b) > 0 {
 		if _, err := Parse(b); err != nil {
 			t.Fatalf("upstream file: %v", err)
@@ -80,10 +86,15 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{"summary":{"total_requests":1,"successful_requests":1},"latency_histogram":{"hdr":"x"}}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"users":[]}`))
+	f.Add([]byte(`{"metadata":{},"summary":{}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Parse(b)
 		if err != nil {
 			return
+		}
+		if CheckShape(b) != nil {
+			t.Fatal("accepted a file CheckShape refuses")
 		}
 		s := r.Summary
 		if s.SuccessfulRequests+s.FailedRequests != s.TotalRequests {
@@ -113,5 +124,67 @@ func TestParseOldUpstreamForm(t *testing.T) {
 	}
 	if _, err := Parse([]byte(`{`)); err == nil {
 		t.Fatal("syntax error accepted")
+	}
+}
+
+// TestParseRejectsFilesThatAreNotResults is issue 13 item 2: Parse accepted any JSON object, so
+// `report` printed {} as a run with a 100.0% success rate. Each file the tools write, and an unknown
+// object, is refused with what it appears to be.
+func TestParseRejectsFilesThatAreNotResults(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{}`, `is an unknown JSON object missing "metadata" and "summary" (no keys at all)`},
+		{`{"hello":1,"summary":{}}`, `missing "metadata" (top-level keys "hello", "summary")`},
+		{`{"url":"x","created_at":"t","users":[]}`, "is a users file written by setup"},
+		{`{"schema_version":1,"evidence_scope":"x","phases":[],"passed":false}`, "is a capacity evidence file"},
+		{`{"schema_version":1,"algorithm":"sha256","files":[]}`, "is a capacity bundle manifest"},
+		{`{"profile_name":"p","phases":[]}`, "is a capacity plan"},
+		{`{"format":"loadproof-linkkeys-result/v1","command":"connections"}`, "is a LinkKeys client result"},
+		{`{"metadata":{},"summary":{}}`, "lacks metadata.url, metadata.scenario"},
+		{`{"metadata":[],"summary":{}}`, `has a "metadata" that is not a JSON object`},
+		{`{"metadata":null,"summary":{}}`, `has a "metadata" that is not a JSON object`},
+		{`[]`, "is JSON but not an object"},
+		{`"x"`, "is JSON but not an object"},
+		{`null`, "is JSON null"},
+		{``, "is empty"},
+		{`{`, "is not valid JSON"},
+	} {
+		_, err := Parse([]byte(tc.body))
+		if err == nil || !errors.Is(err, ErrNotResults) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%s) = %v, want ErrNotResults with %q", tc.body, err, tc.want)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "users.json")
+	os.WriteFile(path, []byte(`{"users":[]}`), 0o644)
+	if _, err := Read(path); err == nil || !strings.Contains(err.Error(), path+" is a users file") {
+		t.Fatalf("Read: %v", err)
+	}
+}
+
+// TestConnectFailuresAreAttemptsNotRequests: connect failures stay out of the request count,
+// throughput and latency, but count as failed attempts in the error rates (issue 13 item 3), and
+// merge exactly.
+func TestConnectFailuresAreAttemptsNotRequests(t *testing.T) {
+	h := hist.New()
+	for i := 1; i <= 10; i++ {
+		h.Record(time.Millisecond)
+	}
+	c := Counts{Total: 10, Success: 8, Failed: 2, Server: 1, Intentional: 1, ConnectFailures: 30}
+	s := Summarize(c, h, 2*time.Second)
+	if s.TotalRequests != 10 || s.RequestsPerSecond != 5 || s.ConnectFailures != 30 {
+		t.Fatalf("requests %d rps %v connect %d", s.TotalRequests, s.RequestsPerSecond, s.ConnectFailures)
+	}
+	if s.ErrorRate != 32.0/40 || s.UnintentionalErrorRate != 31.0/40 || s.IntentionalRejectionRate != 1.0/40 {
+		t.Fatalf("rates %v %v %v", s.ErrorRate, s.UnintentionalErrorRate, s.IntentionalRejectionRate)
+	}
+	if none := Summarize(Counts{ConnectFailures: 5}, hist.New(), time.Second); none.ErrorRate != 1 || none.RequestsPerSecond != 0 {
+		t.Fatalf("only connect failures: %+v", none)
+	}
+	a := &Results{Summary: s, Envelope: NewEnvelope("http://x", h, nil, nil), ConnectFailureCauses: map[string]int64{"network_econnrefused": 30}}
+	m, err := Merge([]*Results{a, a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Summary.ConnectFailures != 60 || m.ConnectFailureCauses["network_econnrefused"] != 60 || m.Summary.ErrorRate != s.ErrorRate {
+		t.Fatalf("merged %+v causes %v", m.Summary, m.ConnectFailureCauses)
 	}
 }

@@ -113,6 +113,12 @@ func Additions(r *keycastresult.Results) string {
 		add("  Other failures:            %d", s.ErrorsOther)
 		add("  Unintentional error rate:  %s%%", f1(s.UnintentionalErrorRate*100))
 	}
+	if s.CutOffRequests != 0 {
+		add("  Cut off in flight:         %d (outcome unknown: in no other figure)", s.CutOffRequests)
+	}
+	if s.ConnectFailures != 0 {
+		add("  Connect failures:          %d (no connection could be opened; not requests, but failed attempts in the rates)", s.ConnectFailures)
+	}
 	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses()) == 0 {
 		return ""
 	}
@@ -146,20 +152,11 @@ func Additions(r *keycastresult.Results) string {
 	}
 	if causes := r.FailureCauses(); len(causes) > 0 {
 		b.WriteString("\nFailures by cause:\n")
-		keys := make([]string, 0, len(causes))
-		for k := range causes {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			ci, cj := causes[keys[i]], causes[keys[j]]
-			if ci != cj {
-				return ci > cj
-			}
-			return keys[i] < keys[j]
-		})
-		for _, k := range keys {
-			fmt.Fprintf(&b, "  %-32s %d\n", k, causes[k])
-		}
+		writeCauses(&b, causes)
+	}
+	if len(r.ConnectFailureCauses) > 0 {
+		b.WriteString("\nConnect failures by cause:\n")
+		writeCauses(&b, r.ConnectFailureCauses)
 	}
 	if sm := r.ServerMetrics; sm != nil && sm.Deltas != nil {
 		d := sm.Deltas
@@ -180,6 +177,24 @@ func Additions(r *keycastresult.Results) string {
 			orUnknown(m.CPUModel), m.Cores, m.GOMAXPROCS, orUnknown(m.Kernel), m.GoVersion, m.LoadproofVersion)
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// writeCauses writes one line per cause, most frequent first.
+func writeCauses(b *strings.Builder, causes map[string]int64) {
+	keys := make([]string, 0, len(causes))
+	for k := range causes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		ci, cj := causes[keys[i]], causes[keys[j]]
+		if ci != cj {
+			return ci > cj
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		fmt.Fprintf(b, "  %-32s %d\n", k, causes[k])
+	}
 }
 
 func orUnknown(s string) string {

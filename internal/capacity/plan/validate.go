@@ -236,13 +236,7 @@ func (v *validator) target(raw string, opts ValidateOptions) Environment {
 		v.add("target_url", "target_url must be an absolute URL (%v)", err)
 		return ""
 	}
-	refused := slices.Clone(RefusedProductionHosts)
-	for _, h := range opts.RefuseHosts {
-		if c, err := CanonicalHostFlag(h); err == nil {
-			refused = append(refused, c)
-		}
-	}
-	if slices.Contains(refused, strings.TrimSuffix(host, ".")) {
+	if IsRefusedHost(host, opts.RefuseHosts) {
 		v.add("target_url", "capacity profiles cannot target the production host %s", host)
 		return ""
 	}
@@ -255,6 +249,20 @@ func (v *validator) target(raw string, opts ValidateOptions) Environment {
 		return ""
 	}
 	return EnvAuthorizedNonProduction
+}
+
+// IsRefusedHost reports whether a canonical host (see CanonicalHost) is one of
+// RefusedProductionHosts or of extra (host flags, normalised with CanonicalHostFlag; invalid ones are
+// ignored). A trailing dot does not dodge the refusal. The load tool uses it too, to refuse
+// --insecure-skip-verify against production.
+func IsRefusedHost(host string, extra []string) bool {
+	refused := slices.Clone(RefusedProductionHosts)
+	for _, h := range extra {
+		if c, err := CanonicalHostFlag(h); err == nil {
+			refused = append(refused, c)
+		}
+	}
+	return slices.Contains(refused, strings.TrimSuffix(host, "."))
 }
 
 // IsLocalHost reports whether a canonical host (see CanonicalHost) is local: localhost, 127.0.0.1,
