@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -511,14 +512,14 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	if cpu.err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: CPU profile from %s: %w", pprofBase, cpu.err)}
 	}
-	if err := os.WriteFile(cpuPath, cpu.b, 0o644); err != nil {
+	if err := atomicfile.Write(cpuPath, cpu.b, 0o644); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	heap, err := fetchProfile(ctx, fl.tls, pprofBase+"/debug/pprof/heap", 30*time.Second)
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: heap profile from %s: %w", pprofBase, err)}
 	}
-	if err := os.WriteFile(heapPath, heap, 0o644); err != nil {
+	if err := atomicfile.Write(heapPath, heap, 0o644); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/report"
@@ -132,7 +133,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(output, append(b, '\n'), 0o644); err != nil {
+		if err := atomicfile.Write(output, append(b, '\n'), 0o644); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
 	}
