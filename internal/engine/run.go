@@ -599,15 +599,9 @@ loop:
 			closeInterval(now)
 			if win != nil {
 				if ev := e.cfg.Stop(now.Sub(e.start), win); ev != nil {
-					if ev.ElapsedSecs == 0 {
-						ev.ElapsedSecs = now.Sub(e.start).Seconds()
-					}
-					if ev.At == "" {
-						ev.At = now.UTC().Format(time.RFC3339Nano)
-					}
-					if ev.WindowSecs == 0 {
-						ev.WindowSecs = float64(win.Len()) * e.cfg.Interval.Seconds()
-					}
+					ev.ElapsedSecs = cmp.Or(ev.ElapsedSecs, now.Sub(e.start).Seconds())
+					ev.At = cmp.Or(ev.At, now.UTC().Format(time.RFC3339Nano))
+					ev.WindowSecs = cmp.Or(ev.WindowSecs, float64(win.Len())*e.cfg.Interval.Seconds())
 					e.setStop(ev)
 				}
 				win.advance()

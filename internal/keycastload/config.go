@@ -1,6 +1,7 @@
 package keycastload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -115,18 +116,14 @@ func (c RunConfig) normalize() (RunConfig, error) {
 	if c.URL == "" {
 		c.URL = DefaultURL
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	if c.Scenario == "" {
 		c.Scenario = keycast.ScenarioMixed
 	}
 	if c.Method == "" {
 		c.Method = keycast.MethodSignEvent
 	}
-	if c.ReportInterval == 0 {
-		c.ReportInterval = DefaultReportInterval
-	}
+	c.ReportInterval = cmp.Or(c.ReportInterval, DefaultReportInterval)
 	c.ReportInterval = max(c.ReportInterval, time.Second)
 	if c.HTTPTimeout <= 0 {
 		c.HTTPTimeout = DefaultHTTPTimeout
@@ -204,12 +201,8 @@ func (c RunConfig) normalize() (RunConfig, error) {
 			errs = append(errs, errors.New("keycastload: stop condition window and minimum requests must not be negative"))
 		}
 		sc := *s
-		if sc.Window == 0 {
-			sc.Window = DefaultStopWindow
-		}
-		if sc.MinRequests == 0 {
-			sc.MinRequests = DefaultStopMinimum
-		}
+		sc.Window = cmp.Or(sc.Window, DefaultStopWindow)
+		sc.MinRequests = cmp.Or(sc.MinRequests, DefaultStopMinimum)
 		c.Stop = &sc
 	}
 	if len(errs) > 0 {
