@@ -273,3 +273,37 @@ func TestProgressSeesEveryCountInOrder(t *testing.T) {
 		t.Fatalf("%d calls, lines at %v, totals %v", calls, lines, r.Envelope.Totals)
 	}
 }
+
+func TestDrainCutsOffOperationsThatOutliveTheDuration(t *testing.T) {
+	// Operations that never finish on their own: the run must end at Duration + Drain, with the
+	// cut-off operations reported by the driver in their own class and no latency.
+	var cut atomic.Bool
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		<-ctx.Done()
+		return Outcome{Class: 1, NoLatency: true}
+	})
+	// Without the drain this run never ends (the test binary's timeout reports it).
+	r, err := Execute(context.Background(), Config{Driver: d, Workers: 3, Duration: 50 * time.Millisecond, Drain: 50 * time.Millisecond,
+		OnCutOff: func() { cut.Store(true) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cut.Load() || r.Envelope.Totals["failure"] != 3 || r.Histograms["latency"].Count() != 0 || r.Stop != nil {
+		t.Fatalf("cut off %v, totals %v, latency samples %d, stop %+v", cut.Load(), r.Envelope.Totals, r.Histograms["latency"].Count(), r.Stop)
+	}
+}
+
+func TestWorkerDoneClosesAtTheEnd(t *testing.T) {
+	d := DriverFunc(func(ctx context.Context, w *Worker, n int64) Outcome {
+		select {
+		case <-w.Done(): // a backoff that the end of the run interrupts
+		case <-time.After(time.Minute):
+			t.Error("Worker.Done did not close at the end of the run")
+		}
+		return Outcome{}
+	})
+	r, err := Execute(context.Background(), Config{Driver: d, Workers: 2, Duration: 20 * time.Millisecond})
+	if err != nil || r.Total() != 2 {
+		t.Fatalf("total %d, err %v", r.Total(), err)
+	}
+}
