@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
+	"net/url"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/keycast"
@@ -49,11 +49,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID
 		return
 	}
 	if !req.Approved {
-		sep := "?"
-		if strings.Contains(req.RedirectURI, "?") {
-			sep = "&"
-		}
-		http.Redirect(w, r, req.RedirectURI+sep+"error=access_denied", http.StatusSeeOther)
+		s.serveDenied(w, r, req.RedirectURI)
 		return
 	}
 	user, err := s.userFromRequest(r, tenantID)
@@ -90,6 +86,28 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID
 		return
 	}
 	writeJSON(w, http.StatusOK, keycast.AuthorizeResponse{Code: code, RedirectURI: req.RedirectURI})
+}
+
+// serveDenied answers a denied approval with a redirect to redirect_uri?error=access_denied, but
+// only when redirect_uri passes the rules a code's redirect_uri must pass at the token exchange
+// (keycast.OriginOf: https, or http for a local host). Upstream redirects to whatever it is given,
+// javascript: included; here anything else is a 400 naming the problem.
+func (s *Server) serveDenied(w http.ResponseWriter, r *http.Request, redirectURI string) {
+	if _, err := keycast.OriginOf(redirectURI); err != nil {
+		s.oauthError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	u, err := url.Parse(redirectURI)
+	if err != nil { // OriginOf parsed it already
+		s.oauthError(w, http.StatusBadRequest, "Invalid redirect_uri")
+		return
+	}
+	// The parameter goes into the query, before any fragment.
+	if u.RawQuery != "" {
+		u.RawQuery += "&"
+	}
+	u.RawQuery += "error=access_denied"
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }
 
 // serveToken is POST /api/oauth/token: exchange a code (PKCE checked) for an access token
