@@ -185,11 +185,11 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, tenantID int
 	writeJSON(w, http.StatusOK, keycast.RegisterResponse{Success: true, Pubkey: u.Pubkey})
 }
 
-// serveRevoke is POST /api/user/sessions/revoke {"bunker_pubkey"}: the caller (session cookie
-// or bearer token) revokes one of their authorizations. Cached handlers of it stop working at
-// once in this process.
+// serveRevoke is POST /api/user/sessions/revoke {"bunker_pubkey"}: a session (cookie or bearer)
+// revokes one of the user's authorizations; an access token may revoke only its own. Cached
+// handlers of a revoked authorization stop working at once in this process.
 func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request, tenantID int64) {
-	user, err := s.userFromRequest(r, 0)
+	who, err := s.callerFromRequest(r, 0)
 	if err != nil {
 		if errors.Is(err, keycast.ErrMissingBearer) {
 			writeError(w, http.StatusUnauthorized, keycast.MsgAuthRequired, "")
@@ -205,9 +205,15 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request, tenantID in
 		writeBodyError(w, err)
 		return
 	}
+	bunker := strings.ToLower(req.BunkerPubkey)
+	if !who.session && (who.bunker == "" || bunker != strings.ToLower(who.bunker)) {
+		// An access token may log itself out, nothing more.
+		writeError(w, http.StatusUnauthorized, keycast.MsgInvalidToken, "")
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
 	defer cancel()
-	ids, err := s.store.RevokeAuthorizations(ctx, tenantID, user.Hex(), strings.ToLower(req.BunkerPubkey), s.cfg.Now())
+	ids, err := s.store.RevokeAuthorizations(ctx, tenantID, who.user.Hex(), bunker, s.cfg.Now())
 	if errors.Is(err, keycaststore.ErrNotFound) {
 		writeError(w, http.StatusUnauthorized, keycast.MsgInvalidToken, "")
 		return
@@ -230,22 +236,37 @@ func (s *Server) evictRevoked(ids []int64) {
 	s.m.revokedEvictions.Add(float64(n))
 }
 
-// userFromRequest validates the bearer token, else the session cookie, and returns the user
-// (the token's audience). tenant 0 skips the tenant check.
-func (s *Server) userFromRequest(r *http.Request, tenant int64) (keycast.PublicKey, error) {
+// caller is who sent an account request: the user, and whether the credential is a session.
+type caller struct {
+	user keycast.PublicKey
+	// session: a session token (register and login mint them: user-signed, no bunker_pubkey),
+	// which acts for the user. Anything else is an access token, which acts only for its own
+	// authorization, bunker.
+	session bool
+	bunker  string
+}
+
+// callerFromRequest validates the bearer token, else the session cookie (tenant 0 skips the
+// tenant check). An access token passes validation too; callers must check session before
+// letting it act for the user, so a limited token can never be turned into a wider one.
+func (s *Server) callerFromRequest(r *http.Request, tenant int64) (caller, error) {
 	authz := r.Header.Get("Authorization")
 	if !strings.HasPrefix(authz, "Bearer ") {
 		c, err := r.Cookie(keycast.SessionCookieName)
 		if err != nil || c.Value == "" {
-			return keycast.PublicKey{}, keycast.ErrMissingBearer
+			return caller{}, keycast.ErrMissingBearer
 		}
 		authz = "Bearer " + c.Value
 	}
 	u, err := s.validate(r.Context(), authz, tenant)
 	if err != nil {
-		return keycast.PublicKey{}, err
+		return caller{}, err
 	}
-	return u.Audience, nil
+	return caller{
+		user:    u.Audience,
+		session: u.SelfIssued() && u.Facts.BunkerPubkey == "",
+		bunker:  u.Facts.BunkerPubkey,
+	}, nil
 }
 
 // validate runs ValidateBearer (a Schnorr verification) under the CPU gate.

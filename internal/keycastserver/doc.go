@@ -7,12 +7,14 @@
 //	POST /api/auth/register        Origin required; bcrypt; keys generated or from nsec; sets the
 //	                               keycast_session cookie (a user-signed UCAN)
 //	POST /api/auth/login           email + password → keycast_session
-//	POST /api/oauth/authorize      session cookie → single-use code (10 min), PKCE S256 or plain
+//	POST /api/oauth/authorize      session cookie → single-use code (10 min), PKCE S256 or plain;
+//	                               an access token is never accepted as a session
 //	POST /api/oauth/token          code (+ code_verifier) → server-signed access token with
 //	                               bunker_pubkey; the bunker key is HKDF-derived (§3.4)
 //	POST /api/nostr                get_public_key, sign_event, nip44_encrypt/decrypt,
 //	                               nip04_encrypt/decrypt; policy rules of §6.3 (all must allow)
-//	POST /api/user/sessions/revoke {"bunker_pubkey"}: revoke one of the caller's authorizations
+//	POST /api/user/sessions/revoke {"bunker_pubkey"}: a session revokes one of the user's
+//	                               authorizations, an access token only its own
 //	GET  /api/policies             the global policies
 //	GET  /api/metrics              Prometheus text: Keycast's 19 series in Keycast's order, then
 //	                               keycast_http_rpc_operation_duration_seconds{method,outcome}

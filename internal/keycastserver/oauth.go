@@ -40,8 +40,9 @@ func (s *Server) oauthFail(w http.ResponseWriter, err error) {
 	s.oauthError(w, http.StatusServiceUnavailable, "")
 }
 
-// serveAuthorize is POST /api/oauth/authorize: the logged-in user (session cookie) approves a
-// client; the answer is a single-use code valid for 10 minutes.
+// serveAuthorize is POST /api/oauth/authorize: the logged-in user (a session token, as cookie
+// or bearer; never an access token) approves a client; the answer is a single-use code valid
+// for 10 minutes.
 func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID int64) {
 	var req keycast.AuthorizeRequest
 	if err := s.decodeJSON(r, &req, "approved", "client_id", "redirect_uri", "scope"); err != nil {
@@ -52,7 +53,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID
 		s.serveDenied(w, r, req.RedirectURI)
 		return
 	}
-	user, err := s.userFromRequest(r, tenantID)
+	who, err := s.callerFromRequest(r, tenantID)
 	if err != nil {
 		if errors.Is(err, errRejected) {
 			writeAdmissionRejected(w)
@@ -61,6 +62,13 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID
 		s.oauthError(w, http.StatusUnauthorized, "")
 		return
 	}
+	if !who.session {
+		// An access token is not a login: accepting it here would let a policy:social token
+		// approve itself a policy:full one (upstream accepts it; docs/upstream-differences.md).
+		s.oauthError(w, http.StatusUnauthorized, "")
+		return
+	}
+	user := who.user
 	method := ""
 	challenge := ""
 	if req.CodeChallenge != nil {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastserver"
@@ -46,4 +47,50 @@ func TestDeniedAuthorizationRedirectsOnlyToValidatedURIs(t *testing.T) {
 			t.Errorf("denied with redirect_uri %q: %d Location %q, want 303 to %q", tt.redirect, r.status, r.header.Get("Location"), tt.location)
 		}
 	}
+}
+
+// TestAccessTokenIsNotASession: an access token (server-signed, or user-signed with a
+// bunker_pubkey as the load tool's DB mode writes them) must never act as a session: sent as
+// the session cookie or as a bearer token to /api/oauth/authorize it gets 401, so a policy:social
+// token cannot mint itself a policy:full one. At revoke it may revoke its own authorization only.
+func TestAccessTokenIsNotASession(t *testing.T) {
+	_, c := startServer(t, keycastserver.Config{})
+	nsec := keycast.EncodeNsec(keycast.MustGenerateSecretKey())
+	a := c.register("limited@test.local", &nsec)
+	sk, _ := keycast.ParseSecretKey(nsec)
+	social := c.grant(a, "policy:social")
+	wantStatus(t, c.rpc(social.AccessToken, "sign_event", map[string]any{"pubkey": a.pubkey, "created_at": 1, "kind": 30023, "tags": []any{}, "content": "x"}),
+		http.StatusForbidden, "social token signing kind 30023")
+	u, err := keycast.ParseUCAN(social.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := *u.Facts.TenantID
+	signer := keycast.NewSigner(sk)
+	selfSignedAccess := forge(t, signer, signer.Public(), keycast.Facts{TenantID: &tenant, Email: a.email,
+		RedirectOrigin: c.base, BunkerPubkey: u.Facts.BunkerPubkey}, time.Hour, time.Now())
+
+	full := keycast.AuthorizeRequest{Approved: true, ClientID: keycast.LoadtestClientID, RedirectURI: c.base + "/callback", Scope: "policy:full"}
+	for name, hdr := range map[string][]string{
+		"server-signed access token as cookie": {"Cookie", keycast.SessionCookieName + "=" + social.AccessToken},
+		"server-signed access token as bearer": {"Authorization", "Bearer " + social.AccessToken},
+		"user-signed access token as cookie":   {"Cookie", keycast.SessionCookieName + "=" + selfSignedAccess},
+		"user-signed access token as bearer":   {"Authorization", "Bearer " + selfSignedAccess},
+	} {
+		r := c.do("POST", keycast.PathAuthorize, full, hdr...)
+		wantError(t, r, http.StatusUnauthorized, keycast.MsgOAuthUnauthorized, name)
+	}
+	// The session itself still authorizes.
+	wantStatus(t, c.do("POST", keycast.PathAuthorize, full, "Cookie", keycast.SessionCookieName+"="+a.session), http.StatusOK, "session")
+
+	// Revoke: an access token may not revoke the user's other authorizations ...
+	other := c.grant(a, "policy:social")
+	ou, _ := keycast.ParseUCAN(other.AccessToken)
+	wantError(t, c.do("POST", "/api/user/sessions/revoke", map[string]string{"bunker_pubkey": ou.Facts.BunkerPubkey},
+		"Authorization", "Bearer "+social.AccessToken), http.StatusUnauthorized, keycast.MsgInvalidToken, "access token revoking another authorization")
+	rpcString(t, c.rpc(other.AccessToken, "get_public_key"), "the other authorization still works")
+	// ... but may revoke its own (log itself out).
+	wantStatus(t, c.do("POST", "/api/user/sessions/revoke", map[string]string{"bunker_pubkey": u.Facts.BunkerPubkey},
+		"Authorization", "Bearer "+social.AccessToken), http.StatusOK, "access token revoking itself")
+	wantError(t, c.rpc(social.AccessToken, "get_public_key"), http.StatusUnauthorized, keycast.MsgInvalidToken, "self-revoked token")
 }
