@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -22,9 +24,12 @@ const (
 	msgKeyExists       = "This Nostr key is already registered. Please log in instead or use a different key."
 	msgSessionRevoked  = "Session revoked successfully"
 	msgInvalidEmail    = "Invalid email address"
+	codeInvalidEmail   = "INVALID_EMAIL"
 	msgPasswordMissing = "Password is required"
 	// maxPasswordBytes is bcrypt's input limit.
 	maxPasswordBytes = 72
+	// maxEmailBytes is RFC 5321's limit on a forward path less the angle brackets.
+	maxEmailBytes = 254
 )
 
 // authTimeout bounds the database and CPU work of one auth or OAuth request.
@@ -55,9 +60,9 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request, tenantID 
 		writeBodyError(w, err)
 		return
 	}
-	email := strings.TrimSpace(req.Email)
-	if !plausibleEmail(email) {
-		writeError(w, http.StatusBadRequest, msgInvalidEmail, "INVALID_EMAIL")
+	email, problem := normalizeEmail(req.Email)
+	if problem != "" {
+		writeError(w, http.StatusBadRequest, msgInvalidEmail+": "+problem, codeInvalidEmail)
 		return
 	}
 	if req.Password == "" {
@@ -143,7 +148,13 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, tenantID int
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
 	defer cancel()
-	u, err := s.store.UserByEmail(ctx, tenantID, strings.TrimSpace(req.Email))
+	typed := strings.TrimSpace(req.Email)
+	email, _ := normalizeEmail(typed)
+	u, err := s.store.UserByEmail(ctx, tenantID, email)
+	if errors.Is(err, keycaststore.ErrNotFound) && email != typed {
+		// A row stored before addresses were lower-cased.
+		u, err = s.store.UserByEmail(ctx, tenantID, typed)
+	}
 	if errors.Is(err, keycaststore.ErrNotFound) {
 		s.m.loginFailures.Add(1)
 		writeError(w, http.StatusUnauthorized, keycast.MsgOAuthUnauthorized, "")
@@ -327,10 +338,54 @@ func (s *Server) authFail(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusServiceUnavailable, keycast.MsgServiceUnavailable, "")
 }
 
-// plausibleEmail is a light shape check: something@something without spaces.
-func plausibleEmail(e string) bool {
-	at := strings.IndexByte(e, '@')
-	return at > 0 && at < len(e)-1 && len(e) <= 254 && !strings.ContainsAny(e, " \t\r\n<>\"")
+// normalizeEmail checks the shape of an address and returns it trimmed and lower-cased, so
+// that case variants are one account (the unique index compares stored text). problem, when not
+// empty, says what is wrong for the 400 answer. The rules are a practical subset of RFC 5321
+// (dot-atom local part without quoting, host-name domain, IDN labels as UTF-8): exactly one @,
+// no control characters, spaces or <>()[]\,;:", at most 64 bytes before the @ and 254 in all.
+func normalizeEmail(raw string) (email, problem string) {
+	e := strings.TrimSpace(raw)
+	switch {
+	case !utf8.ValidString(e):
+		return "", "it is not valid UTF-8"
+	case len(e) > maxEmailBytes:
+		return "", "it is longer than 254 bytes"
+	}
+	for _, r := range e {
+		switch {
+		case unicode.IsControl(r):
+			return "", "it contains a control character"
+		case unicode.IsSpace(r):
+			return "", "it contains a space"
+		case strings.ContainsRune(`<>()[]\,;:"`, r):
+			return "", "it contains " + strconv.QuoteRune(r) + ", which is not allowed"
+		}
+	}
+	if strings.Count(e, "@") != 1 {
+		return "", "it must contain exactly one @"
+	}
+	local, domain, _ := strings.Cut(e, "@")
+	switch {
+	case local == "":
+		return "", "nothing before the @"
+	case len(local) > 64:
+		return "", "more than 64 bytes before the @"
+	case local[0] == '.' || local[len(local)-1] == '.' || strings.Contains(local, ".."):
+		return "", "a dot may not start or end the part before the @, nor follow another dot"
+	case domain == "":
+		return "", "nothing after the @"
+	}
+	for _, label := range strings.Split(domain, ".") {
+		if label == "" || label[0] == '-' || label[len(label)-1] == '-' || len(label) > 63 {
+			return "", "the domain " + strconv.Quote(domain) + " is not a host name (empty label, or one that starts or ends with -)"
+		}
+		for _, r := range label {
+			if r < utf8.RuneSelf && !(r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
+				return "", "the domain " + strconv.Quote(domain) + " is not a host name (letters, digits, - and dots only)"
+			}
+		}
+	}
+	return strings.ToLower(e), ""
 }
 
 func randomHex(n int) string {

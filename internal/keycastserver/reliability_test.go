@@ -94,3 +94,49 @@ func TestAccessTokenIsNotASession(t *testing.T) {
 		"Authorization", "Bearer "+social.AccessToken), http.StatusOK, "access token revoking itself")
 	wantError(t, c.rpc(social.AccessToken, "get_public_key"), http.StatusUnauthorized, keycast.MsgInvalidToken, "self-revoked token")
 }
+
+// TestEmailsAreValidatedAndCaseFolded: register refuses malformed addresses with a 400 that says
+// what is wrong, and an address is unique whatever its case (stored lower-cased; login finds it
+// however it is typed).
+func TestEmailsAreValidatedAndCaseFolded(t *testing.T) {
+	_, c := startServer(t, keycastserver.Config{})
+	for _, bad := range []struct{ email, why string }{
+		{"a\x00b@test.local", "control character"},
+		{"a\x1bb@test.local", "control character"},
+		{"a\u0085b@test.local", "control character"},
+		{"a@b@test.local", "exactly one @"},
+		{"a b@test.local", "space"},
+		{"nope", "exactly one @"},
+		{"@test.local", "before the @"},
+		{"a@", "after the @"},
+		{"a..b@test.local", "dot"},
+		{".a@test.local", "dot"},
+		{"a@test..local", "domain"},
+		{"a@-test.local", "domain"},
+		{"a@test.local.", "domain"},
+		{"a@te_st.local", "domain"},
+		{"<a>@test.local", "not allowed"},
+		{strings.Repeat("a", 65) + "@test.local", "64"},
+	} {
+		r := c.do("POST", keycast.PathRegister, map[string]string{"email": bad.email, "password": "pw"}, "Origin", c.base)
+		var e keycast.ErrorBody
+		if r.status == http.StatusBadRequest {
+			r.json(t, &e)
+		}
+		if r.status != http.StatusBadRequest || !strings.HasPrefix(e.Error, "Invalid email address") || !strings.Contains(e.Error, bad.why) || e.Code != "INVALID_EMAIL" {
+			t.Errorf("register %q: %d %s, want 400 INVALID_EMAIL mentioning %q", bad.email, r.status, r.body, bad.why)
+		}
+	}
+
+	a := c.register("Mixed.Case@Test.Local", nil)
+	u, _ := keycast.ParseUCAN(a.session)
+	if u == nil || u.Facts.Email != "mixed.case@test.local" {
+		t.Errorf("session token %q: want the email fact lower-cased", a.session)
+	}
+	r := c.do("POST", keycast.PathRegister, map[string]string{"email": "mixed.case@test.local", "password": "pw"}, "Origin", c.base)
+	wantStatus(t, r, http.StatusConflict, "the same address in another case")
+	r = c.do("POST", keycast.PathRegister, map[string]string{"email": " MIXED.CASE@TEST.LOCAL ", "password": "pw"}, "Origin", c.base)
+	wantStatus(t, r, http.StatusConflict, "the same address in capitals")
+	r = c.do("POST", keycast.PathLogin, map[string]string{"email": "MIXED.case@test.LOCAL", "password": a.password}, "Origin", c.base)
+	wantStatus(t, r, http.StatusOK, "login in another case")
+}
