@@ -318,6 +318,11 @@ func decodeJSONBytes(b []byte, v any, required ...string) error {
 	if !json.Valid(b) {
 		return &bodyError{http.StatusBadRequest, "Failed to parse the request body as JSON: " + jsonErr(json.Unmarshal(b, new(any)))}
 	}
+	if bytes.IndexByte(b, '\\') >= 0 {
+		if p := surrogateProblem(b); p != "" {
+			return &bodyError{http.StatusBadRequest, "Failed to parse the request body as JSON: " + p}
+		}
+	}
 	trimmed := bytes.TrimSpace(b)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return &bodyError{http.StatusUnprocessableEntity, "Failed to deserialize the JSON body into the target type: expected a JSON object"}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loadproof/loadproof/internal/keycast"
 )
@@ -638,6 +640,44 @@ func FuzzConfigFromEnv(f *testing.F) {
 		d := c.withDefaults()
 		if d.CPUSlots < 1 || d.HandlerCacheSize < 1 || d.BodyLimit < 1 || d.QueueTimeout <= 0 || d.BcryptCost < 4 || d.BcryptCost > 31 {
 			t.Fatalf("accepted %v into a config with bad defaults: %+v", env, d)
+		}
+	})
+}
+
+// FuzzSurrogateProblem: the lone-surrogate scan never panics, reports a position inside the
+// text, and misses nothing encoding/json would have turned into U+FFFD.
+func FuzzSurrogateProblem(f *testing.F) {
+	for _, s := range []string{`"\ud800"`, `{"a":"\udc00"}`, `["\ud83d\ude00","\\ud800"]`, `"\ud800\u0041"`, `"\ud800\n"`,
+		`{"\ud800":1}`, `"x\\"`, `"\"\ud800"`, `"\uFFFD"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) || !utf8.Valid(b) {
+			return
+		}
+		p := surrogateProblem(b)
+		if p != "" {
+			var msg string
+			var line, col int
+			if i := strings.Index(p, " at line "); i < 0 {
+				t.Fatalf("%q: message %q has no position", b, p)
+			} else if _, err := fmt.Sscanf(p[i:], " at line %d column %d", &line, &col); err != nil || line < 1 || col < 0 || col > len(b) {
+				t.Fatalf("%q: bad position in %q", b, p)
+			} else {
+				msg = p[:i]
+			}
+			if msg != "lone leading surrogate in hex escape" && msg != "unexpected end of hex escape" {
+				t.Fatalf("%q: message %q", b, p)
+			}
+			return
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		if s := fmt.Sprint(v); strings.ContainsRune(s, utf8.RuneError) &&
+			!bytes.Contains(bytes.ToLower(b), []byte("fffd")) && !bytes.Contains(b, []byte("\uFFFD")) {
+			t.Fatalf("%q decodes to U+FFFD but no lone surrogate was reported", b)
 		}
 	})
 }

@@ -1,7 +1,9 @@
 package keycastserver_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +141,46 @@ func TestEmailsAreValidatedAndCaseFolded(t *testing.T) {
 	wantStatus(t, r, http.StatusConflict, "the same address in capitals")
 	r = c.do("POST", keycast.PathLogin, map[string]string{"email": "MIXED.case@test.LOCAL", "password": a.password}, "Origin", c.base)
 	wantStatus(t, r, http.StatusOK, "login in another case")
+}
+
+// TestLoneSurrogatesAreRejected: a \u escape of half a surrogate pair is not a character;
+// encoding/json would turn it into U+FFFD and sign that, upstream's serde_json refuses the body.
+// Both paths answer 400 with serde_json's reason and position; a whole pair is signed as the
+// character it encodes.
+func TestLoneSurrogatesAreRejected(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		_, c := startServer(t, keycastserver.Config{NoFastPath: !fast})
+		a := c.register("surrogate@test.local", nil)
+		tok := c.grant(a, keycast.LoadtestScope).AccessToken
+		body := func(content string) string {
+			return `{"method":"sign_event","params":[{"kind":1,"content":"` + content + `","tags":[],"created_at":1,"pubkey":"` + a.pubkey + `"}]}`
+		}
+		col := func(content string, extra int) string {
+			return strconv.Itoa(strings.Index(body(content), content) + len(`\uXXXX`) + extra)
+		}
+		for _, tt := range []struct{ content, msg string }{
+			{`\ud800`, "unexpected end of hex escape at line 1 column " + col(`\ud800`, 1)},
+			{`x\ud800y`, "unexpected end of hex escape at line 1 column " + col(`x\ud800y`, 2)},
+			{`\ud800\n`, "unexpected end of hex escape at line 1 column " + col(`\ud800\n`, 2)},
+			{`\udc00`, "lone leading surrogate in hex escape at line 1 column " + col(`\udc00`, 0)},
+			{`\ud800\u0041`, "lone leading surrogate in hex escape at line 1 column " + col(`\ud800\u0041`, 6)},
+			{`\ud800\ud800`, "lone leading surrogate in hex escape at line 1 column " + col(`\ud800\ud800`, 6)},
+		} {
+			r := c.do("POST", keycast.PathNostr, body(tt.content), "Authorization", "Bearer "+tok)
+			want := "Failed to parse the request body as JSON: " + tt.msg + "\n"
+			if r.status != http.StatusBadRequest || string(r.body) != want {
+				t.Errorf("fast=%v content %s: %d %q, want 400 %q", fast, tt.content, r.status, r.body, want)
+			}
+		}
+		var ev struct {
+			Content string `json:"content"`
+		}
+		if err := json.Unmarshal(rpcResult(t, c.do("POST", keycast.PathNostr, body(`\ud83d\ude00`), "Authorization", "Bearer "+tok), "pair"), &ev); err != nil || ev.Content != "\U0001F600" {
+			t.Errorf("fast=%v: a surrogate pair signed as %q (%v), want U+1F600", fast, ev.Content, err)
+		}
+		r := c.do("POST", keycast.PathRegister, `{"email":"a\udc00@test.local","password":"pw"}`, "Origin", c.base)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "lone leading surrogate") {
+			t.Errorf("fast=%v: register with a lone surrogate: %d %s, want 400", fast, r.status, r.body)
+		}
+	}
 }

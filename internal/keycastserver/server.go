@@ -280,9 +280,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 	}
 	srv := s.httpSrv
-	s.listeners = append(s.listeners, ln)
 	var hand *handoffListener
 	if !s.cfg.NoFastPath {
+		// net/http closes the listeners it serves itself; closing one twice is an error.
+		s.listeners = append(s.listeners, ln)
 		hand = newHandoffListener(ln.Addr())
 		s.handoffs = append(s.handoffs, hand)
 	}
