@@ -25,6 +25,7 @@ const (
 	DefaultQueuePerSlot     = 64
 	DefaultHandlerTimeout   = 8 * time.Second
 	DefaultBodyLimit        = 64 << 10
+	DefaultMaxTenants       = 100
 	// DefaultBcryptCost is the cost of Keycast's bcrypt DEFAULT_COST (the Rust crate's 12).
 	DefaultBcryptCost = 12
 	// SQLiteFileName is the database file inside the data directory.
@@ -91,6 +92,11 @@ type Config struct {
 	// BcryptCost (env KEYCAST_BCRYPT_COST, 4..31) for new password hashes. Zero: 12, the cost
 	// of Keycast's bcrypt DEFAULT_COST. Tests use 4.
 	BcryptCost int
+	// MaxTenants (env KEYCAST_MAX_TENANTS) caps the tenants the server creates from Host
+	// headers: once the tenants table holds this many rows ("default" included), a request
+	// naming an unknown Host is refused with 400 instead of adding one. Zero: 100; negative:
+	// create none (env value 0), only tenants already in the database are served.
+	MaxTenants int
 	// NoFastPath (env KEYCAST_FAST_PATH=off) serves every request through net/http instead of
 	// answering POST /api/nostr with the HTTP/1.1 fast path (see fastpath.go).
 	NoFastPath bool
@@ -144,6 +150,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BodyLimit <= 0 {
 		c.BodyLimit = DefaultBodyLimit
+	}
+	switch {
+	case c.MaxTenants == 0:
+		c.MaxTenants = DefaultMaxTenants
+	case c.MaxTenants < 0:
+		c.MaxTenants = 0
 	}
 	if c.BcryptCost == 0 {
 		c.BcryptCost = DefaultBcryptCost
@@ -215,6 +227,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		*dst = int(v)
 	}
+	// rangeVar reads a whole number from lo to hi; ok is false when unset or refused.
+	rangeVar := func(name string, lo, hi int64, note string) (int, bool) {
+		v := get(name)
+		if v == "" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(strings.TrimPrefix(v, "+"), 10, 64)
+		if err != nil || n < lo || n > hi {
+			bad(name, getenv(name), fmt.Sprintf("must be a whole number from %d to %d (%s)", lo, hi, note))
+			return 0, false
+		}
+		return int(n), true
+	}
 	uintVar("HANDLER_CACHE_SIZE", 1<<31, &c.HandlerCacheSize)
 	uintVar("KEYCAST_CPU_SLOTS", 1<<16, &c.CPUSlots)
 	if v := get("KEYCAST_CPU_QUEUE"); v != "" {
@@ -243,6 +268,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			bad("KEYCAST_BCRYPT_COST", getenv("KEYCAST_BCRYPT_COST"), "must be a whole number from 4 to 31")
 		} else {
 			c.BcryptCost = n
+		}
+	}
+	if n, ok := rangeVar("KEYCAST_MAX_TENANTS", 0, 1_000_000, "0 = create none, only serve tenants already in the database; default 100"); ok {
+		c.MaxTenants = n
+		if n == 0 {
+			c.MaxTenants = -1
 		}
 	}
 	switch v := strings.ToLower(get("KEYCAST_FAST_PATH")); v {

@@ -23,7 +23,9 @@
 //	GET  /healthz/ready            200 when the database answers, else 503
 //
 // Tenancy: the tenant is the Host header without its port, created on first sight and cached
-// (no database work per request once known). /api/nostr does not check the token's tenant, as
+// (no database work per request once known). Unlike upstream, creation stops once the tenants
+// table holds KEYCAST_MAX_TENANTS rows (default 100): past that an unknown Host gets 400
+// "Unknown tenant", so made-up Host headers cannot grow the database. /api/nostr does not check the token's tenant, as
 // in the Dec-2025 server, so tokens written by the load tool's DB-mode setup work from any
 // Host. CORS: /api/nostr, /api/oauth/* and /api/metrics allow any origin without
 // credentials; register, login and revoke allow ALLOWED_ORIGINS and http://localhost:* with
@@ -82,6 +84,7 @@
 //	KEYCAST_RPC_RATE_PER_SECOND  see above
 //	KEYCAST_RPC_BURST            see above
 //	KEYCAST_BCRYPT_COST          bcrypt cost 4..31 (default 12, Keycast's DEFAULT_COST)
+//	KEYCAST_MAX_TENANTS          tenants created from Host, 0..1000000 (default 100; 0 = none)
 //	KEYCAST_FAST_PATH            on (default) or off: answer POST /api/nostr with the HTTP/1.1
 //	                             fast path or send everything through net/http
 //

@@ -1,6 +1,7 @@
 package keycastserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -183,4 +184,35 @@ func TestLoneSurrogatesAreRejected(t *testing.T) {
 			t.Errorf("fast=%v: register with a lone surrogate: %d %s, want 400", fast, r.status, r.body)
 		}
 	}
+}
+
+// TestRandomHostsDoNotCreateTenants: a tenant row per made-up Host header would grow the
+// database without bound. The server creates tenants from Host only up to MaxTenants rows in
+// all; past that an unknown Host gets 400, and known tenants keep working.
+func TestRandomHostsDoNotCreateTenants(t *testing.T) {
+	srv, c := startServer(t, keycastserver.Config{MaxTenants: 4})
+	c.register("first@test.local", nil) // tenant "127.0.0.1"; with "default", 2 rows
+	created, refused := 0, 0
+	for i := range 40 {
+		host := "h" + strconv.Itoa(i) + ".example"
+		r := c.do("POST", keycast.PathLogin, map[string]string{"email": "x@test.local", "password": "p"}, "Origin", c.base, "Host", host)
+		switch {
+		case r.status == http.StatusUnauthorized:
+			created++
+		case r.status == http.StatusBadRequest && strings.Contains(string(r.body), "Unknown tenant"):
+			refused++
+		default:
+			t.Fatalf("login with Host %s: %d %s", host, r.status, r.body)
+		}
+	}
+	n, err := srv.Store().CountTenants(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created != 2 || refused != 38 || n != 4 {
+		t.Errorf("40 unknown hosts: %d created, %d refused, %d tenant rows; want 2, 38 and 4", created, refused, n)
+	}
+	c.register("second@test.local", nil) // the known tenant still works
+	r := c.do("POST", keycast.PathLogin, map[string]string{"email": "x@test.local", "password": "p"}, "Origin", c.base, "Host", "h1.example")
+	wantStatus(t, r, http.StatusUnauthorized, "a tenant created before the limit")
 }

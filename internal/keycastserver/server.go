@@ -117,7 +117,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.cache = newHandlerCache(cfg.HandlerCacheSize, cfg.HandlerIdle, 4*cfg.HandlerTimeout)
 	s.gate = admit.NewGate(cfg.CPUSlots, cfg.CPUQueue)
 	s.m = newMetrics(s.cache.len, s.gate.InUse, s.gate.Waiting, s.gate.Slots)
-	s.tenants = newTenantCache(st)
+	s.tenants = newTenantCache(st, cfg.MaxTenants)
 
 	var q []string
 	for _, r := range cfg.BunkerRelays {

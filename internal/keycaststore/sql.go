@@ -448,6 +448,14 @@ func (s *sqlStore) EnsureTenant(ctx context.Context, domain, name string) (Tenan
 	return s.TenantByDomain(ctx, domain)
 }
 
+func (s *sqlStore) CountTenants(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tenants").Scan(&n); err != nil {
+		return 0, s.wrap("counting tenants", err)
+	}
+	return n, nil
+}
+
 // ---- users ----
 
 func (s *sqlStore) CreateUserWithKeys(ctx context.Context, u User, encryptedSecretKey []byte) error {
