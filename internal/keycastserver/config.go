@@ -25,6 +25,7 @@ const (
 	DefaultQueuePerSlot     = 64
 	DefaultHandlerTimeout   = 8 * time.Second
 	DefaultBodyLimit        = 64 << 10
+	DefaultHeaderTimeout    = 10 * time.Second
 	DefaultMaxTenants       = 100
 	// DefaultBcryptCost is the cost of Keycast's bcrypt DEFAULT_COST (the Rust crate's 12).
 	DefaultBcryptCost = 12
@@ -86,6 +87,10 @@ type Config struct {
 	RPCBurst float64
 	// HandlerTimeout bounds one /api/nostr request; past it the answer is 504. Zero: 8 s.
 	HandlerTimeout time.Duration
+	// HeaderTimeout (env KEYCAST_HEADER_TIMEOUT_MS): a request head must arrive whole within this
+	// time of its first byte, on the fast path and on net/http alike; a slower one closes the
+	// connection. Zero: 10 s.
+	HeaderTimeout time.Duration
 	// BodyLimit (env HTTP_BODY_LIMIT) caps request bodies in bytes; larger ones get 413.
 	// Zero: 64 KiB.
 	BodyLimit int64
@@ -147,6 +152,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandlerTimeout <= 0 {
 		c.HandlerTimeout = DefaultHandlerTimeout
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = DefaultHeaderTimeout
 	}
 	if c.BodyLimit <= 0 {
 		c.BodyLimit = DefaultBodyLimit
@@ -269,6 +277,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		} else {
 			c.BcryptCost = n
 		}
+	}
+	if n, ok := rangeVar("KEYCAST_HEADER_TIMEOUT_MS", 100, 600_000, "default 10000"); ok {
+		c.HeaderTimeout = time.Duration(n) * time.Millisecond
 	}
 	if n, ok := rangeVar("KEYCAST_MAX_TENANTS", 0, 1_000_000, "0 = create none, only serve tenants already in the database; default 100"); ok {
 		c.MaxTenants = n

@@ -84,6 +84,8 @@
 //	KEYCAST_RPC_RATE_PER_SECOND  see above
 //	KEYCAST_RPC_BURST            see above
 //	KEYCAST_BCRYPT_COST          bcrypt cost 4..31 (default 12, Keycast's DEFAULT_COST)
+//	KEYCAST_HEADER_TIMEOUT_MS    a request head must arrive within this of its first byte,
+//	                             100..600000 (default 10000), fast path and net/http alike
 //	KEYCAST_MAX_TENANTS          tenants created from Host, 0..1000000 (default 100; 0 = none)
 //	KEYCAST_FAST_PATH            on (default) or off: answer POST /api/nostr with the HTTP/1.1
 //	                             fast path or send everything through net/http

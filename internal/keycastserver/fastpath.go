@@ -193,7 +193,10 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 			c.SetReadDeadline(now.Add(fastIdleTimeout))
 			deadlineSet = now
 		}
-		end, err := peekHead(br)
+		end, armed, err := peekHead(br, c, s.cfg.HeaderTimeout)
+		if armed {
+			deadlineSet = time.Time{} // the head deadline replaced the idle one
+		}
 		fc.active.Store(true)
 		if err != nil {
 			if errors.Is(err, errHandoff) {
@@ -290,23 +293,31 @@ var errHandoff = errors.New("keycastserver: request needs net/http")
 
 // peekHead waits until the buffer holds a whole request head (through the blank line) and
 // returns its length without consuming it. A head that does not fit the buffer is errHandoff.
-func peekHead(br *bufio.Reader) (int, error) {
+// Before it waits for the rest of a head it has part of, it sets c's read deadline to
+// headTimeout from now (armed reports that it did): waiting for a head's first byte is the
+// idle timeout's business, the rest must follow within headTimeout (net/http's
+// ReadHeaderTimeout, which never sees the heads read here).
+func peekHead(br *bufio.Reader, c net.Conn, headTimeout time.Duration) (end int, armed bool, err error) {
 	for {
 		n := br.Buffered()
 		if n > 0 {
 			b, _ := br.Peek(n)
 			if i := bytes.Index(b, crlfcrlf); i >= 0 {
-				return i + 4, nil
+				return i + 4, armed, nil
 			}
 			if n >= br.Size() {
-				return 0, errHandoff
+				return 0, armed, errHandoff
+			}
+			if !armed {
+				c.SetReadDeadline(time.Now().Add(headTimeout))
+				armed = true
 			}
 		}
 		if _, err := br.Peek(n + 1); err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				return 0, errHandoff
+				return 0, armed, errHandoff
 			}
-			return 0, err
+			return 0, armed, err
 		}
 	}
 }

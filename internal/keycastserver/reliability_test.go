@@ -3,6 +3,8 @@ package keycastserver_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -215,4 +217,51 @@ func TestRandomHostsDoNotCreateTenants(t *testing.T) {
 	c.register("second@test.local", nil) // the known tenant still works
 	r := c.do("POST", keycast.PathLogin, map[string]string{"email": "x@test.local", "password": "p"}, "Origin", c.base, "Host", "h1.example")
 	wantStatus(t, r, http.StatusUnauthorized, "a tenant created before the limit")
+}
+
+// slowloris sends head in pieces, one every gap, and returns how long the server kept the
+// connection open (at most limit).
+func slowloris(t *testing.T, addr string, pieces []string, gap, limit time.Duration) time.Duration {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		c.SetReadDeadline(start.Add(limit))
+		io.Copy(io.Discard, c)
+	}()
+	for _, p := range pieces {
+		select {
+		case <-closed:
+			return time.Since(start)
+		case <-time.After(gap):
+		}
+		if _, err := io.WriteString(c, p); err != nil {
+			break
+		}
+	}
+	<-closed
+	return time.Since(start)
+}
+
+// TestHeadSlowlorisIsCutOff: a request head must arrive whole within HeaderTimeout of its first
+// byte on both paths; the fast path reads heads itself, so net/http's ReadHeaderTimeout never
+// applied to it and a head trickled a byte at a time held the connection for the 2-minute idle
+// timeout.
+func TestHeadSlowlorisIsCutOff(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		srv, _ := startServer(t, keycastserver.Config{NoFastPath: !fast, HeaderTimeout: 300 * time.Millisecond})
+		pieces := []string{"POST /api/nostr HTTP/1.1\r\n", "Host: x\r\n"}
+		for range 100 {
+			pieces = append(pieces, "X")
+		}
+		if held := slowloris(t, srv.Addr, pieces, 50*time.Millisecond, 6*time.Second); held > 3*time.Second {
+			t.Errorf("fast=%v: a trickled head held the connection %v, want it closed soon after HeaderTimeout (300ms)", fast, held)
+		}
+	}
 }

@@ -273,7 +273,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.httpSrv == nil {
 		s.httpSrv = &http.Server{
 			Handler:           s.handler,
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: s.cfg.HeaderTimeout,
 			IdleTimeout:       fastIdleTimeout,
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
