@@ -273,7 +273,7 @@ func (s *Server) handoff(c net.Conn, br *bufio.Reader, hand *handoffListener, pe
 		}
 	}
 	c.SetReadDeadline(time.Time{})
-	if !hand.hand(&replayConn{Conn: c, r: br}) {
+	if !hand.hand(newFramingGuard(&replayConn{Conn: c, r: br})) {
 		return false
 	}
 	return true

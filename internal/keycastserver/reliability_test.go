@@ -1,11 +1,14 @@
 package keycastserver_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -262,6 +265,84 @@ func TestHeadSlowlorisIsCutOff(t *testing.T) {
 		}
 		if held := slowloris(t, srv.Addr, pieces, 50*time.Millisecond, 6*time.Second); held > 3*time.Second {
 			t.Errorf("fast=%v: a trickled head held the connection %v, want it closed soon after HeaderTimeout (300ms)", fast, held)
+		}
+	}
+}
+
+// exchange writes raw on a new connection and reads answers until the server closes it (or
+// 5 s pass); it returns the statuses in order and whether the connection was closed.
+func exchange(t *testing.T, addr, raw string) (statuses []int, closed bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			var ne net.Error
+			return statuses, !(errors.As(err, &ne) && ne.Timeout())
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		statuses = append(statuses, res.StatusCode)
+	}
+}
+
+// TestAmbiguousFramingIsRefused: a request with both Content-Length and Transfer-Encoding, or
+// with Content-Length twice, is answered 400 and the connection closed on both paths, so
+// nothing it carries (here a GET /api/policies after an empty chunked body) is served as a
+// second request. net/http alone dropped Content-Length, served the chunked request and then
+// the hidden one.
+func TestAmbiguousFramingIsRefused(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		srv, c := startServer(t, keycastserver.Config{NoFastPath: !fast})
+		a := c.register("smuggle@test.local", nil)
+		tok := c.grant(a, keycast.LoadtestScope).AccessToken
+		addr := srv.Addr
+		gpk := `{"method":"get_public_key","params":[]}`
+		nostr := func(headers, body string) string {
+			return "POST /api/nostr HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nAuthorization: Bearer " + tok + "\r\n" +
+				headers + "\r\n" + body
+		}
+		hidden := "GET /api/policies HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"
+		good := nostr("Content-Length: "+strconv.Itoa(len(gpk))+"\r\n", gpk)
+		tests := []struct {
+			name string
+			raw  string
+			want []int // statuses before the close
+		}{
+			{"CL then TE", nostr("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"+hidden), []int{400}},
+			{"TE then CL", nostr("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", "0\r\n\r\n"+hidden), []int{400}},
+			{"lower case", nostr("content-length: 5\r\ntransfer-encoding: Chunked\r\n", "0\r\n\r\n"+hidden), []int{400}},
+			{"CL 0 and TE", nostr("Content-Length: 0\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"+hidden), []int{400}},
+			{"same CL twice", nostr("Content-Length: 2\r\nContent-Length: 2\r\n", "{}"+hidden), []int{400}},
+			{"conflicting CL", nostr("Content-Length: 2\r\nContent-Length: 41\r\n", "{}"+hidden), []int{400}},
+			{"TE in HTTP/1.0", strings.Replace(nostr("Transfer-Encoding: chunked\r\n", "0\r\n\r\n"+hidden), "HTTP/1.1", "HTTP/1.0", 1), []int{400}},
+			{"folded TE", nostr("Content-Length: 5\r\nTransfer-Encoding:\r\n chunked\r\n", "0\r\n\r\n"+hidden), []int{400}},
+			{"after a fast-path request", good + nostr("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"+hidden), []int{200, 400}},
+			{"after a net/http request", "GET /health HTTP/1.1\r\nHost: " + addr + "\r\n\r\n" +
+				nostr("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"+hidden), []int{200, 400}},
+			{"bad chunk size hides a request", nostr("Transfer-Encoding: chunked\r\n", "2 ;x\r\n{}\r\n0\r\n\r\n"+hidden), []int{400}},
+			{"bare LF in a chunk line", nostr("Transfer-Encoding: chunked\r\n", "2\n{}\r\n0\r\n\r\n"+hidden), []int{400}},
+		}
+		for _, tt := range tests {
+			got, closed := exchange(t, addr, tt.raw)
+			if !slices.Equal(got, tt.want) || !closed {
+				t.Errorf("fast=%v %s: statuses %v, closed %v; want %v then the connection closed", fast, tt.name, got, closed, tt.want)
+			}
+		}
+		// Plain chunked requests and pipelines keep working.
+		chunked := nostr("Transfer-Encoding: chunked\r\n", strconv.FormatInt(int64(len(gpk)), 16)+"\r\n"+gpk+"\r\n0\r\n\r\n")
+		last := "GET /api/policies HTTP/1.1\r\nHost: " + addr + "\r\nConnection: close\r\n\r\n"
+		if got, _ := exchange(t, addr, chunked+good+chunked+hidden+last); !slices.Equal(got, []int{200, 200, 200, 200, 200}) {
+			t.Errorf("fast=%v: chunked and plain requests pipelined: %v, want five 200s", fast, got)
 		}
 	}
 }

@@ -289,7 +289,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.mu.Unlock()
 	if hand == nil {
-		return srv.Serve(ln)
+		return srv.Serve(guardListener{ln})
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hand) }()
