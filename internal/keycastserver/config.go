@@ -26,6 +26,7 @@ const (
 	DefaultHandlerTimeout   = 8 * time.Second
 	DefaultBodyLimit        = 64 << 10
 	DefaultHeaderTimeout    = 10 * time.Second
+	DefaultBodyTimeout      = 30 * time.Second
 	DefaultMaxTenants       = 100
 	// DefaultBcryptCost is the cost of Keycast's bcrypt DEFAULT_COST (the Rust crate's 12).
 	DefaultBcryptCost = 12
@@ -91,6 +92,17 @@ type Config struct {
 	// time of its first byte, on the fast path and on net/http alike; a slower one closes the
 	// connection. Zero: 10 s.
 	HeaderTimeout time.Duration
+	// BodyTimeout (env KEYCAST_BODY_TIMEOUT_MS): a request body must arrive within this time
+	// after its head; a slower one ends the request (400) and the connection. On net/http it is
+	// applied with the head's as one limit (ReadTimeout = HeaderTimeout + BodyTimeout from the
+	// request's first byte). Zero: 30 s.
+	BodyTimeout time.Duration
+	// MaxConnections (env KEYCAST_MAX_CONNECTIONS) caps open client connections. Past it a new
+	// connection is answered at once with the shedding contract (503 admission_rejected) and
+	// closed, so stalled clients cannot take every file descriptor. Zero: the smaller of
+	// DefaultMaxConnections and half the open-file limit (RLIMIT_NOFILE), leaving the other half
+	// for the database, shedding and the process's own files.
+	MaxConnections int
 	// BodyLimit (env HTTP_BODY_LIMIT) caps request bodies in bytes; larger ones get 413.
 	// Zero: 64 KiB.
 	BodyLimit int64
@@ -155,6 +167,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HeaderTimeout <= 0 {
 		c.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = defaultMaxConnections()
 	}
 	if c.BodyLimit <= 0 {
 		c.BodyLimit = DefaultBodyLimit
@@ -280,6 +298,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if n, ok := rangeVar("KEYCAST_HEADER_TIMEOUT_MS", 100, 600_000, "default 10000"); ok {
 		c.HeaderTimeout = time.Duration(n) * time.Millisecond
+	}
+	if n, ok := rangeVar("KEYCAST_BODY_TIMEOUT_MS", 100, 600_000, "default 30000"); ok {
+		c.BodyTimeout = time.Duration(n) * time.Millisecond
+	}
+	if n, ok := rangeVar("KEYCAST_MAX_CONNECTIONS", 1, 1_000_000, "default: 10000, or half the open-file limit when that is less"); ok {
+		c.MaxConnections = n
 	}
 	if n, ok := rangeVar("KEYCAST_MAX_TENANTS", 0, 1_000_000, "0 = create none, only serve tenants already in the database; default 100"); ok {
 		c.MaxTenants = n

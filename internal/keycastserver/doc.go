@@ -59,6 +59,19 @@
 // is 503 {"error":"Database temporarily unavailable"} (no code), the 8-second handler budget
 // ends in 504, and bugs are 500.
 //
+// # Connections
+//
+// Open client connections are capped at KEYCAST_MAX_CONNECTIONS (default 10,000, or half the
+// open-file limit when that is less); past the cap a new connection is answered at once with the
+// shedding contract above and closed, and counted in keycast_http_connections_shed_total. On
+// both paths a request head must arrive within KEYCAST_HEADER_TIMEOUT_MS of its first byte (a
+// connection's first head, of the accept) and its body within KEYCAST_BODY_TIMEOUT_MS after it;
+// idle keep-alive connections close after 2 minutes. When accept fails for lack
+// of file descriptors, a descriptor kept in reserve lets the server accept and shed the waiting
+// connection, and the trouble is logged once per 10 seconds. A request with both Content-Length
+// and Transfer-Encoding, or a repeated Content-Length, is answered 400 and its connection closed
+// (framing.go), so nothing behind it is served.
+//
 // # Storage and keys
 //
 // internal/keycaststore: SQLite (default <data-dir>/keycast.sqlite3) or PostgreSQL when
@@ -86,6 +99,10 @@
 //	KEYCAST_BCRYPT_COST          bcrypt cost 4..31 (default 12, Keycast's DEFAULT_COST)
 //	KEYCAST_HEADER_TIMEOUT_MS    a request head must arrive within this of its first byte,
 //	                             100..600000 (default 10000), fast path and net/http alike
+//	KEYCAST_BODY_TIMEOUT_MS      a request body must arrive within this of its head,
+//	                             100..600000 (default 30000)
+//	KEYCAST_MAX_CONNECTIONS      open client connections, 1..1000000 (default 10000, or half
+//	                             the open-file limit when less); past it 503 admission_rejected
 //	KEYCAST_MAX_TENANTS          tenants created from Host, 0..1000000 (default 100; 0 = none)
 //	KEYCAST_FAST_PATH            on (default) or off: answer POST /api/nostr with the HTTP/1.1
 //	                             fast path or send everything through net/http

@@ -29,15 +29,6 @@ import (
 // answer them the same way. FuzzFramingGuard checks that net/http never finds a request head
 // where the guard did not.
 
-// errFramingRefused is what a refused stream reads after its poison bytes. It is not a
-// net.Error, so if net/http ever reads that far it answers 400 rather than closing silently.
-var errFramingRefused = &framingError{"keycastserver: request refused: Content-Length with Transfer-Encoding, " +
-	"a repeated Content-Length, or framing this server does not read the way net/http does"}
-
-type framingError struct{ msg string }
-
-func (e *framingError) Error() string { return e.msg }
-
 // framing guard states
 const (
 	fgLeading     = iota // before a request line: up to 4 CR or LF are skipped (net/http does after a POST)
@@ -64,7 +55,7 @@ const fgMaxChunkLine = 4096
 type framingGuard struct {
 	net.Conn
 	refused atomic.Bool // the stream was refused; Close then lingers
-	poison  []byte      // what Read passes on after the refusal point, before errFramingRefused
+	poison  []byte      // what Read passes on after the refusal point, then nothing
 
 	state   int
 	remain  uint64 // body or chunk bytes left
@@ -116,18 +107,26 @@ func (g *framingGuard) startHead() {
 
 // Read reads from the connection and passes on the bytes up to the first one that would let
 // net/http act on a request with refused framing. In that byte's place it passes a few bytes
-// that make net/http's parser fail right there (poisonFor), and after them errFramingRefused.
-// The refusal is not returned as an error at once because the bytes may have been read ahead,
-// while net/http still answers an earlier pipelined request: an error then would cancel that
-// request's context. The poison is parsed in net/http's own order, after it.
+// that make net/http's parser fail right there (poisonFor), and nothing after them. The refusal
+// is not returned as an error because the bytes may have been read ahead while net/http still
+// answers an earlier pipelined request: an error then would cancel that request's context. The
+// poison is parsed in net/http's own order, after it.
 func (g *framingGuard) Read(p []byte) (int, error) {
 	if g.refused.Load() {
-		if len(g.poison) == 0 {
-			return 0, errFramingRefused
+		if len(g.poison) > 0 {
+			n := copy(p, g.poison)
+			g.poison = g.poison[n:]
+			return n, nil
 		}
-		n := copy(p, g.poison)
-		g.poison = g.poison[n:]
-		return n, nil
+		// Nothing more is passed on. The read still waits like one on a connection with no
+		// more data (whatever arrives is dropped) and ends with the connection's own error: a
+		// deadline, or the client closing. net/http reads here only in its background read
+		// while it answers an earlier request, and an early error would cancel that request.
+		for {
+			if _, err := g.Conn.Read(p); err != nil {
+				return 0, err
+			}
+		}
 	}
 	n, err := g.Conn.Read(p)
 	for i := 0; i < n; i++ {
@@ -452,15 +451,4 @@ func lingerClose(c net.Conn) {
 	}
 	c.SetReadDeadline(time.Now().Add(lingerTime))
 	io.CopyN(io.Discard, c, 256<<10)
-}
-
-// guardListener wraps every accepted connection in a framingGuard (KEYCAST_FAST_PATH=off).
-type guardListener struct{ net.Listener }
-
-func (l guardListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return newFramingGuard(c), nil
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -344,5 +345,84 @@ func TestAmbiguousFramingIsRefused(t *testing.T) {
 		if got, _ := exchange(t, addr, chunked+good+chunked+hidden+last); !slices.Equal(got, []int{200, 200, 200, 200, 200}) {
 			t.Errorf("fast=%v: chunked and plain requests pipelined: %v, want five 200s", fast, got)
 		}
+	}
+}
+
+// TestStalledRequestsAreBounded: connections that send a request head and never its body (or
+// never a head at all) end within the read timeouts on both paths, and past MaxConnections a new
+// connection is answered at once with the shedding contract and closed, so stalled sockets can
+// neither hold the server's descriptors nor keep normal clients out for long.
+func TestStalledRequestsAreBounded(t *testing.T) {
+	srv, c := startServer(t, keycastserver.Config{MaxConnections: 60, HeaderTimeout: 300 * time.Millisecond,
+		BodyTimeout: 300 * time.Millisecond})
+	addr := srv.Addr
+	heads := []string{
+		"POST " + keycast.PathRegister + " HTTP/1.1\r\nHost: " + addr + "\r\nOrigin: http://" + addr +
+			"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+		"POST " + keycast.PathToken + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+		"POST " + keycast.PathNostr + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST " + keycast.PathNostr + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+		"GET /health HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 100\r\n\r\n",
+		"", // connects and sends nothing
+		"POST " + keycast.PathNostr + " HTTP/1.1\r\nHost: " + addr + "\r\n", // half a head
+	}
+	const n = 300
+	type outcome struct {
+		status int // 0: no answer
+		held   bool
+		res    *http.Response
+		body   []byte
+	}
+	outcomes := make([]outcome, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		defer conn.Close()
+		io.WriteString(conn, heads[i%len(heads)])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn.SetReadDeadline(start.Add(8 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			var ne net.Error
+			if err != nil {
+				outcomes[i].held = errors.As(err, &ne) && ne.Timeout()
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			outcomes[i] = outcome{status: res.StatusCode, res: res, body: b}
+			// After the answer the server must close the connection too.
+			if _, err := conn.Read(make([]byte, 1)); errors.As(err, &ne) && ne.Timeout() {
+				outcomes[i].held = true
+			}
+		}()
+	}
+	wg.Wait()
+	held, shed := 0, 0
+	for i, o := range outcomes {
+		if o.held {
+			held++
+			continue
+		}
+		if o.status == http.StatusServiceUnavailable {
+			shed++
+			if o.res.Header.Get("Retry-After") != "1" || string(o.body) != `{"error":"server at capacity, retry shortly","code":"admission_rejected"}` {
+				t.Errorf("connection %d shed with Retry-After %q body %s, want the shedding contract", i, o.res.Header.Get("Retry-After"), o.body)
+			}
+		}
+	}
+	if held > 0 || shed < n-60-10 {
+		t.Errorf("%d stalled connections: %d still held after %v, %d shed at the 60-connection cap; want none held and at least %d shed",
+			n, held, time.Since(start).Round(time.Millisecond), shed, n-70)
+	}
+	// Normal clients get in again at once.
+	wantStatus(t, c.do("GET", keycast.PathHealth, nil), http.StatusOK, "health after the stall")
+	c.register("after-stall@test.local", nil)
+	if open := c.metrics()["keycast_http_connections_open"]; open > 3 {
+		t.Errorf("keycast_http_connections_open = %d after the stalled connections ended, want about 1", open)
 	}
 }
