@@ -12,17 +12,17 @@ import (
 // net/http accepts a request carrying both Content-Length and Transfer-Encoding: chunked: it
 // drops Content-Length, reads the chunked body and keeps the connection. A front end that frames
 // by Content-Length then sees a different request boundary than this server, and whatever the
-// chunked body leaves over is served as a second, hidden request (request smuggling). RFC 9112
-// §6.1 says to treat such a request as an error, or at least to close the connection after it.
-// net/http also merges repeated identical Content-Length headers. The handler cannot tell either
-// case apart (net/http has removed the evidence), so framingGuard reads the byte stream in front
-// of net/http, tracks request boundaries the way net/http does, and stops the stream at the
-// first request whose framing is not plain: the byte that would complete its head is replaced
-// by bytes net/http cannot parse, and nothing follows them. net/http then answers 400 Bad
-// Request and closes the connection, so nothing after it is ever parsed. A chunked body that
-// net/http might read differently from this guard (bare LF, a CR inside a line, trailers) is cut
-// the same way, mid-body: the handler's body read fails and net/http closes the connection after
-// the answer.
+// chunked body leaves over is served as a second, hidden request (request smuggling); RFC 9112
+// (sections 6.1 and 6.3) says to treat such a request as an error, or at least to close the
+// connection after it. net/http also merges repeated identical Content-Length headers. The
+// handler cannot tell either case apart (net/http has removed the evidence), so framingGuard
+// reads the byte stream in front of net/http, tracks request boundaries the way net/http does,
+// and stops the stream at the first request whose framing is not plain: the byte that would
+// complete its head is replaced by bytes net/http cannot parse, and nothing follows them.
+// net/http then answers 400 Bad Request and closes the connection, so nothing after it is ever
+// parsed. A chunked body that net/http might read differently from this guard (bare LF, a CR
+// inside a line, trailers) is cut the same way, mid-body: the handler's body read fails and
+// net/http closes the connection after the answer.
 //
 // The guard is stricter than net/http, never looser: where it is unsure it refuses. The fast path
 // hands such requests (Transfer-Encoding, a second Content-Length) to net/http, so both paths
