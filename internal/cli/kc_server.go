@@ -28,7 +28,8 @@ func newKeycastServerCmd(env *Env) *cobra.Command {
 			"upstream's) work against. Configuration comes from the environment (DATABASE_URL, SERVER_NSEC,\n" +
 			"MASTER_KEY_PATH, ALLOWED_ORIGINS, HANDLER_CACHE_SIZE, KEYCAST_CPU_SLOTS, KEYCAST_CPU_QUEUE,\n" +
 			"KEYCAST_QUEUE_TIMEOUT_MS, KEYCAST_RPC_RATE_PER_SECOND, KEYCAST_RPC_BURST, KEYCAST_BCRYPT_COST,\n" +
-			"TOKEN_EXPIRY_SECONDS, BUNKER_RELAYS, HTTP_BODY_LIMIT, PORT) and the flags below.\n" +
+			"TOKEN_EXPIRY_SECONDS, BUNKER_RELAYS, HTTP_BODY_LIMIT, KEYCAST_MAX_CONNECTIONS, KEYCAST_HEADER_TIMEOUT_MS,\n" +
+			"KEYCAST_BODY_TIMEOUT_MS, KEYCAST_MAX_TENANTS, KEYCAST_FAST_PATH, PORT) and the flags below.\n" +
 			"SIGINT or SIGTERM drains in-flight requests and stops.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

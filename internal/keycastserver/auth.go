@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -23,9 +25,12 @@ const (
 	msgKeyExists       = "This Nostr key is already registered. Please log in instead or use a different key."
 	msgSessionRevoked  = "Session revoked successfully"
 	msgInvalidEmail    = "Invalid email address"
+	codeInvalidEmail   = "INVALID_EMAIL"
 	msgPasswordMissing = "Password is required"
 	// maxPasswordBytes is bcrypt's input limit.
 	maxPasswordBytes = 72
+	// maxEmailBytes is RFC 5321's limit on a forward path less the angle brackets.
+	maxEmailBytes = 254
 )
 
 // authTimeout bounds the database and CPU work of one auth or OAuth request.
@@ -56,9 +61,9 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request, tenantID 
 		writeBodyError(w, err)
 		return
 	}
-	email := strings.TrimSpace(req.Email)
-	if !plausibleEmail(email) {
-		writeError(w, http.StatusBadRequest, msgInvalidEmail, "INVALID_EMAIL")
+	email, problem := normalizeEmail(req.Email)
+	if problem != "" {
+		writeError(w, http.StatusBadRequest, msgInvalidEmail+": "+problem, codeInvalidEmail)
 		return
 	}
 	if req.Password == "" {
@@ -144,7 +149,13 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, tenantID int
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
 	defer cancel()
-	u, err := s.store.UserByEmail(ctx, tenantID, strings.TrimSpace(req.Email))
+	typed := strings.TrimSpace(req.Email)
+	email, _ := normalizeEmail(typed)
+	u, err := s.store.UserByEmail(ctx, tenantID, email)
+	if errors.Is(err, keycaststore.ErrNotFound) && email != typed {
+		// A row stored before addresses were lower-cased.
+		u, err = s.store.UserByEmail(ctx, tenantID, typed)
+	}
 	if errors.Is(err, keycaststore.ErrNotFound) {
 		s.m.loginFailures.Add(1)
 		writeError(w, http.StatusUnauthorized, keycast.MsgOAuthUnauthorized, "")
@@ -186,11 +197,11 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, tenantID int
 	writeJSON(w, http.StatusOK, keycast.RegisterResponse{Success: true, Pubkey: u.Pubkey})
 }
 
-// serveRevoke is POST /api/user/sessions/revoke {"bunker_pubkey"}: the caller (session cookie
-// or bearer token) revokes one of their authorizations. Cached handlers of it stop working at
-// once in this process.
+// serveRevoke is POST /api/user/sessions/revoke {"bunker_pubkey"}: a session (cookie or bearer)
+// revokes one of the user's authorizations; an access token may revoke only its own. Cached
+// handlers of a revoked authorization stop working at once in this process.
 func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request, tenantID int64) {
-	user, err := s.userFromRequest(r, 0)
+	who, err := s.callerFromRequest(r, 0)
 	if err != nil {
 		if errors.Is(err, keycast.ErrMissingBearer) {
 			writeError(w, http.StatusUnauthorized, keycast.MsgAuthRequired, "")
@@ -206,9 +217,15 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request, tenantID in
 		writeBodyError(w, err)
 		return
 	}
+	bunker := strings.ToLower(req.BunkerPubkey)
+	if !who.session && (who.bunker == "" || bunker != strings.ToLower(who.bunker)) {
+		// An access token may log itself out, nothing more.
+		writeError(w, http.StatusUnauthorized, keycast.MsgInvalidToken, "")
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
 	defer cancel()
-	ids, err := s.store.RevokeAuthorizations(ctx, tenantID, user.Hex(), strings.ToLower(req.BunkerPubkey), s.cfg.Now())
+	ids, err := s.store.RevokeAuthorizations(ctx, tenantID, who.user.Hex(), bunker, s.cfg.Now())
 	if errors.Is(err, keycaststore.ErrNotFound) {
 		writeError(w, http.StatusUnauthorized, keycast.MsgInvalidToken, "")
 		return
@@ -231,22 +248,37 @@ func (s *Server) evictRevoked(ids []int64) {
 	s.m.revokedEvictions.Add(float64(n))
 }
 
-// userFromRequest validates the bearer token, else the session cookie, and returns the user
-// (the token's audience). tenant 0 skips the tenant check.
-func (s *Server) userFromRequest(r *http.Request, tenant int64) (keycast.PublicKey, error) {
+// caller is who sent an account request: the user, and whether the credential is a session.
+type caller struct {
+	user keycast.PublicKey
+	// session: a session token (register and login mint them: user-signed, no bunker_pubkey),
+	// which acts for the user. Anything else is an access token, which acts only for its own
+	// authorization, bunker.
+	session bool
+	bunker  string
+}
+
+// callerFromRequest validates the bearer token, else the session cookie (tenant 0 skips the
+// tenant check). An access token passes validation too; callers must check session before
+// letting it act for the user, so a limited token can never be turned into a wider one.
+func (s *Server) callerFromRequest(r *http.Request, tenant int64) (caller, error) {
 	authz := r.Header.Get("Authorization")
 	if !strings.HasPrefix(authz, "Bearer ") {
 		c, err := r.Cookie(keycast.SessionCookieName)
 		if err != nil || c.Value == "" {
-			return keycast.PublicKey{}, keycast.ErrMissingBearer
+			return caller{}, keycast.ErrMissingBearer
 		}
 		authz = "Bearer " + c.Value
 	}
 	u, err := s.validate(r.Context(), authz, tenant)
 	if err != nil {
-		return keycast.PublicKey{}, err
+		return caller{}, err
 	}
-	return u.Audience, nil
+	return caller{
+		user:    u.Audience,
+		session: u.SelfIssued() && u.Facts.BunkerPubkey == "",
+		bunker:  u.Facts.BunkerPubkey,
+	}, nil
 }
 
 // validate runs ValidateBearer (a Schnorr verification) under the CPU gate.
@@ -307,10 +339,54 @@ func (s *Server) authFail(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusServiceUnavailable, keycast.MsgServiceUnavailable, "")
 }
 
-// plausibleEmail is a light shape check: something@something without spaces.
-func plausibleEmail(e string) bool {
-	at := strings.IndexByte(e, '@')
-	return at > 0 && at < len(e)-1 && len(e) <= 254 && !strings.ContainsAny(e, " \t\r\n<>\"")
+// normalizeEmail checks the shape of an address and returns it trimmed and lower-cased, so
+// that case variants are one account (the unique index compares stored text). problem, when not
+// empty, says what is wrong for the 400 answer. The rules are a practical subset of RFC 5321
+// (dot-atom local part without quoting, host-name domain, IDN labels as UTF-8): exactly one @,
+// no control characters, spaces or <>()[]\,;:", at most 64 bytes before the @ and 254 in all.
+func normalizeEmail(raw string) (email, problem string) {
+	e := strings.TrimSpace(raw)
+	switch {
+	case !utf8.ValidString(e):
+		return "", "it is not valid UTF-8"
+	case len(e) > maxEmailBytes:
+		return "", "it is longer than 254 bytes"
+	}
+	for _, r := range e {
+		switch {
+		case unicode.IsControl(r):
+			return "", "it contains a control character"
+		case unicode.IsSpace(r):
+			return "", "it contains a space"
+		case strings.ContainsRune(`<>()[]\,;:"`, r):
+			return "", "it contains " + strconv.QuoteRune(r) + ", which is not allowed"
+		}
+	}
+	if strings.Count(e, "@") != 1 {
+		return "", "it must contain exactly one @"
+	}
+	local, domain, _ := strings.Cut(e, "@")
+	switch {
+	case local == "":
+		return "", "nothing before the @"
+	case len(local) > 64:
+		return "", "more than 64 bytes before the @"
+	case local[0] == '.' || local[len(local)-1] == '.' || strings.Contains(local, ".."):
+		return "", "a dot may not start or end the part before the @, nor follow another dot"
+	case domain == "":
+		return "", "nothing after the @"
+	}
+	for _, label := range strings.Split(domain, ".") {
+		if label == "" || label[0] == '-' || label[len(label)-1] == '-' || len(label) > 63 {
+			return "", "the domain " + strconv.Quote(domain) + " is not a host name (empty label, or one that starts or ends with -)"
+		}
+		for _, r := range label {
+			if r < utf8.RuneSelf && !(r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
+				return "", "the domain " + strconv.Quote(domain) + " is not a host name (letters, digits, - and dots only)"
+			}
+		}
+	}
+	return strings.ToLower(e), ""
 }
 
 func randomHex(n int) string {

@@ -25,6 +25,9 @@ const (
 	DefaultQueuePerSlot     = 64
 	DefaultHandlerTimeout   = 8 * time.Second
 	DefaultBodyLimit        = 64 << 10
+	DefaultHeaderTimeout    = 10 * time.Second
+	DefaultBodyTimeout      = 30 * time.Second
+	DefaultMaxTenants       = 100
 	// DefaultBcryptCost is the cost of Keycast's bcrypt DEFAULT_COST (the Rust crate's 12).
 	DefaultBcryptCost = 12
 	// SQLiteFileName is the database file inside the data directory.
@@ -85,12 +88,32 @@ type Config struct {
 	RPCBurst float64
 	// HandlerTimeout bounds one /api/nostr request; past it the answer is 504. Zero: 8 s.
 	HandlerTimeout time.Duration
+	// HeaderTimeout (env KEYCAST_HEADER_TIMEOUT_MS): a request head must arrive whole within this
+	// time of its first byte, on the fast path and on net/http alike; a slower one closes the
+	// connection. Zero: 10 s.
+	HeaderTimeout time.Duration
+	// BodyTimeout (env KEYCAST_BODY_TIMEOUT_MS): a request body must arrive within this time
+	// after its head; a slower one ends the request (400) and the connection. On net/http it is
+	// applied with the head's as one limit (ReadTimeout = HeaderTimeout + BodyTimeout from the
+	// request's first byte). Zero: 30 s.
+	BodyTimeout time.Duration
+	// MaxConnections (env KEYCAST_MAX_CONNECTIONS) caps open client connections. Past it a new
+	// connection is answered at once with the shedding contract (503 admission_rejected) and
+	// closed, so stalled clients cannot take every file descriptor. Zero: the smaller of
+	// DefaultMaxConnections and half the open-file limit (RLIMIT_NOFILE), leaving the other half
+	// for the database, shedding and the process's own files.
+	MaxConnections int
 	// BodyLimit (env HTTP_BODY_LIMIT) caps request bodies in bytes; larger ones get 413.
 	// Zero: 64 KiB.
 	BodyLimit int64
 	// BcryptCost (env KEYCAST_BCRYPT_COST, 4..31) for new password hashes. Zero: 12, the cost
 	// of Keycast's bcrypt DEFAULT_COST. Tests use 4.
 	BcryptCost int
+	// MaxTenants (env KEYCAST_MAX_TENANTS) caps the tenants the server creates from Host
+	// headers: once the tenants table holds this many rows ("default" included), a request
+	// naming an unknown Host is refused with 400 instead of adding one. Zero: 100; negative:
+	// create none (env value 0), only tenants already in the database are served.
+	MaxTenants int
 	// NoFastPath (env KEYCAST_FAST_PATH=off) serves every request through net/http instead of
 	// answering POST /api/nostr with the HTTP/1.1 fast path (see fastpath.go).
 	NoFastPath bool
@@ -142,8 +165,23 @@ func (c Config) withDefaults() Config {
 	if c.HandlerTimeout <= 0 {
 		c.HandlerTimeout = DefaultHandlerTimeout
 	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = defaultMaxConnections()
+	}
 	if c.BodyLimit <= 0 {
 		c.BodyLimit = DefaultBodyLimit
+	}
+	switch {
+	case c.MaxTenants == 0:
+		c.MaxTenants = DefaultMaxTenants
+	case c.MaxTenants < 0:
+		c.MaxTenants = 0
 	}
 	if c.BcryptCost == 0 {
 		c.BcryptCost = DefaultBcryptCost
@@ -215,6 +253,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		*dst = int(v)
 	}
+	// rangeVar reads a whole number from lo to hi; ok is false when unset or refused.
+	rangeVar := func(name string, lo, hi int64, note string) (int, bool) {
+		v := get(name)
+		if v == "" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(strings.TrimPrefix(v, "+"), 10, 64)
+		if err != nil || n < lo || n > hi {
+			bad(name, getenv(name), fmt.Sprintf("must be a whole number from %d to %d (%s)", lo, hi, note))
+			return 0, false
+		}
+		return int(n), true
+	}
 	uintVar("HANDLER_CACHE_SIZE", 1<<31, &c.HandlerCacheSize)
 	uintVar("KEYCAST_CPU_SLOTS", 1<<16, &c.CPUSlots)
 	if v := get("KEYCAST_CPU_QUEUE"); v != "" {
@@ -243,6 +294,21 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			bad("KEYCAST_BCRYPT_COST", getenv("KEYCAST_BCRYPT_COST"), "must be a whole number from 4 to 31")
 		} else {
 			c.BcryptCost = n
+		}
+	}
+	if n, ok := rangeVar("KEYCAST_HEADER_TIMEOUT_MS", 100, 600_000, "default 10000"); ok {
+		c.HeaderTimeout = time.Duration(n) * time.Millisecond
+	}
+	if n, ok := rangeVar("KEYCAST_BODY_TIMEOUT_MS", 100, 600_000, "default 30000"); ok {
+		c.BodyTimeout = time.Duration(n) * time.Millisecond
+	}
+	if n, ok := rangeVar("KEYCAST_MAX_CONNECTIONS", 1, 1_000_000, "default: 10000, or half the open-file limit when that is less"); ok {
+		c.MaxConnections = n
+	}
+	if n, ok := rangeVar("KEYCAST_MAX_TENANTS", 0, 1_000_000, "0 = create none, only serve tenants already in the database; default 100"); ok {
+		c.MaxTenants = n
+		if n == 0 {
+			c.MaxTenants = -1
 		}
 	}
 	switch v := strings.ToLower(get("KEYCAST_FAST_PATH")); v {

@@ -8,12 +8,14 @@
 //	POST /api/auth/register        Origin required; bcrypt; keys generated or from nsec; sets the
 //	                               keycast_session cookie (a user-signed UCAN)
 //	POST /api/auth/login           email + password → keycast_session
-//	POST /api/oauth/authorize      session cookie → single-use code (10 min), PKCE S256 or plain
+//	POST /api/oauth/authorize      session cookie → single-use code (10 min), PKCE S256 or plain;
+//	                               an access token is never accepted as a session
 //	POST /api/oauth/token          code (+ code_verifier) → server-signed access token with
 //	                               bunker_pubkey; the bunker key is HKDF-derived
 //	POST /api/nostr                get_public_key, sign_event, nip44_encrypt/decrypt,
 //	                               nip04_encrypt/decrypt; Keycast's policy rules (all must allow)
-//	POST /api/user/sessions/revoke {"bunker_pubkey"}: revoke one of the caller's authorizations
+//	POST /api/user/sessions/revoke {"bunker_pubkey"}: a session revokes one of the user's
+//	                               authorizations, an access token only its own
 //	GET  /api/policies             the global policies
 //	GET  /api/metrics              Prometheus text: Keycast's 19 series in Keycast's order, then
 //	                               keycast_http_rpc_operation_duration_seconds{method,outcome}
@@ -22,7 +24,9 @@
 //	GET  /healthz/ready            200 when the database answers, else 503
 //
 // Tenancy: the tenant is the Host header without its port, created on first sight and cached
-// (no database work per request once known). /api/nostr does not check the token's tenant, as
+// (no database work per request once known). Unlike upstream, creation stops once the tenants
+// table holds KEYCAST_MAX_TENANTS rows (default 100): past that an unknown Host gets 400
+// "Unknown tenant", so made-up Host headers cannot grow the database. /api/nostr does not check the token's tenant, as
 // in the Dec-2025 server, so tokens written by the load tool's DB-mode setup work from any
 // Host. CORS: /api/nostr, /api/oauth/* and /api/metrics allow any origin without
 // credentials; register, login and revoke allow ALLOWED_ORIGINS and http://localhost:* with
@@ -56,6 +60,19 @@
 // is 503 {"error":"Database temporarily unavailable"} (no code), the 8-second handler budget
 // ends in 504, and bugs are 500.
 //
+// # Connections
+//
+// Open client connections are capped at KEYCAST_MAX_CONNECTIONS (default 10,000, or half the
+// open-file limit when that is less); past the cap a new connection is answered at once with the
+// shedding contract above and closed, and counted in keycast_http_connections_shed_total. On
+// both paths a request head must arrive within KEYCAST_HEADER_TIMEOUT_MS of its first byte (a
+// connection's first head, of the accept) and its body within KEYCAST_BODY_TIMEOUT_MS after it;
+// idle keep-alive connections close after 2 minutes. When accept fails for lack
+// of file descriptors, a descriptor kept in reserve lets the server accept and shed the waiting
+// connection, and the trouble is logged once per 10 seconds. A request with both Content-Length
+// and Transfer-Encoding, or a repeated Content-Length, is answered 400 and its connection closed
+// (framing.go), so nothing behind it is served.
+//
 // # Storage and keys
 //
 // internal/keycaststore: SQLite (default <data-dir>/keycast.sqlite3) or PostgreSQL when
@@ -81,6 +98,13 @@
 //	KEYCAST_RPC_RATE_PER_SECOND  see above
 //	KEYCAST_RPC_BURST            see above
 //	KEYCAST_BCRYPT_COST          bcrypt cost 4..31 (default 12, Keycast's DEFAULT_COST)
+//	KEYCAST_HEADER_TIMEOUT_MS    a request head must arrive within this of its first byte,
+//	                             100..600000 (default 10000), fast path and net/http alike
+//	KEYCAST_BODY_TIMEOUT_MS      a request body must arrive within this of its head,
+//	                             100..600000 (default 30000)
+//	KEYCAST_MAX_CONNECTIONS      open client connections, 1..1000000 (default 10000, or half
+//	                             the open-file limit when less); past it 503 admission_rejected
+//	KEYCAST_MAX_TENANTS          tenants created from Host, 0..1000000 (default 100; 0 = none)
 //	KEYCAST_FAST_PATH            on (default) or off: answer POST /api/nostr with the HTTP/1.1
 //	                             fast path or send everything through net/http
 //

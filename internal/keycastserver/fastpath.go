@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 )
@@ -113,37 +112,19 @@ func (c *replayConn) CloseWrite() error {
 	return nil
 }
 
-// serveFastListener accepts on ln and serves each connection with the fast path.
-func (s *Server) serveFastListener(ln net.Listener, hand *handoffListener) error {
-	var backoff time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if s.closed.Load() {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
-		fc := &fastConn{c: c}
-		s.fastMu.Lock()
-		if s.closed.Load() {
-			s.fastMu.Unlock()
-			c.Close()
-			return ErrServerClosed
-		}
-		s.fastConns[fc] = struct{}{}
-		s.fastWG.Add(1)
+// serveFast serves an accepted connection with the fast path.
+func (s *Server) serveFast(c net.Conn, hand *handoffListener) {
+	fc := &fastConn{c: c}
+	s.fastMu.Lock()
+	if s.closed.Load() {
 		s.fastMu.Unlock()
-		go s.serveFastConn(fc, hand)
+		c.Close()
+		return
 	}
+	s.fastConns[fc] = struct{}{}
+	s.fastWG.Add(1)
+	s.fastMu.Unlock()
+	go s.serveFastConn(fc, hand)
 }
 
 // fastReq is what the fast path reads from a request head.
@@ -175,6 +156,10 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		}
 		s.fastWG.Done()
 	}()
+	// The first head must arrive within HeaderTimeout of the accept, as on net/http; later ones
+	// within fastIdleTimeout of the last answer, then HeaderTimeout from their first byte.
+	c.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
+	first := true
 	var deadlineSet time.Time
 	for {
 		// Answers wait while further pipelined requests are already here; never across a read
@@ -189,11 +174,15 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		if s.closed.Load() {
 			return
 		}
-		if now := time.Now(); now.Sub(deadlineSet) > fastDeadlineEvery {
+		if now := time.Now(); !first && now.Sub(deadlineSet) > fastDeadlineEvery {
 			c.SetReadDeadline(now.Add(fastIdleTimeout))
 			deadlineSet = now
 		}
-		end, err := peekHead(br)
+		end, armed, err := peekHead(br, c, s.cfg.HeaderTimeout, !first)
+		if armed || first {
+			deadlineSet = time.Time{} // a head deadline replaced the idle one
+		}
+		first = false
 		fc.active.Store(true)
 		if err != nil {
 			if errors.Is(err, errHandoff) {
@@ -228,6 +217,8 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 				}
 				wbuf = wbuf[:0]
 			}
+			c.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+			deadlineSet = time.Time{}
 			if _, err := io.ReadFull(br, body); err != nil {
 				return
 			}
@@ -270,7 +261,7 @@ func (s *Server) handoff(c net.Conn, br *bufio.Reader, hand *handoffListener, pe
 		}
 	}
 	c.SetReadDeadline(time.Time{})
-	if !hand.hand(&replayConn{Conn: c, r: br}) {
+	if !hand.hand(newFramingGuard(&replayConn{Conn: c, r: br})) {
 		return false
 	}
 	return true
@@ -290,23 +281,31 @@ var errHandoff = errors.New("keycastserver: request needs net/http")
 
 // peekHead waits until the buffer holds a whole request head (through the blank line) and
 // returns its length without consuming it. A head that does not fit the buffer is errHandoff.
-func peekHead(br *bufio.Reader) (int, error) {
+// With arm, before it waits for the rest of a head it has part of, it sets c's read deadline to
+// headTimeout from now (armed reports that it did): waiting for a head's first byte is the
+// idle timeout's business, the rest must follow within headTimeout (net/http's
+// ReadHeaderTimeout, which never sees the heads read here).
+func peekHead(br *bufio.Reader, c net.Conn, headTimeout time.Duration, arm bool) (end int, armed bool, err error) {
 	for {
 		n := br.Buffered()
 		if n > 0 {
 			b, _ := br.Peek(n)
 			if i := bytes.Index(b, crlfcrlf); i >= 0 {
-				return i + 4, nil
+				return i + 4, armed, nil
 			}
 			if n >= br.Size() {
-				return 0, errHandoff
+				return 0, armed, errHandoff
+			}
+			if arm && !armed {
+				c.SetReadDeadline(time.Now().Add(headTimeout))
+				armed = true
 			}
 		}
 		if _, err := br.Peek(n + 1); err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				return 0, errHandoff
+				return 0, armed, errHandoff
 			}
-			return 0, err
+			return 0, armed, err
 		}
 	}
 }

@@ -154,21 +154,35 @@ func (s *Server) originAllowed(origin string) bool {
 // flood of made-up Host headers cannot grow memory.
 const maxCachedTenants = 4096
 
+// errUnknownTenant: the Host names no tenant and the server creates no more (MaxTenants).
+var errUnknownTenant = errors.New("keycastserver: unknown tenant")
+
 type tenantCache struct {
 	store keycaststore.Store
+	max   int64    // most tenant rows the server creates up to (Config.MaxTenants)
 	m     sync.Map // domain -> int64
 	n     atomic.Int64
+
+	createMu sync.Mutex
+	full     atomic.Bool // the table reached max; tenants are never deleted
 }
 
-func newTenantCache(st keycaststore.Store) *tenantCache { return &tenantCache{store: st} }
+func newTenantCache(st keycaststore.Store, max int) *tenantCache {
+	return &tenantCache{store: st, max: int64(max)}
+}
 
-// resolve returns the tenant id of a domain, creating the tenant on first sight, as Keycast's
-// TenantExtractor does; the answer is cached so a request costs no database work.
+// resolve returns the tenant id of a domain. Keycast creates a tenant for any Host it sees;
+// here a domain without a tenant is created only while the tenants table holds fewer than max
+// rows, so made-up Host headers cannot grow the database (errUnknownTenant past that). Known
+// domains are cached, so a request costs no database work.
 func (c *tenantCache) resolve(ctx context.Context, domain string) (int64, error) {
 	if v, ok := c.m.Load(domain); ok {
 		return v.(int64), nil
 	}
-	t, err := c.store.EnsureTenant(ctx, domain, domain)
+	t, err := c.store.TenantByDomain(ctx, domain)
+	if errors.Is(err, keycaststore.ErrNotFound) {
+		t, err = c.create(ctx, domain)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -178,6 +192,29 @@ func (c *tenantCache) resolve(ctx context.Context, domain string) (int64, error)
 		}
 	}
 	return t.ID, nil
+}
+
+// create adds a tenant for domain if the table has room. Creations are serialised and the rows
+// counted each time (rare: at most max times), so the bound holds across restarts.
+func (c *tenantCache) create(ctx context.Context, domain string) (keycaststore.Tenant, error) {
+	if c.full.Load() {
+		return keycaststore.Tenant{}, errUnknownTenant
+	}
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	n, err := c.store.CountTenants(ctx)
+	if err != nil {
+		return keycaststore.Tenant{}, err
+	}
+	if n >= c.max {
+		c.full.Store(true)
+		// Another request may have created this very domain just before the limit.
+		if t, err := c.store.TenantByDomain(ctx, domain); err == nil || !errors.Is(err, keycaststore.ErrNotFound) {
+			return t, err
+		}
+		return keycaststore.Tenant{}, errUnknownTenant
+	}
+	return c.store.EnsureTenant(ctx, domain, domain)
 }
 
 // tenantDomain is the Host header without its port, lower-cased, checked for shape.
@@ -205,8 +242,9 @@ func tenantDomain(host string) (string, error) {
 
 type tenantHandler func(w http.ResponseWriter, r *http.Request, tenantID int64)
 
-// withTenant resolves the request tenant from Host: 400 plain text when it is missing or
-// malformed, 500 plain text when the database fails (Keycast's TenantExtractor).
+// withTenant resolves the request tenant from Host: 400 plain text when it is missing,
+// malformed or unknown past MaxTenants, 500 plain text when the database fails (Keycast's
+// TenantExtractor).
 func (s *Server) withTenant(next tenantHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		domain, err := tenantDomain(r.Host)
@@ -215,6 +253,11 @@ func (s *Server) withTenant(next tenantHandler) http.HandlerFunc {
 			return
 		}
 		id, err := s.tenants.resolve(r.Context(), domain)
+		if errors.Is(err, errUnknownTenant) {
+			http.Error(w, "Unknown tenant: "+strconv.Quote(domain)+" is not a tenant of this server, and it creates no more"+
+				" (KEYCAST_MAX_TENANTS="+strconv.Itoa(s.cfg.MaxTenants)+" reached)", http.StatusBadRequest)
+			return
+		}
 		if err != nil {
 			s.log.Error("resolving tenant failed", "domain", domain, "err", err)
 			http.Error(w, "Failed to resolve tenant", http.StatusInternalServerError)
@@ -317,6 +360,11 @@ func (s *Server) decodeJSON(r *http.Request, v any, required ...string) error {
 func decodeJSONBytes(b []byte, v any, required ...string) error {
 	if !json.Valid(b) {
 		return &bodyError{http.StatusBadRequest, "Failed to parse the request body as JSON: " + jsonErr(json.Unmarshal(b, new(any)))}
+	}
+	if bytes.IndexByte(b, '\\') >= 0 {
+		if p := surrogateProblem(b); p != "" {
+			return &bodyError{http.StatusBadRequest, "Failed to parse the request body as JSON: " + p}
+		}
 	}
 	trimmed := bytes.TrimSpace(b)
 	if len(trimmed) == 0 || trimmed[0] != '{' {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loadproof/loadproof/internal/keycast"
 )
@@ -238,29 +240,34 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	d := c.withDefaults()
 	if d.Addr != DefaultAddr || d.HandlerCacheSize != 1_000_000 || d.CPUQueue != 64*d.CPUSlots || d.QueueTimeout != 250*time.Millisecond ||
-		d.RPCRatePerSecond != 0 || d.BcryptCost != 12 || d.BodyLimit != 64<<10 || d.TokenLifetime != 24*time.Hour {
+		d.RPCRatePerSecond != 0 || d.BcryptCost != 12 || d.BodyLimit != 64<<10 || d.TokenLifetime != 24*time.Hour || d.MaxTenants != 100 || d.HeaderTimeout != 10*time.Second ||
+		d.BodyTimeout != 30*time.Second || d.MaxConnections < 1 || d.MaxConnections > DefaultMaxConnections {
 		t.Errorf("defaults %+v", d)
 	}
 	c, err = ConfigFromEnv(env("PORT", "4000", "KEYCAST_CPU_QUEUE", "0", "KEYCAST_CPU_SLOTS", "3", "HANDLER_CACHE_SIZE", "10",
 		"KEYCAST_RPC_RATE_PER_SECOND", "2.5", "ALLOWED_ORIGINS", "https://a.example, https://b.example", "DATABASE_URL", "postgres://u@h/db",
-		"KEYCAST_QUEUE_TIMEOUT_MS", "5", "TOKEN_EXPIRY_SECONDS", "60", "BUNKER_RELAYS", "wss://r.example"))
+		"KEYCAST_QUEUE_TIMEOUT_MS", "5", "TOKEN_EXPIRY_SECONDS", "60", "BUNKER_RELAYS", "wss://r.example", "KEYCAST_MAX_TENANTS", "0", "KEYCAST_HEADER_TIMEOUT_MS", "2500",
+		"KEYCAST_BODY_TIMEOUT_MS", "700", "KEYCAST_MAX_CONNECTIONS", "5"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d = c.withDefaults()
 	if d.Addr != "127.0.0.1:4000" || d.CPUQueue != 0 || d.CPUSlots != 3 || d.HandlerCacheSize != 10 || d.RPCRatePerSecond != 2.5 ||
 		d.RPCBurst != 2.5 || len(d.AllowedOrigins) != 2 || d.QueueTimeout != 5*time.Millisecond || d.TokenLifetime != time.Minute ||
-		len(d.BunkerRelays) != 1 {
+		len(d.BunkerRelays) != 1 || d.MaxTenants != 0 || d.HeaderTimeout != 2500*time.Millisecond ||
+		d.BodyTimeout != 700*time.Millisecond || d.MaxConnections != 5 {
 		t.Errorf("parsed %+v", d)
 	}
 	_, err = ConfigFromEnv(env("PORT", "0", "HANDLER_CACHE_SIZE", "-1", "KEYCAST_CPU_SLOTS", "x", "KEYCAST_CPU_QUEUE", "-3",
 		"KEYCAST_RPC_RATE_PER_SECOND", "0", "SERVER_NSEC", "nsec1bad", "ALLOWED_ORIGINS", "not a url", "KEYCAST_BCRYPT_COST", "99",
-		"BUNKER_RELAYS", "http://x", "DATABASE_URL", "postgres://"))
+		"BUNKER_RELAYS", "http://x", "DATABASE_URL", "postgres://", "KEYCAST_MAX_TENANTS", "-1", "KEYCAST_HEADER_TIMEOUT_MS", "99",
+		"KEYCAST_BODY_TIMEOUT_MS", "1e3", "KEYCAST_MAX_CONNECTIONS", "0"))
 	if err == nil {
 		t.Fatal("bad environment accepted")
 	}
 	for _, name := range []string{"PORT", "HANDLER_CACHE_SIZE", "KEYCAST_CPU_SLOTS", "KEYCAST_CPU_QUEUE", "KEYCAST_RPC_RATE_PER_SECOND",
-		"SERVER_NSEC", "ALLOWED_ORIGINS", "KEYCAST_BCRYPT_COST", "BUNKER_RELAYS", "DATABASE_URL"} {
+		"SERVER_NSEC", "ALLOWED_ORIGINS", "KEYCAST_BCRYPT_COST", "BUNKER_RELAYS", "DATABASE_URL", "KEYCAST_MAX_TENANTS", "KEYCAST_HEADER_TIMEOUT_MS",
+		"KEYCAST_BODY_TIMEOUT_MS", "KEYCAST_MAX_CONNECTIONS"} {
 		if !strings.Contains(err.Error(), name+"=") {
 			t.Errorf("error does not name %s:\n%v", name, err)
 		}
@@ -610,10 +617,16 @@ func TestShedTokenExchangeKeepsTheCode(t *testing.T) {
 func FuzzConfigFromEnv(f *testing.F) {
 	names := []string{"PORT", "DATABASE_URL", "SERVER_NSEC", "MASTER_KEY_PATH", "ALLOWED_ORIGINS", "HANDLER_CACHE_SIZE",
 		"TOKEN_EXPIRY_SECONDS", "BUNKER_RELAYS", "HTTP_BODY_LIMIT", "KEYCAST_CPU_SLOTS", "KEYCAST_CPU_QUEUE",
-		"KEYCAST_QUEUE_TIMEOUT_MS", "KEYCAST_RPC_RATE_PER_SECOND", "KEYCAST_RPC_BURST", "KEYCAST_BCRYPT_COST", "KEYCAST_FAST_PATH"}
+		"KEYCAST_QUEUE_TIMEOUT_MS", "KEYCAST_RPC_RATE_PER_SECOND", "KEYCAST_RPC_BURST", "KEYCAST_BCRYPT_COST", "KEYCAST_FAST_PATH",
+		"KEYCAST_MAX_TENANTS", "KEYCAST_HEADER_TIMEOUT_MS", "KEYCAST_BODY_TIMEOUT_MS", "KEYCAST_MAX_CONNECTIONS"}
 	f.Add(uint8(0), "3000", uint8(9), "4")
 	f.Add(uint8(10), "-1", uint8(12), "1e9")
 	f.Add(uint8(4), "http://a, wss://b", uint8(15), "maybe")
+	f.Add(uint8(16), "0", uint8(16), "1000001")
+	f.Add(uint8(16), "+7", uint8(0), "x")
+	f.Add(uint8(17), "99", uint8(17), "600000")
+	f.Add(uint8(18), "100", uint8(19), "0")
+	f.Add(uint8(19), "1000000", uint8(18), "600001")
 	f.Fuzz(func(t *testing.T, i uint8, v string, j uint8, w string) {
 		env := map[string]string{names[int(i)%len(names)]: v, names[int(j)%len(names)]: w}
 		c, err := ConfigFromEnv(func(k string) string { return env[k] })
@@ -636,8 +649,48 @@ func FuzzConfigFromEnv(f *testing.F) {
 			return
 		}
 		d := c.withDefaults()
-		if d.CPUSlots < 1 || d.HandlerCacheSize < 1 || d.BodyLimit < 1 || d.QueueTimeout <= 0 || d.BcryptCost < 4 || d.BcryptCost > 31 {
+		if d.CPUSlots < 1 || d.HandlerCacheSize < 1 || d.BodyLimit < 1 || d.QueueTimeout <= 0 || d.BcryptCost < 4 || d.BcryptCost > 31 ||
+			d.MaxTenants < 0 || d.MaxTenants > 1_000_000 || d.HeaderTimeout < 100*time.Millisecond || d.HeaderTimeout > 10*time.Minute ||
+			d.BodyTimeout < 100*time.Millisecond || d.BodyTimeout > 10*time.Minute || d.MaxConnections < 1 || d.MaxConnections > 1_000_000 {
 			t.Fatalf("accepted %v into a config with bad defaults: %+v", env, d)
+		}
+	})
+}
+
+// FuzzSurrogateProblem: the lone-surrogate scan never panics, reports a position inside the
+// text, and misses nothing encoding/json would have turned into U+FFFD.
+func FuzzSurrogateProblem(f *testing.F) {
+	for _, s := range []string{`"\ud800"`, `{"a":"\udc00"}`, `["\ud83d\ude00","\\ud800"]`, `"\ud800\u0041"`, `"\ud800\n"`,
+		`{"\ud800":1}`, `"x\\"`, `"\"\ud800"`, `"\uFFFD"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) || !utf8.Valid(b) {
+			return
+		}
+		p := surrogateProblem(b)
+		if p != "" {
+			var msg string
+			var line, col int
+			if i := strings.Index(p, " at line "); i < 0 {
+				t.Fatalf("%q: message %q has no position", b, p)
+			} else if _, err := fmt.Sscanf(p[i:], " at line %d column %d", &line, &col); err != nil || line < 1 || col < 0 || col > len(b) {
+				t.Fatalf("%q: bad position in %q", b, p)
+			} else {
+				msg = p[:i]
+			}
+			if msg != "lone leading surrogate in hex escape" && msg != "unexpected end of hex escape" {
+				t.Fatalf("%q: message %q", b, p)
+			}
+			return
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		if s := fmt.Sprint(v); strings.ContainsRune(s, utf8.RuneError) &&
+			!bytes.Contains(bytes.ToLower(b), []byte("fffd")) && !bytes.Contains(b, []byte("\uFFFD")) {
+			t.Fatalf("%q decodes to U+FFFD but no lone surrogate was reported", b)
 		}
 	})
 }

@@ -1,7 +1,9 @@
 package keycastserver
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/loadproof/loadproof/internal/keycast"
@@ -444,4 +446,85 @@ func skipNumber(b []byte, i int) (int, bool) {
 		}
 	}
 	return i, true
+}
+
+// surrogateProblem reports the first \u escape in a JSON text's strings that serde_json (and so
+// upstream) refuses: half of a UTF-16 surrogate pair on its own. encoding/json decodes it as
+// U+FFFD instead, which would sign or store a character the client never sent. The answer is
+// serde_json's text, "lone leading surrogate in hex escape at line L column C" or "unexpected
+// end of hex escape at line L column C", with its position (the bytes read when it stopped);
+// "" when there is none. b must be valid JSON.
+func surrogateProblem(b []byte) string {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		// A string: find its escapes up to the closing quote.
+		for i++; i < len(b) && b[i] != '"'; i++ {
+			if b[i] != '\\' {
+				continue
+			}
+			i++
+			if i >= len(b) || b[i] != 'u' {
+				continue // a one-character escape
+			}
+			n, ok := hex4(b, i+1)
+			if !ok {
+				return ""
+			}
+			end := i + 5 // just after \uXXXX
+			switch {
+			case n >= 0xDC00 && n <= 0xDFFF:
+				return jsonPosMsg("lone leading surrogate in hex escape", b, end)
+			case n >= 0xD800 && n <= 0xDBFF:
+				if end >= len(b) || b[end] != '\\' {
+					return jsonPosMsg("unexpected end of hex escape", b, end+1)
+				}
+				if end+1 >= len(b) || b[end+1] != 'u' {
+					return jsonPosMsg("unexpected end of hex escape", b, end+2)
+				}
+				n2, ok := hex4(b, end+2)
+				if !ok {
+					return ""
+				}
+				if n2 < 0xDC00 || n2 > 0xDFFF {
+					return jsonPosMsg("lone leading surrogate in hex escape", b, end+6)
+				}
+				i = end + 5
+			default:
+				i = end - 1
+			}
+		}
+	}
+	return ""
+}
+
+func hex4(b []byte, i int) (uint16, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var n uint16
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | uint16(c)
+	}
+	return n, true
+}
+
+// jsonPosMsg formats msg with serde_json's position for the first read bytes of b: the line
+// (1-based) and the column, the count of bytes read on that line.
+func jsonPosMsg(msg string, b []byte, read int) string {
+	read = min(read, len(b))
+	line := 1 + bytes.Count(b[:read], []byte{'\n'})
+	col := read - (bytes.LastIndexByte(b[:read], '\n') + 1)
+	return msg + " at line " + strconv.Itoa(line) + " column " + strconv.Itoa(col)
 }

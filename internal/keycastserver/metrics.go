@@ -61,10 +61,12 @@ type metrics struct {
 	cpuInUse, cpuWaiting, cpuSlots       func() int
 	handlerLoads, handlerLoadFailures    prometheus.Counter
 	revokedEvictions                     prometheus.Counter
+	openConns                            func() int
+	connsShedLimit, connsShedFD          prometheus.Counter
 }
 
-func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots func() int) *metrics {
-	m := &metrics{cacheSize: cacheSize, cpuInUse: cpuInUse, cpuWaiting: cpuWaiting, cpuSlots: cpuSlots}
+func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots, openConns func() int) *metrics {
+	m := &metrics{cacheSize: cacheSize, cpuInUse: cpuInUse, cpuWaiting: cpuWaiting, cpuSlots: cpuSlots, openConns: openConns}
 	reg := prometheus.NewRegistry()
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "keycast_http_rpc_operation_duration_seconds",
@@ -113,7 +115,18 @@ func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots func() int) *metrics {
 		Name: "keycast_http_rpc_cache_revocation_evictions_total",
 		Help: "Cached handlers evicted because their authorization was revoked",
 	})
-	reg.MustRegister(hist, m.rejections, m.rateLimited, active, waiting, slots, m.handlerLoads, m.handlerLoadFailures, m.revokedEvictions)
+	conns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "keycast_http_connections_open",
+		Help: "Client connections open now (KEYCAST_MAX_CONNECTIONS caps them)",
+	}, func() float64 { return float64(m.openConns()) })
+	shed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "keycast_http_connections_shed_total",
+		Help: "Connections answered 503 admission_rejected and closed at accept: over KEYCAST_MAX_CONNECTIONS (limit) or out of file descriptors (fd_exhausted)",
+	}, []string{"reason"})
+	m.connsShedLimit = shed.WithLabelValues("limit")
+	m.connsShedFD = shed.WithLabelValues("fd_exhausted")
+	reg.MustRegister(hist, m.rejections, m.rateLimited, active, waiting, slots, m.handlerLoads, m.handlerLoadFailures, m.revokedEvictions,
+		conns, shed)
 	m.registry = reg
 	return m
 }

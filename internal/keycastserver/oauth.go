@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
+	"net/url"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/keycast"
@@ -40,8 +40,9 @@ func (s *Server) oauthFail(w http.ResponseWriter, err error) {
 	s.oauthError(w, http.StatusServiceUnavailable, "")
 }
 
-// serveAuthorize is POST /api/oauth/authorize: the logged-in user (session cookie) approves a
-// client; the answer is a single-use code valid for 10 minutes.
+// serveAuthorize is POST /api/oauth/authorize: the logged-in user (a session token, as cookie
+// or bearer; never an access token) approves a client; the answer is a single-use code valid
+// for 10 minutes.
 func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID int64) {
 	var req keycast.AuthorizeRequest
 	if err := s.decodeJSON(r, &req, "approved", "client_id", "redirect_uri", "scope"); err != nil {
@@ -49,14 +50,10 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID
 		return
 	}
 	if !req.Approved {
-		sep := "?"
-		if strings.Contains(req.RedirectURI, "?") {
-			sep = "&"
-		}
-		http.Redirect(w, r, req.RedirectURI+sep+"error=access_denied", http.StatusSeeOther)
+		s.serveDenied(w, r, req.RedirectURI)
 		return
 	}
-	user, err := s.userFromRequest(r, tenantID)
+	who, err := s.callerFromRequest(r, tenantID)
 	if err != nil {
 		if errors.Is(err, errRejected) {
 			writeAdmissionRejected(w)
@@ -65,6 +62,13 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID
 		s.oauthError(w, http.StatusUnauthorized, "")
 		return
 	}
+	if !who.session {
+		// An access token is not a login: accepting it here would let a policy:social token
+		// approve itself a policy:full one (upstream accepts it; docs/upstream-differences.md).
+		s.oauthError(w, http.StatusUnauthorized, "")
+		return
+	}
+	user := who.user
 	method := ""
 	challenge := ""
 	if req.CodeChallenge != nil {
@@ -90,6 +94,28 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID
 		return
 	}
 	writeJSON(w, http.StatusOK, keycast.AuthorizeResponse{Code: code, RedirectURI: req.RedirectURI})
+}
+
+// serveDenied answers a denied approval with a redirect to redirect_uri?error=access_denied, but
+// only when redirect_uri passes the rules a code's redirect_uri must pass at the token exchange
+// (keycast.OriginOf: https, or http for a local host). Upstream redirects to whatever it is given,
+// javascript: included; here anything else is a 400 naming the problem.
+func (s *Server) serveDenied(w http.ResponseWriter, r *http.Request, redirectURI string) {
+	if _, err := keycast.OriginOf(redirectURI); err != nil {
+		s.oauthError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	u, err := url.Parse(redirectURI)
+	if err != nil { // OriginOf parsed it already
+		s.oauthError(w, http.StatusBadRequest, "Invalid redirect_uri")
+		return
+	}
+	// The parameter goes into the query, before any fragment.
+	if u.RawQuery != "" {
+		u.RawQuery += "&"
+	}
+	u.RawQuery += "error=access_denied"
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }
 
 // serveToken is POST /api/oauth/token: exchange a code (PKCE checked) for an access token

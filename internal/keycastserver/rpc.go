@@ -44,6 +44,17 @@ func parseRPC(b []byte) (rpcCall, error) {
 	if bytes.Equal(b, getPublicKeyBody) {
 		return rpcCall{method: keycast.RPCGetPublicKey, idx: mGetPublicKey}, nil
 	}
+	c, err := parseRPCJSON(b)
+	if err == nil && bytes.IndexByte(b, '\\') >= 0 {
+		if p := surrogateProblem(b); p != "" {
+			return rpcCall{}, &bodyError{http.StatusBadRequest, "Failed to parse the request body as JSON: " + p}
+		}
+	}
+	return c, err
+}
+
+// parseRPCJSON is parseRPC for bodies other than the get-public-key one.
+func parseRPCJSON(b []byte) (rpcCall, error) {
 	if c, ok := fastRPC(b); ok {
 		return c, nil
 	}

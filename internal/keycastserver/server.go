@@ -62,6 +62,11 @@ type Server struct {
 	fastMu    sync.Mutex
 	fastConns map[*fastConn]struct{}
 	fastWG    sync.WaitGroup
+
+	open                       atomic.Int64 // client connections accepted and not yet closed
+	shedSlots                  chan struct{}
+	shedWG                     sync.WaitGroup
+	fdLog, limitLog, acceptLog rateLog
 }
 
 type policyEntry struct {
@@ -81,7 +86,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("keycastserver: creating data directory %s: %w (set --data-dir to a writable place)", cfg.DataDir, err)
 	}
-	s := &Server{cfg: cfg, log: logger, stop: make(chan struct{}), fastConns: make(map[*fastConn]struct{})}
+	s := &Server{cfg: cfg, log: logger, stop: make(chan struct{}), fastConns: make(map[*fastConn]struct{}),
+		shedSlots: make(chan struct{}, shedLingerSlots)}
+	if lim, ok := openFileLimit(); ok && uint64(cfg.MaxConnections) > lim {
+		logger.Warn("KEYCAST_MAX_CONNECTIONS is above the open-file limit; descriptors run out before the cap sheds",
+			"max_connections", cfg.MaxConnections, "open_file_limit", lim)
+	}
 
 	sk, created, err := loadServerKey(cfg)
 	if err != nil {
@@ -116,8 +126,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 
 	s.cache = newHandlerCache(cfg.HandlerCacheSize, cfg.HandlerIdle, 4*cfg.HandlerTimeout)
 	s.gate = admit.NewGate(cfg.CPUSlots, cfg.CPUQueue)
-	s.m = newMetrics(s.cache.len, s.gate.InUse, s.gate.Waiting, s.gate.Slots)
-	s.tenants = newTenantCache(st)
+	s.m = newMetrics(s.cache.len, s.gate.InUse, s.gate.Waiting, s.gate.Slots, func() int { return int(s.open.Load()) })
+	s.tenants = newTenantCache(st, cfg.MaxTenants)
 
 	var q []string
 	for _, r := range cfg.BunkerRelays {
@@ -135,7 +145,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	logger.Info("keycast server ready",
 		"database", st.Dialect().String(), "server_pubkey", s.serverPub.Hex(),
 		"cpu_slots", cfg.CPUSlots, "cpu_queue", cfg.CPUQueue, "queue_timeout", cfg.QueueTimeout,
-		"handler_cache_size", cfg.HandlerCacheSize, "rpc_rate_per_second", cfg.RPCRatePerSecond)
+		"handler_cache_size", cfg.HandlerCacheSize, "rpc_rate_per_second", cfg.RPCRatePerSecond,
+		"max_connections", cfg.MaxConnections, "header_timeout", cfg.HeaderTimeout, "body_timeout", cfg.BodyTimeout)
 	return s, nil
 }
 
@@ -263,7 +274,8 @@ func (s *Server) MasterKey() keycast.MasterKey { return s.master }
 func (s *Server) Config() Config { return s.cfg }
 
 // Serve answers HTTP/1.1 on ln until Shutdown; it then returns ErrServerClosed. The hot request
-// shape is answered by the fast path (fastpath.go), everything else by net/http.
+// shape is answered by the fast path (fastpath.go), everything else by net/http; connections are
+// accepted, counted and shed past MaxConnections by acceptLoop (accept.go).
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -273,26 +285,31 @@ func (s *Server) Serve(ln net.Listener) error {
 	if s.httpSrv == nil {
 		s.httpSrv = &http.Server{
 			Handler:           s.handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       fastIdleTimeout,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+			ReadHeaderTimeout: s.cfg.HeaderTimeout,
+			// The whole request, head and body, from its first byte; the handler's own work is
+			// bounded by its timeouts.
+			ReadTimeout:    s.cfg.HeaderTimeout + s.cfg.BodyTimeout,
+			IdleTimeout:    fastIdleTimeout,
+			MaxHeaderBytes: 64 << 10,
+			ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		}
 	}
 	srv := s.httpSrv
 	s.listeners = append(s.listeners, ln)
-	var hand *handoffListener
-	if !s.cfg.NoFastPath {
-		hand = newHandoffListener(ln.Addr())
-		s.handoffs = append(s.handoffs, hand)
-	}
+	hand := newHandoffListener(ln.Addr())
+	s.handoffs = append(s.handoffs, hand)
 	s.mu.Unlock()
-	if hand == nil {
-		return srv.Serve(ln)
-	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hand) }()
-	err := s.serveFastListener(ln, hand)
+	serve := func(c net.Conn) { s.serveFast(c, hand) }
+	if s.cfg.NoFastPath {
+		serve = func(c net.Conn) {
+			if !hand.hand(newFramingGuard(c)) {
+				c.Close()
+			}
+		}
+	}
+	err := s.acceptLoop(ln, serve)
 	hand.Close()
 	if herr := <-errc; err == nil && !errors.Is(herr, http.ErrServerClosed) {
 		err = herr
@@ -342,6 +359,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	close(s.stop)
 	s.wg.Wait()
+	s.shedWG.Wait()
 	if cerr := s.store.Close(); err == nil {
 		err = cerr
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,7 +35,8 @@ type Options struct {
 }
 
 // Open connects to databaseURL (see DialectOf), applies any pending migrations and returns the
-// store. For SQLite the file is created when absent (its directory must exist) and opened in WAL
+// store. For SQLite the file is created when absent (mode 0600; its directory must exist), an
+// existing file and its -wal and -shm lose any group and other access, and it is opened in WAL
 // mode with busy_timeout, foreign keys and immediate write transactions.
 func Open(ctx context.Context, databaseURL string, opt Options) (Store, error) {
 	d := DialectOf(databaseURL)
@@ -55,6 +57,17 @@ func Open(ctx context.Context, databaseURL string, opt Options) (Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("keycaststore: connecting to %s database %s: %w", d, redactURL(databaseURL), err)
 	}
+	if d == SQLite {
+		// The first connection created -wal and -shm; ones left by an older version may be looser.
+		if f := sqliteFilePath(databaseURL); f != "" {
+			for _, p := range []string{f + "-wal", f + "-shm", f + "-journal"} {
+				if err := makePrivate(p, false); err != nil {
+					db.Close()
+					return nil, err
+				}
+			}
+		}
+	}
 	if !opt.NoMigrate {
 		if err := migrate(ctx, db, d); err != nil {
 			db.Close()
@@ -73,6 +86,13 @@ func openSQLite(databaseURL string, opt Options) (*sql.DB, error) {
 	path = strings.TrimPrefix(path, "file:")
 	if path == "" {
 		return nil, errors.New("keycaststore: empty SQLite path; set DATABASE_URL to a file path or a postgres:// URL")
+	}
+	// The file holds password hashes and sealed keys: 0600 even when the directory already
+	// existed with a looser mode (SQLite creates -wal and -shm with the database file's mode).
+	if f := sqliteFilePath(path); f != "" {
+		if err := makePrivate(f, true); err != nil {
+			return nil, err
+		}
 	}
 	busy := opt.BusyTimeout
 	if busy <= 0 {
@@ -96,6 +116,49 @@ func openSQLite(databaseURL string, opt Options) (*sql.DB, error) {
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	return db, nil
+}
+
+// sqliteFilePath is the file of an SQLite path (query parameters dropped), or "" for an
+// in-memory database.
+func sqliteFilePath(path string) string {
+	path = strings.TrimSpace(path)
+	for _, p := range []string{"sqlite://", "sqlite:", "file:"} {
+		path = strings.TrimPrefix(path, p)
+	}
+	f, query, _ := strings.Cut(path, "?")
+	if f == "" || f == ":memory:" || strings.Contains(query, "mode=memory") {
+		return ""
+	}
+	return f
+}
+
+// makePrivate gives path mode 0600: it creates the file when create is set and it is absent, and
+// takes group and other access away from an existing one. A missing file is fine when create is
+// false.
+func makePrivate(path string, create bool) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && create:
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			return makePrivate(path, false)
+		}
+		if err != nil {
+			return fmt.Errorf("keycaststore: creating SQLite database %s: %w (its directory must exist and be writable)", path, err)
+		}
+		return f.Close()
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("keycaststore: checking SQLite database %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("keycaststore: making %s private (it holds password hashes and sealed keys): %w", path, err)
+	}
+	return nil
 }
 
 func openPostgres(ctx context.Context, databaseURL string, opt Options) (*sql.DB, error) {
@@ -383,6 +446,14 @@ func (s *sqlStore) EnsureTenant(ctx context.Context, domain, name string) (Tenan
 		return Tenant{}, s.wrap("creating tenant "+strconv.Quote(domain), err)
 	}
 	return s.TenantByDomain(ctx, domain)
+}
+
+func (s *sqlStore) CountTenants(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM tenants").Scan(&n); err != nil {
+		return 0, s.wrap("counting tenants", err)
+	}
+	return n, nil
 }
 
 // ---- users ----

@@ -163,6 +163,8 @@ type Store interface {
 	// EnsureTenant returns the tenant for domain, creating it with name when absent; concurrent
 	// callers get the same row.
 	EnsureTenant(ctx context.Context, domain, name string) (Tenant, error)
+	// CountTenants returns how many tenants exist (the seeded "default" included).
+	CountTenants(ctx context.Context) (int64, error)
 
 	// CreateUserWithKeys inserts users and personal_keys rows in one transaction.
 	// ErrDuplicateEmail or ErrDuplicateKey when the user exists.

@@ -166,6 +166,9 @@ func TestEnsureTenantConcurrent(t *testing.T) {
 				t.Fatalf("EnsureTenant ids %v: want one new id", ids)
 			}
 		}
+		if n, err := s.CountTenants(ctx); err != nil || n != 2 {
+			t.Fatalf("CountTenants = %d, %v; want 2 (default and example.test)", n, err)
+		}
 	})
 }
 
