@@ -292,7 +292,7 @@ func runLinkKeysServer(ctx context.Context, env *Env, f lkServerFlags, listenCha
 	printStopLine(env.Stdout, stop.signal(ctx.Err() != nil))
 	final := srv.Metrics()
 	final.Label = "final"
-	if err := linkkeysserver.WriteMetricsLine(env.Stdout, final); err != nil && runErr == nil {
+	if err := linkkeys.WriteMetricsLine(env.Stdout, final.MetricsLine); err != nil && runErr == nil {
 		runErr = err
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -363,8 +363,8 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 		}
 		if f.perProcessMetrics {
 			for i, s := range per {
-				b := linkkeysserver.AppendMetricsLine(nil, s)
-				fmt.Fprintf(env.Stdout, "PROCESS_METRICS %d %s\n", i, strings.TrimPrefix(string(b), linkkeysserver.MetricsPrefix))
+				b := linkkeys.AppendMetricsLine(nil, s.MetricsLine)
+				fmt.Fprintf(env.Stdout, "PROCESS_METRICS %d %s\n", i, strings.TrimPrefix(string(b), linkkeys.MetricsPrefix))
 			}
 		}
 		lastMu.Lock()
@@ -406,7 +406,7 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 		sv.Signal(sig) // children print their final line on it, as on "final"
 	}
 	final := collect(true)
-	if err := linkkeysserver.WriteMetricsLine(env.Stdout, final); err != nil && runErr == nil {
+	if err := linkkeys.WriteMetricsLine(env.Stdout, final.MetricsLine); err != nil && runErr == nil {
 		runErr = err
 	}
 	if err := sv.Wait(10 * time.Second); err != nil {

@@ -110,7 +110,7 @@ func TestLinkKeysServerCommand(t *testing.T) {
 		t.Fatalf("listening line %q", l)
 	}
 	first := waitLine(t, out, "METRICS ")
-	if s, err := linkkeysserver.ParseMetricsLine(first); err != nil || s.Label != "running" {
+	if s, err := linkkeys.ParseMetricsLine(first); err != nil || s.Label != "running" {
 		t.Errorf("first METRICS line %q: %v", first, err)
 	}
 	inf, err := linkkeys.ReadInfo(info)
@@ -141,7 +141,7 @@ func TestLinkKeysServerCommand(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, errBuf.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	final, err := linkkeysserver.ParseMetricsLine(lines[len(lines)-1])
+	final, err := linkkeys.ParseMetricsLine(lines[len(lines)-1])
 	if err != nil || final.Label != "final" || final.AcceptedConnections != 1 || final.FramesProcessed != 1 {
 		t.Errorf("last line %q: %v", lines[len(lines)-1], err)
 	}
@@ -183,7 +183,7 @@ func TestLinkKeysServerDurationAndEmptyKeys(t *testing.T) {
 	}
 	var running, final int
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		s, err := linkkeysserver.ParseMetricsLine(line)
+		s, err := linkkeys.ParseMetricsLine(line)
 		if err != nil {
 			continue
 		}

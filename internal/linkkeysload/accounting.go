@@ -4,16 +4,18 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
 // ServerAccounting is the server's own view of a run: its counters before and after, the deltas,
 // and the checks of the client's counts against them.
 type ServerAccounting struct {
-	Source string   `json:"source"`
-	Before Snapshot `json:"before"`
-	After  Snapshot `json:"after"`
-	Delta  Deltas   `json:"delta"`
-	Checks []Check  `json:"checks"`
+	Source string               `json:"source"`
+	Before linkkeys.MetricsLine `json:"before"`
+	After  linkkeys.MetricsLine `json:"after"`
+	Delta  Deltas               `json:"delta"`
+	Checks []Check              `json:"checks"`
 	// Settled is false when no reading without handshakes in progress arrived after the run, so the
 	// after reading may miss the last attempts.
 	Settled bool `json:"settled"`
@@ -55,7 +57,7 @@ func sub(a, b uint64) int64 { return int64(a) - int64(b) }
 // account for each one as admitted or shed (attempts = admitted + shed); when the server reports
 // completed handshakes, the client's successes must equal them and its failures must equal the
 // server's sheds, handshake rejections and timeouts.
-func NewServerAccounting(source string, before, after Snapshot, attempts, succeeded, failed int64, settled bool) *ServerAccounting {
+func NewServerAccounting(source string, before, after linkkeys.MetricsLine, attempts, succeeded, failed int64, settled bool) *ServerAccounting {
 	d := Deltas{
 		Accepted:            sub(after.AcceptedConnections, before.AcceptedConnections),
 		Admitted:            sub(after.Admitted(), before.Admitted()),

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/machine"
 )
 
@@ -206,9 +207,9 @@ func (r *Run) settleWait() time.Duration {
 
 // metricsBefore reads the server's counters before the run, once every earlier attempt is counted
 // (a reading with no handshake in progress).
-func (r *Run) metricsBefore(ctx context.Context) (Snapshot, error) {
+func (r *Run) metricsBefore(ctx context.Context) (linkkeys.MetricsLine, error) {
 	if r.Metrics == nil {
-		return Snapshot{}, nil
+		return linkkeys.MetricsLine{}, nil
 	}
 	s, err := r.Metrics.Quiet(ctx, r.settleWait())
 	if errors.Is(err, ErrNoQuietReading) {
@@ -218,7 +219,7 @@ func (r *Run) metricsBefore(ctx context.Context) (Snapshot, error) {
 }
 
 // accounting reads the server's counters after the run and prints them next to the client's.
-func (r *Run) accounting(ctx context.Context, res *Result, before Snapshot, beforeErr error) {
+func (r *Run) accounting(ctx context.Context, res *Result, before linkkeys.MetricsLine, beforeErr error) {
 	if r.Metrics == nil || res.Attempts == nil {
 		return
 	}

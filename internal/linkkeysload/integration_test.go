@@ -3,6 +3,8 @@ package linkkeysload_test
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,7 +83,7 @@ func startReal(t *testing.T, cfg linkkeysserver.Config) *realServer {
 			case <-tk.C:
 				s := ts.Metrics()
 				s.Label = "running"
-				_ = linkkeysserver.WriteMetricsLine(f, s)
+				_ = linkkeys.WriteMetricsLine(f, s.MetricsLine)
 			}
 		}
 	}()
@@ -255,3 +257,40 @@ func TestConnectionsTwoWorkersAgainstServer(t *testing.T) {
 		}
 	}
 }
+
+// TestPrometheusRoundTrip: every METRICS field the server exports on /metrics comes back from
+// ParsePrometheus under its own name, through the one field table (no field lost or misnamed).
+func TestPrometheusRoundTrip(t *testing.T) {
+	var want linkkeys.MetricsLine
+	for i, f := range linkkeys.MetricsFields() {
+		want.SetCounter(f.Name, uint64(100+i))
+	}
+	want.Label = "scrape"
+	reg := linkkeysserver.NewPrometheusRegistry(func() linkkeysserver.Snapshot {
+		return linkkeysserver.Snapshot{MetricsLine: want}
+	}, false)
+	var b bytes.Buffer
+	rec := httptestRecorder(&b)
+	linkkeysserver.PrometheusHandler(reg).ServeHTTP(rec, httptestRequest())
+	got, err := linkkeysload.ParsePrometheus(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range got.Extra { // the cache statistics, which are not METRICS fields
+		if !strings.HasPrefix(k, "snapshot_cache_") {
+			t.Errorf("sample %q not matched to a METRICS field", k)
+		}
+	}
+	got.Extra = nil
+	if g, w := linkkeys.FormatMetricsLine(got), linkkeys.FormatMetricsLine(want); g != w || got.Absent != nil {
+		t.Errorf("scrape (absent %v)\n got %s\nwant %s", got.Absent, g, w)
+	}
+}
+
+func httptestRecorder(w *bytes.Buffer) *httptest.ResponseRecorder {
+	r := httptest.NewRecorder()
+	r.Body = w
+	return r
+}
+
+func httptestRequest() *http.Request { return httptest.NewRequest(http.MethodGet, "/metrics", nil) }

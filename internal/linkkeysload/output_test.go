@@ -12,6 +12,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -136,8 +137,8 @@ func TestGoldenDDoS(t *testing.T) {
 		a.record(Failure{Stage: StageTLS, Detail: "EOF"}, 0)
 	}
 	WriteDDoSDone(&b, cfg, Result{Elapsed: Duration(1_270_000_000), Attempts: a})
-	before := Snapshot{Label: "running", AcceptedConnections: 17, Extra: map[string]float64{"established_total": 17}}
-	after := Snapshot{Label: "running", AcceptedConnections: 12017, ShedHandshakeGlobal: 8963, ShedHandshakeOverflow: 1938,
+	before := linkkeys.MetricsLine{Label: "running", AcceptedConnections: 17, Extra: map[string]float64{"established_total": 17}}
+	after := linkkeys.MetricsLine{Label: "running", AcceptedConnections: 12017, ShedHandshakeGlobal: 8963, ShedHandshakeOverflow: 1938,
 		Extra: map[string]float64{"established_total": 17 + 1099}}
 	rss := uint64(20 << 20)
 	after.ProcessRSSBytes = &rss

@@ -103,7 +103,7 @@ func TestResultJSONRoundTrip(t *testing.T) {
 	whole, _ := randomParts(3, 1, 500)
 	whole.Flags = map[string]string{"count": "500"}
 	rss := uint64(1 << 20)
-	whole.Server = NewServerAccounting("x", Snapshot{Label: "running"}, Snapshot{Label: "final", AcceptedConnections: 500, ProcessRSSBytes: &rss}, 500, 400, 100, true)
+	whole.Server = NewServerAccounting("x", linkkeys.MetricsLine{Label: "running"}, linkkeys.MetricsLine{Label: "final", AcceptedConnections: 500, ProcessRSSBytes: &rss}, 500, 400, 100, true)
 	b1, err := json.Marshal(whole)
 	if err != nil {
 		t.Fatal(err)

@@ -120,14 +120,17 @@
 //
 // # Metrics
 //
-// AppendMetricsLine writes the METRICS line of §4.2 byte for byte in the
-// upstream field order (elapsed_secs formatted like serde_json), followed by
-// established_total, parked_connections and rate_limited_responses;
-// ParseMetricsLine reads lines of this server and of the upstream Rust one.
-// NewPrometheusRegistry exposes the same counters and gauges plus limiter
-// and cache statistics as linkkeys_server_* CounterFuncs and GaugeFuncs.
-// MemoryReleaser returns freed heap memory to the OS after bursts (see
-// docs/benchmarks.md for what it saves on idle connections).
+// Server.Metrics returns a Snapshot: the METRICS line as a
+// linkkeys.MetricsLine (the upstream fields byte for byte in their order,
+// elapsed_secs formatted like serde_json, then established_total,
+// parked_connections, rate_limited_responses and one closed_* counter per
+// reason an established connection ended, so that established_total =
+// established_connections + the closed_* counters) plus the limiter and cache
+// statistics. NewPrometheusRegistry exposes the same fields, named by the
+// line's field table, plus the limiter and cache statistics as
+// linkkeys_server_* series. MemoryReleaser returns freed heap memory to the
+// OS after bursts (see docs/benchmarks.md for what it saves on idle
+// connections).
 //
 // # Several processes (--processes N)
 //

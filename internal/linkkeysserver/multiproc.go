@@ -160,7 +160,7 @@ loop:
 				break loop
 			}
 			if c == childMetrics {
-				if err := WriteMetricsLine(opt.Stdout, srv.Metrics()); err != nil {
+				if err := linkkeys.WriteMetricsLine(opt.Stdout, srv.Metrics().MetricsLine); err != nil {
 					runErr = err
 					break loop
 				}
@@ -176,7 +176,7 @@ loop:
 	}
 	final := srv.Metrics()
 	final.Label = "final"
-	if err := WriteMetricsLine(opt.Stdout, final); err != nil && runErr == nil {
+	if err := linkkeys.WriteMetricsLine(opt.Stdout, final.MetricsLine); err != nil && runErr == nil {
 		runErr = err
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -290,7 +290,7 @@ func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
 	for sc.Scan() {
 		l := sc.Text()
 		switch {
-		case strings.HasPrefix(l, MetricsPrefix):
+		case strings.HasPrefix(l, linkkeys.MetricsPrefix):
 			c.lines <- l
 		case strings.HasPrefix(l, childReady+" "):
 			if p, err := strconv.Atoi(strings.TrimPrefix(l, childReady+" ")); err == nil {
@@ -343,7 +343,8 @@ func (sv *Supervisor) Snapshot(final bool, timeout time.Duration) ([]Snapshot, e
 		for !got {
 			select {
 			case l := <-c.lines:
-				s, err := ParseMetricsLine(l)
+				m, err := linkkeys.ParseMetricsLine(l)
+				s := Snapshot{MetricsLine: m}
 				if err != nil {
 					errs = append(errs, fmt.Errorf("child %d: %w", c.index, err))
 					continue
@@ -356,8 +357,8 @@ func (sv *Supervisor) Snapshot(final bool, timeout time.Duration) ([]Snapshot, e
 				// Drain what it printed before exiting.
 				select {
 				case l := <-c.lines:
-					if s, err := ParseMetricsLine(l); err == nil {
-						c.last, c.hasLast = s, true
+					if m, err := linkkeys.ParseMetricsLine(l); err == nil {
+						c.last, c.hasLast = Snapshot{MetricsLine: m}, true
 						got = true
 						continue
 					}

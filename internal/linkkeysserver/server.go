@@ -308,7 +308,7 @@ func isTemporaryAccept(err error) bool {
 // ProcessRSSBytes are filled in: ElapsedSecs from the first Serve, RSS from
 // /proc/self/status.
 func (s *Server) Metrics() Snapshot {
-	snap := s.m.snapshot()
+	snap := Snapshot{MetricsLine: s.m.line()}
 	snap.Label = "running"
 	if s.init() == nil {
 		snap.ElapsedSecs = time.Since(s.epoch).Seconds()
