@@ -50,9 +50,10 @@ const (
 // per-source limits approximately; see there), TCP_MAX_CONNECTIONS is split
 // as whole connections summing exactly to the total (the kernel spreads
 // connections evenly by 4-tuple hash, so the cap holds to within that
-// spread), and the handshake concurrency is split the same way (at least one
-// each). Timeouts, frame bounds and the snapshot TTL are per connection or per
-// process and are not divided.
+// spread), the handshake concurrency and TCP_MAX_INFLIGHT_FRAME_BYTES are
+// split the same way (at least one slot, and one maximum-size frame, each).
+// Timeouts, per-connection frame bounds, the body rate and the snapshot TTL
+// are per connection or per process and are not divided.
 func (cfg Config) Share(n, i int) Config {
 	if n <= 1 {
 		return cfg
@@ -62,6 +63,7 @@ func (cfg Config) Share(n, i int) Config {
 	cfg.PublicRead = cfg.PublicRead.Share(n, i)
 	cfg.MaxConnections = splitCount(cfg.MaxConnections, n, i)
 	cfg.HandshakeConcurrency = int(max(1, splitCount(uint64(cfg.HandshakeConcurrency), n, i)))
+	cfg.MaxInflightFrameBytes = int64(max(linkkeys.MaxFrameSize, splitCount(uint64(cfg.MaxInflightFrameBytes), n, i)))
 	return cfg
 }
 

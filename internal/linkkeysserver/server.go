@@ -270,7 +270,7 @@ func (s *Server) handshake(nc net.Conn, peer netip.Addr) {
 	s.m.establishedTotal.Add(1)
 	s.m.handshaking.Add(-1)
 	if !c.state.CompareAndSwap(stateHandshaking, stateActive) {
-		c.close() // Shutdown or Close got there first
+		c.close(closeShutdown) // Shutdown or Close got there first
 		return
 	}
 	c.serve()
@@ -345,7 +345,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	now := time.Now()
 	s.table.each(func(c *conn) {
 		if c.state.CompareAndSwap(stateParked, stateClosed) {
-			c.closeParked()
+			c.closeParked(closeShutdown)
 			return
 		}
 		if c.state.Load() == stateHandshaking {
@@ -385,7 +385,7 @@ func (s *Server) Close() error {
 	s.beginClose()
 	s.table.each(func(c *conn) {
 		if c.state.CompareAndSwap(stateParked, stateClosed) {
-			c.closeParked()
+			c.closeParked(closeShutdown)
 			return
 		}
 		_ = c.nc.Close() // the serving goroutine notices and cleans up
