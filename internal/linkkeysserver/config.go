@@ -262,12 +262,44 @@ var EnvVars = []string{
 	"DOMAIN_KEY_SNAPSHOT_TTL_SECONDS",
 }
 
+// UnsupportedEnvVars are upstream variables this server has nothing to apply
+// to; ConfigFromEnv refuses to start when one is set, rather than accept it
+// silently. The TCP_MTLS_* ones configure the DNS pin cache that verifies
+// client certificates (this server asks for none, like upstream's load-test
+// server); the PUBKEY_CACHE_* ones size the application-key response cache
+// (this server serves no ApplicationKeys ops).
+var UnsupportedEnvVars = []string{
+	"TCP_MTLS_DNS_SYNC_FALLBACK_CONCURRENCY", "TCP_MTLS_DNS_PIN_POSITIVE_TTL_SECONDS",
+	"TCP_MTLS_DNS_PIN_NEGATIVE_TTL_SECONDS", "TCP_MTLS_DNS_PIN_CACHE_MAX_ENTRIES",
+	"TCP_MTLS_DNS_PIN_MAX_CONCURRENT_REFRESHES",
+	"PUBKEY_CACHE_MAX_ENTRIES", "PUBKEY_CACHE_MAX_BYTES", "PUBKEY_CACHE_TTL_SECONDS",
+	"PUBKEY_CACHE_NEGATIVE_TTL_SECONDS",
+}
+
+func unsupportedEnv(getenv func(string) string) []error {
+	var errs []error
+	for _, name := range UnsupportedEnvVars {
+		v := getenv(name)
+		if strings.TrimSpace(v) == "" {
+			continue
+		}
+		why := "it asks for no client certificate, so it has no mTLS DNS pin cache"
+		if strings.HasPrefix(name, "PUBKEY_CACHE_") {
+			why = "it serves no ApplicationKeys operation, so it has no application-key cache"
+		}
+		errs = append(errs, &admit.EnvError{Name: name, Value: v,
+			Accepted: "not supported by the reference server (" + why + "); unset it"})
+	}
+	return errs
+}
+
 // ConfigFromEnv reads the server configuration from the environment through
 // getenv (os.Getenv in production): every upstream TCP_* variable except the
 // mTLS DNS-pin ones, this server's TCP_MAX_INFLIGHT_FRAME_BYTES,
 // TCP_MIN_FRAME_BODY_BYTES_PER_SECOND and TCP_FRAME_BODY_GRACE_SECONDS, every
 // PUBLIC_READ_* variable and DOMAIN_KEY_SNAPSHOT_TTL_SECONDS (EnvVars; see
-// internal/linkkeysserver/README.md).
+// internal/linkkeysserver/README.md). A set UnsupportedEnvVars variable is an
+// error.
 //
 // Rules (§2): integers and seconds are whole numbers greater than 0 (TCP_PORT
 // 1..65535, the IPv6 prefixes 1..128, counts that size memory at most
@@ -318,6 +350,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	note(err)
 	cfg.SnapshotTTL, err = envSecs(getenv, "DOMAIN_KEY_SNAPSHOT_TTL_SECONDS", DefaultSnapshotTTL)
 	note(err)
+	errs = append(errs, unsupportedEnv(getenv)...)
 	cfg = cfg.WithDefaults()
 	if len(errs) > 0 {
 		return cfg, fmt.Errorf("linkkeysserver: bad environment; fix or unset these variables:\n%w", errors.Join(errs...))

@@ -165,6 +165,30 @@ func TestConfigFromEnvDefaultsOfNewVariables(t *testing.T) {
 	}
 }
 
+// TestConfigFromEnvRejectsUnsupported: upstream variables this server has
+// nothing to apply to stop start-up, each named with its value and why.
+func TestConfigFromEnvRejectsUnsupported(t *testing.T) {
+	env := map[string]string{}
+	for _, v := range UnsupportedEnvVars {
+		env[v] = "300"
+	}
+	_, err := ConfigFromEnv(envMap(env))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, v := range UnsupportedEnvVars {
+		if !strings.Contains(err.Error(), v+`="300": not supported by the reference server (`) {
+			t.Errorf("error does not refuse %s:\n%v", v, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "mTLS DNS pin cache") || !strings.Contains(err.Error(), "application-key cache") {
+		t.Errorf("error does not say why: %v", err)
+	}
+	if _, err := ConfigFromEnv(envMap(map[string]string{"TCP_MTLS_DNS_PIN_CACHE_MAX_ENTRIES": " "})); err != nil {
+		t.Errorf("a blank value counts as unset: %v", err)
+	}
+}
+
 func TestConfigFromEnvBlankMeansUnset(t *testing.T) {
 	cfg, err := ConfigFromEnv(envMap(map[string]string{"TCP_MAX_CONNECTIONS": "  ", "PUBLIC_READ_BURST": ""}))
 	if err != nil || cfg.MaxConnections != DefaultMaxConnections || cfg.PublicRead.Burst != 100 {
@@ -291,6 +315,7 @@ func FuzzConfigFromEnv(f *testing.F) {
 	f.Add("TCP_PORT", "+80", "PUBLIC_READ_GLOBAL_RATE_PER_SECOND", "1e-300")
 	f.Add("TCP_MAX_INFLIGHT_FRAME_BYTES", "1048576", "TCP_MIN_FRAME_BODY_BYTES_PER_SECOND", "1048577")
 	f.Add("TCP_MAX_INFLIGHT_FRAME_BYTES", "1099511627777", "TCP_FRAME_BODY_GRACE_SECONDS", "0")
+	f.Add("TCP_MTLS_DNS_PIN_CACHE_MAX_ENTRIES", "10000", "PUBKEY_CACHE_MAX_BYTES", " ")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		cfg, err := ConfigFromEnv(envMap(map[string]string{k1: v1, k2: v2}))
 		if err != nil {
