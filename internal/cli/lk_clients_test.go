@@ -3,11 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
@@ -154,4 +158,70 @@ func FuzzParseRate(f *testing.F) {
 			t.Fatalf("rate %v accepted from %q", r, s)
 		}
 	})
+}
+
+// holdingLog closes seen when the "holding" message is logged (the hold has begun).
+type holdingLog struct {
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *holdingLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *holdingLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "holding" {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+func (h *holdingLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *holdingLog) WithGroup(string) slog.Handler      { return h }
+
+// TestLinkKeysConnectionsExitsNonZeroWhenTheServerDiesMidHold: the server goes away while
+// connections holds; the command reports the lost connections with the reason and exits 1 (it used
+// to print failed=0 and exit 0). The info file's pid is a process that has exited, as a dead
+// server's would be.
+func TestLinkKeysConnectionsExitsNonZeroWhenTheServerDiesMidHold(t *testing.T) {
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Skip("no `true` to make an exited pid:", err)
+	}
+	info := filepath.Join(t.TempDir(), "info.json")
+	inf := ts.Info()
+	inf.PID = uint32(gone.Process.Pid)
+	if err := linkkeys.WriteInfo(info, inf); err != nil {
+		t.Fatal(err)
+	}
+	env, out, errOut := lkTestEnv()
+	h := &holdingLog{seen: make(chan struct{})}
+	env.Logger = slog.New(h)
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(context.Background(), LinkKeys, []string{"connections", "--info-file", info, "--count", "10",
+			"--concurrency", "4", "--hold-secs", "600", "--client-ip-count", "2", "--workers", "1"}, env)
+	}()
+	select {
+	case <-h.seen:
+	case c := <-code:
+		t.Fatalf("exit %d before the hold:\n%s%s", c, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.Server.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-code; c != ExitFailure {
+		t.Errorf("exit %d, want %d", c, ExitFailure)
+	}
+	want := fmt.Sprintf("; the server process (pid %d) is no longer running; the hold was not held (it lasted ", inf.PID)
+	if !strings.Contains(out.String(), "  LOST: 10 of 10 held connections ended during the hold (") || !strings.Contains(out.String(), want) {
+		t.Errorf("stdout:\n%s", out)
+	}
+	if !strings.Contains(errOut.String(), "error: linkkeysload: the hold was not held: 10 of 10 held connections ended before the 600s hold did") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
 }

@@ -56,9 +56,47 @@ func WriteConnectionsDone(w io.Writer, cfg ConnectionsConfig, r Result) {
 	if h := r.Hold; h != nil {
 		fmt.Fprintf(w, "  held: %d connections at once for %ds after the last attempt (ramp %s, %d process(es)); %d still established at the end of the hold (%d closed by the server); client RSS %.2f KiB per held connection\n",
 			h.Held, h.HoldSecs, FormatRustDuration(time.Duration(h.RampTime)), max(len(r.Segments), 1), h.StillOpen, h.Held-h.StillOpen, h.BytesPerConn/1024)
+		writeHoldLoss(w, r.Target, h)
 	}
 	writeLatency(w, "connect+handshake latency", a.Latency)
 	writeCPU(w, r, a.Attempted, "attempt")
+}
+
+// writeHoldLoss prints the LOST line: how many held connections ended during the hold, when, and
+// why as far as the client saw.
+func writeHoldLoss(w io.Writer, t Target, h *Hold) {
+	l := h.Loss
+	if l == nil {
+		return
+	}
+	when := "at times the client did not see"
+	switch first, last := sinceHold(l.First, h.Start), sinceHold(l.Last, h.Start); {
+	case l.First.IsZero():
+	case first == last:
+		when = "all " + first
+	default:
+		when = "the first " + first + ", the last " + last
+	}
+	fmt.Fprintf(w, "  LOST: %d of %d held connections ended during the hold (%s), %s", l.Lost, h.Held, FormatRustMap(l.Reasons), when)
+	if l.ServerGone {
+		fmt.Fprintf(w, "; the server process (pid %d) is no longer running", t.PID)
+	}
+	fmt.Fprintf(w, "; the hold was not held (it lasted %s of %ds)\n", FormatRustDuration(time.Duration(h.Lasted).Round(time.Millisecond)), h.HoldSecs)
+}
+
+// sinceHold renders t relative to the start of the hold, to the millisecond.
+func sinceHold(t, start time.Time) string {
+	if start.IsZero() {
+		return "at " + t.UTC().Format(time.RFC3339Nano)
+	}
+	d := t.Sub(start).Round(time.Millisecond)
+	switch {
+	case d < 0:
+		return FormatRustDuration(-d) + " before it began"
+	case d == 0:
+		return "within 1ms of its start"
+	}
+	return FormatRustDuration(d) + " after it began"
 }
 
 // WriteHandshakeHeader prints the handshake-bench header line.

@@ -80,6 +80,19 @@ func TestGoldenConnections(t *testing.T) {
 	a3.record(Failure{Stage: StageTLS, Detail: "ECONNRESET"}, 0)
 	a3.record(Failure{Stage: StageTimeout}, 0)
 	WriteConnectionsDone(&b, ConnectionsConfig{Count: 4}, Result{Elapsed: Duration(850_500_000), Attempts: a3})
+	// A server that died mid-hold: every held connection lost, the server process gone; then one
+	// whose losses were seen at one moment, and one where they were only counted at the end.
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	lost := Result{Elapsed: Duration(9_100_000_000), Attempts: a2, Target: Target{PID: 4242},
+		Hold: &Hold{HoldSecs: 20, Held: 500, StillOpen: 0, RampTime: Duration(1_000_000_000), Start: start, Lasted: Duration(7_250_000_000),
+			Loss: &HoldLoss{Lost: 500, Reasons: map[string]int64{"closed_by_server": 498, "reset": 2},
+				First: start.Add(7_201_400_000), Last: start.Add(7_248_000_000), ServerGone: true}}}
+	WriteConnectionsDone(&b, ConnectionsConfig{Count: 500}, lost)
+	lost.Hold.Loss = &HoldLoss{Lost: 3, Reasons: map[string]int64{"closed_by_server": 3}, First: start.Add(-2_000_000), Last: start.Add(-2_000_000)}
+	lost.Hold.StillOpen, lost.Hold.Lasted = 497, Duration(20_000_000_000)
+	WriteConnectionsDone(&b, ConnectionsConfig{Count: 500}, lost)
+	lost.Hold.Loss = &HoldLoss{Lost: 3, Reasons: map[string]int64{"unknown": 3}}
+	WriteConnectionsDone(&b, ConnectionsConfig{Count: 500}, lost)
 	golden(t, "connections", b.Bytes())
 }
 

@@ -137,6 +137,81 @@ type Hold struct {
 	RSSHeld     uint64 `json:"client_rss_held_bytes"`
 	// BytesPerConn is (RSSHeld - RSSBaseline) / Held.
 	BytesPerConn float64 `json:"client_rss_bytes_per_connection"`
+	// Start is when the hold began: when every worker was ready.
+	Start time.Time `json:"start,omitzero"`
+	// Lasted is how long the hold really lasted: HoldSecs, or less when every held connection
+	// ended before (or the run was interrupted).
+	Lasted Duration `json:"lasted"`
+	// Loss describes the held connections that ended before the hold did; nil when none did (the
+	// hold was held).
+	Loss *HoldLoss `json:"loss,omitempty"`
+}
+
+// HoldLoss describes the held connections that ended during the hold.
+type HoldLoss struct {
+	// Lost is how many: Held - StillOpen.
+	Lost int64 `json:"lost"`
+	// Reasons counts them by what the client saw as they ended: "closed_by_server" (the server
+	// closed the connection, or its process exited), "reset" (RST), "unknown" (found only by the
+	// count at the end of the hold).
+	Reasons map[string]int64 `json:"reasons"`
+	// First and Last are when the first and the last were seen to end (zero when not seen).
+	First time.Time `json:"first,omitzero"`
+	Last  time.Time `json:"last,omitzero"`
+	// ServerGone is set when the server process (the info file's pid) was no longer running at the
+	// end of the hold.
+	ServerGone bool `json:"server_gone,omitempty"`
+}
+
+// add records one connection seen to end at t.
+func (l *HoldLoss) add(reason string, t time.Time) {
+	if l.Reasons == nil {
+		l.Reasons = map[string]int64{}
+	}
+	l.Reasons[reason]++
+	if l.First.IsZero() || t.Before(l.First) {
+		l.First = t
+	}
+	if t.After(l.Last) {
+		l.Last = t
+	}
+}
+
+// merge adds another process's losses.
+func (l *HoldLoss) merge(o *HoldLoss) {
+	l.Lost += o.Lost
+	if l.Reasons == nil {
+		l.Reasons = map[string]int64{}
+	}
+	addCounts(l.Reasons, o.Reasons)
+	if !o.First.IsZero() && (l.First.IsZero() || o.First.Before(l.First)) {
+		l.First = o.First
+	}
+	if o.Last.After(l.Last) {
+		l.Last = o.Last
+	}
+	l.ServerGone = l.ServerGone || o.ServerGone
+}
+
+// holdLoss returns the loss of a hold from the count at its end (lost) and what the watcher saw:
+// the seen reasons, capped at lost, and "unknown" for the rest; nil when nothing was lost.
+func holdLoss(lost int64, seen HoldLoss) *HoldLoss {
+	if lost <= 0 {
+		return nil
+	}
+	l := &HoldLoss{Lost: lost, Reasons: map[string]int64{}, First: seen.First, Last: seen.Last}
+	var counted int64
+	for _, r := range []string{lossClosed, lossReset} {
+		n := min(seen.Reasons[r], lost-counted)
+		if n > 0 {
+			l.Reasons[r] = n
+			counted += n
+		}
+	}
+	if counted < lost {
+		l.Reasons["unknown"] = lost - counted
+	}
+	return l
 }
 
 // Handshakes holds handshake-bench's figures.
@@ -229,6 +304,16 @@ func Merge(parts []Result) (Result, error) {
 			out.Hold.RampTime = max(out.Hold.RampTime, p.Hold.RampTime)
 			out.Hold.RSSBaseline += p.Hold.RSSBaseline
 			out.Hold.RSSHeld += p.Hold.RSSHeld
+			out.Hold.Lasted = max(out.Hold.Lasted, p.Hold.Lasted)
+			if !p.Hold.Start.IsZero() && (out.Hold.Start.IsZero() || p.Hold.Start.Before(out.Hold.Start)) {
+				out.Hold.Start = p.Hold.Start
+			}
+			if p.Hold.Loss != nil {
+				if out.Hold.Loss == nil {
+					out.Hold.Loss = &HoldLoss{}
+				}
+				out.Hold.Loss.merge(p.Hold.Loss)
+			}
 		}
 		if p.Handshakes != nil {
 			if out.Handshakes == nil {
@@ -292,6 +377,11 @@ func (r Result) clone() Result {
 	}
 	if r.Hold != nil {
 		h := *r.Hold
+		if h.Loss != nil {
+			l := *h.Loss
+			l.Reasons = maps.Clone(l.Reasons)
+			h.Loss = &l
+		}
 		c.Hold = &h
 	}
 	if r.Handshakes != nil {

@@ -146,3 +146,39 @@ func FuzzReadResult(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeHoldLoss: the workers' losses add up; the first and last are the earliest and latest
+// seen; the parts are left alone.
+func TestMergeHoldLoss(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	part := func(lost int64, first, last time.Duration, reasons map[string]int64) Result {
+		return Result{Command: CmdConnections, Hold: &Hold{HoldSecs: 20, Held: 10, StillOpen: 10 - lost, Start: t0.Add(first - time.Second),
+			Lasted: Duration(time.Second), Loss: &HoldLoss{Lost: lost, Reasons: reasons, First: t0.Add(first), Last: t0.Add(last)}}}
+	}
+	a := part(4, 3*time.Second, 4*time.Second, map[string]int64{"closed_by_server": 4})
+	b := part(2, 2*time.Second, 5*time.Second, map[string]int64{"closed_by_server": 1, "reset": 1})
+	c := Result{Command: CmdConnections, Hold: &Hold{HoldSecs: 20, Held: 10, StillOpen: 10, Lasted: Duration(2 * time.Second)}}
+	before, _ := json.Marshal([]Result{a, b, c})
+	m, err := Merge([]Result{a, b, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Hold.Loss
+	if l == nil || l.Lost != 6 || l.Reasons["closed_by_server"] != 5 || l.Reasons["reset"] != 1 ||
+		!l.First.Equal(t0.Add(2*time.Second)) || !l.Last.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("merged loss %+v", l)
+	}
+	if m.Hold.Held != 30 || m.Hold.StillOpen != 24 || m.Hold.Lasted != Duration(2*time.Second) || !m.Hold.Start.Equal(t0.Add(time.Second)) {
+		t.Errorf("merged hold %+v", m.Hold)
+	}
+	if after, _ := json.Marshal([]Result{a, b, c}); !bytes.Equal(before, after) {
+		t.Error("Merge modified its input")
+	}
+	// holdLoss: the count at the end is authoritative; reasons not seen are unknown.
+	if got := holdLoss(3, HoldLoss{Reasons: map[string]int64{"reset": 1}}); got.Lost != 3 || got.Reasons["reset"] != 1 || got.Reasons["unknown"] != 2 {
+		t.Errorf("holdLoss %+v", got)
+	}
+	if holdLoss(0, HoldLoss{Reasons: map[string]int64{"reset": 1}}) != nil {
+		t.Error("a hold with nothing lost has a loss")
+	}
+}
