@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
@@ -223,5 +226,43 @@ func TestLinkKeysConnectionsExitsNonZeroWhenTheServerDiesMidHold(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "error: linkkeysload: the hold was not held: 10 of 10 held connections ended before the 600s hold did") {
 		t.Errorf("stderr:\n%s", errOut)
+	}
+}
+
+// TestLinkKeysFlagHelp: in every linkkeys command's help, a flag's type name says what it takes
+// (a path flag shows "file", not a word picked out of its help), a bool flag shows none, and no
+// flag shows two defaults.
+func TestLinkKeysFlagHelp(t *testing.T) {
+	env, _, _ := lkTestEnv()
+	files := map[string]bool{"info-file": true, "json": true, "db-path": true}
+	for _, tree := range []Tree{LinkKeys, Loadproof} {
+		root := NewRoot(tree, env)
+		var walk func(c *cobra.Command)
+		walk = func(c *cobra.Command) {
+			for _, sub := range c.Commands() {
+				walk(sub)
+			}
+			if tree == Loadproof && !strings.Contains(c.CommandPath(), " linkkeys") {
+				return
+			}
+			c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+				name, _ := pflag.UnquoteUsage(f)
+				where := c.CommandPath() + " --" + f.Name
+				switch {
+				case f.Value.Type() == "bool" && name != "":
+					t.Errorf("%s: a bool flag shown as taking %q", where, name)
+				case files[f.Name] && name != "file":
+					t.Errorf("%s: type shown as %q, want file", where, name)
+				case strings.Contains(f.Usage, "(default"):
+					t.Errorf("%s: the help states a default of its own next to pflag's: %q", where, f.Usage)
+				}
+			})
+			for _, line := range strings.Split(c.LocalFlags().FlagUsages(), "\n") {
+				if strings.Count(line, "(default") > 1 {
+					t.Errorf("%s: two defaults: %s", c.CommandPath(), line)
+				}
+			}
+		}
+		walk(root)
 	}
 }
