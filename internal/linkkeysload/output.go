@@ -59,7 +59,7 @@ func WriteConnectionsDone(w io.Writer, cfg ConnectionsConfig, r Result) {
 		writeHoldLoss(w, r.Target, h)
 	}
 	writeLatency(w, "connect+handshake latency", a.Latency)
-	writeCPU(w, r, a.Attempted, "attempt")
+	writeCPU(w, r)
 }
 
 // writeHoldLoss prints the LOST line: how many held connections ended during the hold, when, and
@@ -122,7 +122,7 @@ func WriteHandshakeDone(w io.Writer, cfg HandshakeConfig, r Result) {
 	if r.Attempts != nil {
 		writeLatency(w, "connect+handshake latency", r.Attempts.Latency)
 	}
-	writeCPU(w, r, h.Completed, "handshake")
+	writeCPU(w, r)
 }
 
 // WriteRequestHeader prints the request-bench header line.
@@ -155,7 +155,7 @@ func WriteRequestDone(w io.Writer, cfg RequestConfig, r Result) {
 	} else {
 		writeLatency(w, fmt.Sprintf("latency (pipeline %d)", max(cfg.Pipeline, 1)), q.Latency)
 	}
-	writeCPU(w, r, q.Completed, "request")
+	writeCPU(w, r)
 }
 
 // WriteDDoSHeader prints the ddos header line.
@@ -177,24 +177,28 @@ func WriteDDoSDone(w io.Writer, cfg DDoSConfig, r Result) {
 		fmt.Fprintf(w, "  denial reasons: %s\n", FormatRustMap(a.Reasons))
 	}
 	writeLatency(w, "connect+handshake latency (allowed)", a.Latency)
-	writeCPU(w, r, a.Attempted, "attempt")
+	writeCPU(w, r)
 }
 
 // writeCPU prints where the CPU went: the client's (all its processes) and, when the server's pid
-// was readable, the server's, each in total and per operation. Nothing when no CPU was measured.
-func writeCPU(w io.Writer, r Result, ops int64, unit string) {
-	if r.ClientCPU <= 0 {
+// was readable, the server's, each in total, per attempt and per success (see CPUPer). Nothing
+// when no CPU was measured.
+func writeCPU(w io.Writer, r Result) {
+	c := r.cpuPer()
+	if c == nil {
 		return
 	}
-	per := func(d Duration) string {
-		if ops <= 0 {
+	per := func(d *Duration) string {
+		if d == nil {
 			return "-"
 		}
-		return FormatRustDuration(time.Duration(int64(d) / ops))
+		return FormatRustDuration(time.Duration(*d))
 	}
-	fmt.Fprintf(w, "  cpu: client %s (%s per %s)", FormatRustDuration(time.Duration(r.ClientCPU)), per(r.ClientCPU), unit)
+	fmt.Fprintf(w, "  cpu: client %s (%s per attempt, %s per %s)", FormatRustDuration(time.Duration(r.ClientCPU)),
+		per(c.ClientPerAttempt), per(c.ClientPerSuccess), c.SuccessUnit)
 	if r.ServerCPU != nil {
-		fmt.Fprintf(w, ", server %s (%s per %s)", FormatRustDuration(time.Duration(*r.ServerCPU)), per(*r.ServerCPU), unit)
+		fmt.Fprintf(w, ", server %s (%s per attempt, %s per %s)", FormatRustDuration(time.Duration(*r.ServerCPU)),
+			per(c.ServerPerAttempt), per(c.ServerPerSuccess), c.SuccessUnit)
 	}
 	fmt.Fprintln(w)
 }

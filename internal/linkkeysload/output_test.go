@@ -111,6 +111,10 @@ func TestGoldenHandshakeBench(t *testing.T) {
 	a = newAttempts()
 	a.record(Failure{Stage: StageTLS, Detail: "EOF"}, 0)
 	WriteHandshakeDone(&b, cfg, Result{Attempts: a, Handshakes: &Handshakes{Completed: 50010, Failed: 1, Full: 64, Resumed: 49946}})
+	// Mostly refused by the per-source limit: per attempt and per handshake differ by 36x.
+	cfg = HandshakeConfig{DurationSecs: 5, Concurrency: 32}
+	WriteHandshakeDone(&b, cfg, Result{Handshakes: &Handshakes{Completed: 768, Failed: 27134, Full: 768},
+		ClientCPU: Duration(5_000_000_000), ServerCPU: &srv})
 	// A zero duration divides by zero as Rust does.
 	cfg = HandshakeConfig{DurationSecs: 0, Concurrency: 1}
 	WriteHandshakeDone(&b, cfg, Result{Handshakes: &Handshakes{}})
@@ -122,7 +126,7 @@ func TestGoldenRequestBench(t *testing.T) {
 	var b bytes.Buffer
 	WriteRequestHeader(&b, cfg)
 	WriteRequestEstablished(&b, 64)
-	WriteRequestDone(&b, cfg, Result{Requests: &Requests{Completed: 2_100_000, Latency: latencies(300, 400, 700)}, ClientCPU: Duration(17_500_000_000)})
+	WriteRequestDone(&b, cfg, Result{Requests: &Requests{Completed: 2_100_000, Sent: 2_100_064, Latency: latencies(300, 400, 700)}, ClientCPU: Duration(17_500_000_000)})
 	cfg = RequestConfig{Connections: 16, DurationSecs: 5, Op: OpHello, Pipeline: 8}
 	WriteRequestHeader(&b, cfg)
 	WriteRequestEstablished(&b, 16)

@@ -51,6 +51,9 @@ type Result struct {
 	Server *ServerAccounting `json:"server,omitempty"`
 	// ClientCPU is the CPU time (user plus system) the client processes used, summed over workers.
 	ClientCPU Duration `json:"client_cpu"`
+	// CPUPer divides ClientCPU and ServerCPU by the run's attempts and by its successes (derived;
+	// absent when no CPU was measured).
+	CPUPer *CPUPer `json:"cpu_per,omitempty"`
 	// ServerCPU is the CPU time the server process (and its child processes) used during the run,
 	// read from /proc through the info file's pid; absent when it could not be read.
 	ServerCPU *Duration `json:"server_cpu,omitempty"`
@@ -119,6 +122,55 @@ func (a *Attempts) merge(o *Attempts) {
 	addCounts(a.Classes, o.Classes)
 	addCounts(a.Reasons, o.Reasons)
 	a.Latency.Merge(o.Latency)
+}
+
+// CPUPer is the CPU of a run per operation, both ways: per attempt (every connection attempt, or
+// every request sent, failures included) and per success (an established connection, a completed
+// handshake, a request answered with status 0). On a run with many failures the two differ, and the
+// per-success figure alone would charge the failures' CPU to the successes.
+type CPUPer struct {
+	Attempts  int64 `json:"attempts"`
+	Successes int64 `json:"successes"`
+	// SuccessUnit names a success in the text report ("established connection", "handshake", …).
+	SuccessUnit      string    `json:"success_unit"`
+	ClientPerAttempt *Duration `json:"client_per_attempt,omitempty"`
+	ClientPerSuccess *Duration `json:"client_per_success,omitempty"`
+	ServerPerAttempt *Duration `json:"server_per_attempt,omitempty"`
+	ServerPerSuccess *Duration `json:"server_per_success,omitempty"`
+}
+
+// cpuPer computes r's CPUPer from its counts; nil when no CPU was measured. A figure over zero
+// operations is nil.
+func (r *Result) cpuPer() *CPUPer {
+	if r.ClientCPU <= 0 {
+		return nil
+	}
+	c := &CPUPer{}
+	switch {
+	case r.Requests != nil:
+		c.Attempts, c.Successes, c.SuccessUnit = r.Requests.Sent, r.Requests.Completed, "request completed"
+	case r.Handshakes != nil:
+		c.Attempts, c.Successes, c.SuccessUnit = r.Handshakes.Completed+r.Handshakes.Failed, r.Handshakes.Completed, "handshake"
+	case r.Attempts != nil:
+		c.Attempts, c.Successes, c.SuccessUnit = r.Attempts.Attempted, r.Attempts.Succeeded, "established connection"
+		if r.Command == CmdDDoS {
+			c.SuccessUnit = "allowed connection"
+		}
+	default:
+		return nil
+	}
+	per := func(d Duration, n int64) *Duration {
+		if n <= 0 {
+			return nil
+		}
+		v := d / Duration(n)
+		return &v
+	}
+	c.ClientPerAttempt, c.ClientPerSuccess = per(r.ClientCPU, c.Attempts), per(r.ClientCPU, c.Successes)
+	if r.ServerCPU != nil {
+		c.ServerPerAttempt, c.ServerPerSuccess = per(*r.ServerCPU, c.Attempts), per(*r.ServerCPU, c.Successes)
+	}
+	return c
 }
 
 // Hold describes the connections held at once and what they cost the client.
@@ -439,6 +491,7 @@ func (r *Result) finish() {
 	if q := r.Requests; q != nil {
 		q.Rate = rustRate(q.Completed, q.DurationSecs)
 	}
+	r.CPUPer = r.cpuPer()
 }
 
 // MarshalJSON writes the result with its derived figures; NaN and infinite rates (a zero duration)

@@ -182,3 +182,31 @@ func TestMergeHoldLoss(t *testing.T) {
 		t.Error("a hold with nothing lost has a loss")
 	}
 }
+
+// TestCPUPerAttemptAndPerSuccess: the result file carries the CPU per attempt next to the CPU per
+// success, so a run with many failures does not charge their CPU to the few successes.
+func TestCPUPerAttemptAndPerSuccess(t *testing.T) {
+	srv := Duration(82 * time.Second)
+	r := Result{Command: CmdHandshakeBench, Handshakes: &Handshakes{DurationSecs: 5, Completed: 768, Failed: 27134},
+		ClientCPU: Duration(5 * time.Second), ServerCPU: &srv}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := back.CPUPer
+	if c == nil || c.Attempts != 27902 || c.Successes != 768 || c.SuccessUnit != "handshake" ||
+		*c.ClientPerAttempt != Duration(5*time.Second/27902) || *c.ClientPerSuccess != Duration(5*time.Second/768) ||
+		*c.ServerPerAttempt != Duration(82*time.Second/27902) || *c.ServerPerSuccess != Duration(82*time.Second/768) {
+		t.Fatalf("cpu_per %s", b)
+	}
+	// Connections: attempts and established connections; no success, no per-success figure.
+	r = Result{Command: CmdConnections, Attempts: &Attempts{Attempted: 10, Failed: 10}, ClientCPU: Duration(time.Second)}
+	r.finish()
+	if c := r.CPUPer; c == nil || *c.ClientPerAttempt != Duration(100*time.Millisecond) || c.ClientPerSuccess != nil || c.ServerPerAttempt != nil {
+		t.Fatalf("cpu_per %+v", c)
+	}
+}
