@@ -67,9 +67,19 @@
 //
 // frame_buffer_bytes counts a frame's announced length from the accepted
 // prefix until the body is handed to dispatch (or the read fails), so it is
-// 0 on idle connections. Read buffers (4 KiB, pooled) are held only while
-// bytes of a frame are buffered, write buffers only while responses are
-// pending; larger bodies get a buffer of exactly their length.
+// 0 on idle connections; a frame whose body arrived with its prefix is
+// dispatched from the read buffer at once and not counted. The counted bytes
+// are a server-wide budget (TCP_MAX_INFLIGHT_FRAME_BYTES): a frame that must
+// wait for its body reserves its length before any buffer is allocated, and
+// one that does not fit closes its connection (the newest frame is shed).
+// Such a body must arrive within TCP_IO_TIMEOUT_SECONDS of its prefix and at
+// no less than TCP_MIN_FRAME_BODY_BYTES_PER_SECOND in each
+// TCP_FRAME_BODY_GRACE_SECONDS window, so stalled frames give their share of
+// the budget back within two windows. An answer over 1 MiB is never sent: the
+// answers before it go out and the connection closes. Read buffers (4 KiB,
+// pooled) are held only while bytes of a frame are buffered, write buffers
+// only while responses are pending; larger bodies get a buffer of exactly
+// their length.
 //
 // # Parking idle connections
 //
