@@ -1,6 +1,6 @@
 package linkkeys
 
-// The METRICS line of the load-test server (docs/metrics.md), written by
+// The METRICS line of the load-test server (its fields: docs/upstream-differences.md), written by
 // linkkeysserver and read by linkkeysload and by the --processes parent. One
 // field table (metricsFields) drives the line's order, the parser, the sums of
 // several processes and the Prometheus names, so none of them can drift from
