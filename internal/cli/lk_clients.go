@@ -30,8 +30,8 @@ type lkCommon struct {
 }
 
 func (c *lkCommon) bind(f *pflag.FlagSet) {
-	f.StringVar(&c.infoFile, "info-file", linkkeysload.DefaultInfoFile, "info file written by the `server` subcommand")
-	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts by outcome, failure reasons, HDR latency histograms, one-second interval snapshots with server samples, machine records) as JSON to this file")
+	f.StringVar(&c.infoFile, "info-file", linkkeysload.DefaultInfoFile, "the info `file` the server subcommand writes (port, domain, fingerprint, pid)")
+	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts by outcome, failure reasons, HDR latency histograms, one-second interval snapshots with server samples, machine records) as JSON to this `file`")
 	f.IntVar(&c.workers, "workers", 0, "worker processes of this binary to spread the sockets over (0: enough to stay under the open-file soft limit)")
 }
 
@@ -190,7 +190,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultConnectionsBase, "first loopback source address; attempts round-robin over --client-ip-count addresses")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
-	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, read before and after the run and sampled once a second into the JSON result's timeline")
+	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
 	return c
 }
 
@@ -294,13 +294,18 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.Uint64Var(&tmo, "attempt-timeout-secs", 10, "per-connection (connect + TLS handshake) timeout of the setup phase")
 	f.Uint32Var(&pipeline, "pipeline", 1, "requests in flight per connection (1: the seed's one at a time)")
-	f.StringVar(&rateText, "rate", "", "open model: total requests per second across all connections (default: closed model)")
+	f.StringVar(&rateText, "rate", "", "open model: total requests per second across all connections (empty: the closed model)")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
 	return c
 }
 
-// serverMetricsSampleHelp is --server-metrics of the clients that only sample the server.
-const serverMetricsSampleHelp = "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, sampled once a second into the JSON result's timeline (default: the info file's metrics_addr)"
+// serverMetricsReadHelp is --server-metrics on connections and ddos (read before and after the run,
+// sampled in between); serverMetricsSampleHelp on handshake-bench and request-bench (sampled only).
+// Neither says "(default …)": pflag prints the default itself.
+const (
+	serverMetricsReadHelp   = "where the server's METRICS are read before and after the run and sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://127.0.0.1:port/metrics (`source`; empty: the info file's metrics_addr, else its metrics_log)"
+	serverMetricsSampleHelp = "where the server's METRICS are sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://127.0.0.1:port/metrics (`source`; empty: the info file's metrics_addr, else its metrics_log)"
+)
 
 // parseRate reads --rate: empty for the closed model, else a finite number above 0.
 func parseRate(s string) (float64, error) {
@@ -351,12 +356,12 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	}
 	f := c.Flags()
 	common.bind(f)
-	f.Uint32Var(&sources, "sources", 12000, "distinct simulated sources, one attempt each (default above the 10,000 distinct-source threshold)")
+	f.Uint32Var(&sources, "sources", 12000, "distinct simulated sources, one attempt each; the default is above the 10,000 distinct-source threshold")
 	f.Uint32Var(&conc, "concurrency", 1000, "attempts in flight")
 	f.Uint64Var(&tmo, "attempt-timeout-secs", linkkeysload.DefaultDDoSTimeoutSecs, "per-attempt (connect + TLS handshake) timeout")
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultDDoSBase, "first source address")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
-	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics, read before and after the run and sampled once a second into the JSON result's timeline")
+	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
 	return c
 }
 
@@ -390,7 +395,7 @@ func newLinkKeysSmokeCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&jsonPath, "json", "", "also write the summary with every client's result as JSON to this file")
+	c.Flags().StringVar(&jsonPath, "json", "", "also write the summary with every client's result as JSON to this `file`")
 	return c
 }
 

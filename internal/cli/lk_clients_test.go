@@ -3,11 +3,18 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
@@ -154,4 +161,108 @@ func FuzzParseRate(f *testing.F) {
 			t.Fatalf("rate %v accepted from %q", r, s)
 		}
 	})
+}
+
+// holdingLog closes seen when the "holding" message is logged (the hold has begun).
+type holdingLog struct {
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *holdingLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *holdingLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "holding" {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+func (h *holdingLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *holdingLog) WithGroup(string) slog.Handler      { return h }
+
+// TestLinkKeysConnectionsExitsNonZeroWhenTheServerDiesMidHold: the server goes away while
+// connections holds; the command reports the lost connections with the reason and exits 1 (it used
+// to print failed=0 and exit 0). The info file's pid is a process that has exited, as a dead
+// server's would be.
+func TestLinkKeysConnectionsExitsNonZeroWhenTheServerDiesMidHold(t *testing.T) {
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Skip("no `true` to make an exited pid:", err)
+	}
+	info := filepath.Join(t.TempDir(), "info.json")
+	inf := ts.Info()
+	inf.PID = uint32(gone.Process.Pid)
+	if err := linkkeys.WriteInfo(info, inf); err != nil {
+		t.Fatal(err)
+	}
+	env, out, errOut := lkTestEnv()
+	h := &holdingLog{seen: make(chan struct{})}
+	env.Logger = slog.New(h)
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(context.Background(), LinkKeys, []string{"connections", "--info-file", info, "--count", "10",
+			"--concurrency", "4", "--hold-secs", "600", "--client-ip-count", "2", "--workers", "1"}, env)
+	}()
+	select {
+	case <-h.seen:
+	case c := <-code:
+		t.Fatalf("exit %d before the hold:\n%s%s", c, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.Server.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := <-code; c != ExitFailure {
+		t.Errorf("exit %d, want %d", c, ExitFailure)
+	}
+	want := fmt.Sprintf("; the server process (pid %d) is no longer running; the hold was not held (it lasted ", inf.PID)
+	if !strings.Contains(out.String(), "  LOST: 10 of 10 held connections ended during the hold (") || !strings.Contains(out.String(), want) {
+		t.Errorf("stdout:\n%s", out)
+	}
+	if !strings.Contains(errOut.String(), "error: linkkeysload: the hold was not held: 10 of 10 held connections ended before the 600s hold did") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+}
+
+// TestLinkKeysFlagHelp: in every linkkeys command's help, a flag's type name says what it takes
+// (a path flag shows "file", not a word picked out of its help), a bool flag shows none, and no
+// flag shows two defaults.
+func TestLinkKeysFlagHelp(t *testing.T) {
+	env, _, _ := lkTestEnv()
+	files := map[string]bool{"info-file": true, "json": true, "db-path": true}
+	for _, tree := range []Tree{LinkKeys, Loadproof} {
+		root := NewRoot(tree, env)
+		var walk func(c *cobra.Command)
+		walk = func(c *cobra.Command) {
+			for _, sub := range c.Commands() {
+				walk(sub)
+			}
+			if tree == Loadproof && !strings.Contains(c.CommandPath(), " linkkeys") {
+				return
+			}
+			c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+				name, _ := pflag.UnquoteUsage(f)
+				where := c.CommandPath() + " --" + f.Name
+				switch {
+				case f.Value.Type() == "bool" && name != "":
+					t.Errorf("%s: a bool flag shown as taking %q", where, name)
+				case files[f.Name] && name != "file":
+					t.Errorf("%s: type shown as %q, want file", where, name)
+				case strings.Contains(f.Usage, "(default"):
+					t.Errorf("%s: the help states a default of its own next to pflag's: %q", where, f.Usage)
+				}
+			})
+			for _, line := range strings.Split(c.LocalFlags().FlagUsages(), "\n") {
+				if strings.Count(line, "(default") > 1 {
+					t.Errorf("%s: two defaults: %s", c.CommandPath(), line)
+				}
+			}
+		}
+		walk(root)
+	}
 }

@@ -68,16 +68,16 @@ func newLinkKeysServerCmd(env *Env) *cobra.Command {
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.dbPath, "db-path", "loadtest-data/loadtest.sqlite3", "SQLite database file (created and migrated if missing)")
+	fl.StringVar(&f.dbPath, "db-path", "loadtest-data/loadtest.sqlite3", "SQLite database `file` (created and migrated if missing)")
 	fl.StringVar(&f.domain, "domain", "loadtest.local", "domain name: certificate SAN/CN and get-domain-keys' domain")
-	fl.StringVar(&f.infoFile, "info-file", "loadtest-data/loadtest-info.json", "info file written once the listener is bound")
+	fl.StringVar(&f.infoFile, "info-file", "loadtest-data/loadtest-info.json", "info `file` written once the listener is bound")
 	fl.Uint64Var(&f.metricsInterval, "metrics-interval-secs", 5, "seconds between METRICS lines (at least 1)")
 	fl.Uint64Var(&f.durationSecs, "duration-secs", 0, "exit after this many seconds; 0 runs until Ctrl-C or SIGTERM")
-	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this address (off when empty)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this `address` (off when empty)")
 	fl.BoolVar(&f.emptyDomainKeys, "empty-domain-keys", false, "do not store the server key: get-domain-keys on a fresh database returns the upstream load test's empty list")
-	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "listen address (default 127.0.0.1 and a free port, or TCP_PORT when set)")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "listen `address` (host:port; port 0 picks a free one); when not given and TCP_PORT is set, 127.0.0.1:$TCP_PORT")
 	fl.IntVar(&f.processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
-	fl.BoolVar(&f.perProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's line as `PROCESS_METRICS <i> {json}`")
+	fl.BoolVar(&f.perProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's METRICS line as PROCESS_METRICS <i> {json}")
 	fl.BoolVar(&f.releaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS when the server goes quiet after activity (see docs/benchmarks.md)")
 	fl.DurationVar(&f.parkAfter, "park-after", linkkeysserver.DefaultParkAfter, "park a connection (no goroutine, no buffers) after it had nothing to read this long; negative never parks (benchmark comparisons)")
 	_ = fl.MarkHidden("park-after")
@@ -293,7 +293,7 @@ func runLinkKeysServer(ctx context.Context, env *Env, f lkServerFlags, listenCha
 	printStopLine(env.Stdout, stop.signal(ctx.Err() != nil))
 	final := srv.Metrics()
 	final.Label = "final"
-	if err := linkkeysserver.WriteMetricsLine(env.Stdout, final); err != nil && runErr == nil {
+	if err := linkkeys.WriteMetricsLine(env.Stdout, final.MetricsLine); err != nil && runErr == nil {
 		runErr = err
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -364,8 +364,8 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 		}
 		if f.perProcessMetrics {
 			for i, s := range per {
-				b := linkkeysserver.AppendMetricsLine(nil, s)
-				fmt.Fprintf(env.Stdout, "PROCESS_METRICS %d %s\n", i, strings.TrimPrefix(string(b), linkkeysserver.MetricsPrefix))
+				b := linkkeys.AppendMetricsLine(nil, s.MetricsLine)
+				fmt.Fprintf(env.Stdout, "PROCESS_METRICS %d %s\n", i, strings.TrimPrefix(string(b), linkkeys.MetricsPrefix))
 			}
 		}
 		lastMu.Lock()
@@ -407,7 +407,7 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 		sv.Signal(sig) // children print their final line on it, as on "final"
 	}
 	final := collect(true)
-	if err := linkkeysserver.WriteMetricsLine(env.Stdout, final); err != nil && runErr == nil {
+	if err := linkkeys.WriteMetricsLine(env.Stdout, final.MetricsLine); err != nil && runErr == nil {
 		runErr = err
 	}
 	if err := sv.Wait(10 * time.Second); err != nil {
@@ -469,7 +469,7 @@ func newLinkKeysHoldIdleCmd(env *Env) *cobra.Command {
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&infoFile, "info-file", "loadtest-data/loadtest-info.json", "server info file")
+	fl.StringVar(&infoFile, "info-file", "loadtest-data/loadtest-info.json", "the server's info `file`")
 	fl.IntVar(&count, "count", 1000, "connections to open")
 	fl.IntVar(&concurrency, "concurrency", 256, "handshakes in flight")
 	fl.Uint64Var(&holdSecs, "hold-secs", 0, "hold the connections this long after the last one is open (0: until Ctrl-C)")

@@ -110,7 +110,7 @@ func TestLinkKeysServerCommand(t *testing.T) {
 		t.Fatalf("listening line %q", l)
 	}
 	first := waitLine(t, out, "METRICS ")
-	if s, err := linkkeysserver.ParseMetricsLine(first); err != nil || s.Label != "running" {
+	if s, err := linkkeys.ParseMetricsLine(first); err != nil || s.Label != "running" {
 		t.Errorf("first METRICS line %q: %v", first, err)
 	}
 	inf, err := linkkeys.ReadInfo(info)
@@ -141,7 +141,7 @@ func TestLinkKeysServerCommand(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, errBuf.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	final, err := linkkeysserver.ParseMetricsLine(lines[len(lines)-1])
+	final, err := linkkeys.ParseMetricsLine(lines[len(lines)-1])
 	if err != nil || final.Label != "final" || final.AcceptedConnections != 1 || final.FramesProcessed != 1 {
 		t.Errorf("last line %q: %v", lines[len(lines)-1], err)
 	}
@@ -183,7 +183,7 @@ func TestLinkKeysServerDurationAndEmptyKeys(t *testing.T) {
 	}
 	var running, final int
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		s, err := linkkeysserver.ParseMetricsLine(line)
+		s, err := linkkeys.ParseMetricsLine(line)
 		if err != nil {
 			continue
 		}
@@ -199,13 +199,17 @@ func TestLinkKeysServerDurationAndEmptyKeys(t *testing.T) {
 }
 
 func TestLinkKeysServerBadEnvironment(t *testing.T) {
-	env, _, errBuf := lksEnv(map[string]string{"TCP_MAX_CONNECTIONS": "0", "PUBLIC_READ_BURST": "lots", "TCP_PORT": "70000"})
+	env, _, errBuf := lksEnv(map[string]string{"TCP_MAX_CONNECTIONS": "0", "PUBLIC_READ_BURST": "lots", "TCP_PORT": "70000",
+		"TCP_MAX_INFLIGHT_FRAME_BYTES": "1000", "TCP_MTLS_DNS_PIN_POSITIVE_TTL_SECONDS": "300", "PUBKEY_CACHE_MAX_ENTRIES": "10"})
 	dir := t.TempDir()
 	code := Run(context.Background(), LinkKeys, []string{"server", "--db-path", filepath.Join(dir, "db"), "--info-file", filepath.Join(dir, "i.json")}, env)
 	if code != ExitUsage {
 		t.Errorf("exit %d, want %d", code, ExitUsage)
 	}
-	for _, want := range []string{`TCP_MAX_CONNECTIONS="0"`, `PUBLIC_READ_BURST="lots"`, `TCP_PORT="70000"`} {
+	for _, want := range []string{`TCP_MAX_CONNECTIONS="0"`, `PUBLIC_READ_BURST="lots"`, `TCP_PORT="70000"`,
+		`TCP_MAX_INFLIGHT_FRAME_BYTES="1000": must be a whole number of bytes from 1048576`,
+		`TCP_MTLS_DNS_PIN_POSITIVE_TTL_SECONDS="300": not supported by the reference server`,
+		`PUBKEY_CACHE_MAX_ENTRIES="10": not supported by the reference server`} {
 		if !strings.Contains(errBuf.String(), want) {
 			t.Errorf("stderr lacks %s:\n%s", want, errBuf.String())
 		}

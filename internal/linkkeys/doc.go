@@ -112,7 +112,10 @@
 // JSON: label, elapsed_secs, then thirteen counters and gauges in a fixed
 // order, then process_rss_bytes (a whole number or null). Servers may append
 // fields after process_rss_bytes; ours appends established_total,
-// parked_connections and rate_limited_responses. [AppendMetricsLine] writes the
-// line, [ParseMetricsLine] reads ours and upstream's, so the server and every
-// client share one definition ([MetricsLine]).
+// parked_connections, rate_limited_responses and the closed_* counters
+// (docs/upstream-differences.md lists them). [MetricsLine] is the one type for
+// a reading: the server fills it, [AppendMetricsLine] writes it,
+// [ParseMetricsLine] reads ours and upstream's, and one field table
+// ([MetricsFields]) fixes the order, the Prometheus names and the sums of
+// several processes ([SumMetricsLines]).
 package linkkeys

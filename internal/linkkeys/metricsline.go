@@ -1,8 +1,11 @@
 package linkkeys
 
-// The METRICS line of the load-test server (docs/protocol-linkkeys.md,
-// METRICS line), written by linkkeysserver and read by linkkeysload and by
-// the --processes parent.
+// The METRICS line of the load-test server (the upstream fields:
+// docs/protocol-linkkeys.md, METRICS line; the ones appended after them:
+// docs/upstream-differences.md), written by linkkeysserver and read by
+// linkkeysload and by the --processes parent. One field table (metricsFields)
+// drives the line's order, the parser, the sums of several processes and the
+// Prometheus names, so none of them can drift from the others.
 
 import (
 	"bytes"
@@ -11,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,7 +24,7 @@ import (
 const MetricsPrefix = "METRICS "
 
 // MaxMetricsLineBytes bounds the METRICS lines [ParseMetricsLine] accepts; a
-// real line is about 600 bytes.
+// real line is about 900 bytes.
 const MaxMetricsLineBytes = 64 << 10
 
 // ErrNotMetricsLine is returned (wrapped) by [ParseMetricsLine] for a line
@@ -28,26 +32,35 @@ const MaxMetricsLineBytes = 64 << 10
 // mixed stdout can skip other lines with errors.Is.
 var ErrNotMetricsLine = errors.New("linkkeys: not a METRICS line")
 
-// MetricsLine is one METRICS line: the 15 upstream fields in their order,
-// then the fields the loadproof server appends after process_rss_bytes (nil
-// when a line lacks them, as upstream Rust lines do), then any other numeric
-// fields a server appends.
+// MetricsLine is one reading of a load-test server's counters and gauges: the
+// 15 fields of the upstream line in their order, then the fields the
+// loadproof server appends after process_rss_bytes, then any other numeric
+// fields a server appends. The server fills it directly; clients parse a line
+// or a Prometheus scrape into it.
+//
+// The zero value is a line of this server with every counter 0: every
+// appended field is present. A line that lacks some appended fields (an
+// upstream Rust line lacks all of them, an older loadproof server the newer
+// ones) lists them in Absent; they are then 0 here and left off when the line
+// is written again.
 type MetricsLine struct {
-	// Label is "running" or "final".
+	// Label is "running" or "final" ("scrape" for a Prometheus reading).
 	Label string `json:"label"`
 	// ElapsedSecs is the time since the server loop started.
 	ElapsedSecs float64 `json:"elapsed_secs"`
 	// AcceptedConnections counts every accept().
 	AcceptedConnections uint64 `json:"accepted_connections"`
-	// OpenConnections is the number of sockets from accept to close.
+	// OpenConnections is the number of sockets from accept to close,
+	// handshaking or established.
 	OpenConnections uint64 `json:"open_connections"`
 	// EstablishedConnections is the number of connections past the TLS
-	// handshake (a gauge).
+	// handshake (a gauge), parked ones included.
 	EstablishedConnections uint64 `json:"established_connections"`
 	// HandshakesInProgress counts connections waiting for a handshake slot
 	// or inside the TLS handshake.
 	HandshakesInProgress uint64 `json:"handshakes_in_progress"`
-	// HandshakeTimeouts counts handshakes that ran out of time.
+	// HandshakeTimeouts counts slot waits plus handshakes that ran out of
+	// TCP_HANDSHAKE_TIMEOUT_SECONDS.
 	HandshakeTimeouts uint64 `json:"handshake_timeouts"`
 	// HandshakeRejections counts failed TLS handshakes.
 	HandshakeRejections uint64 `json:"handshake_rejections"`
@@ -57,152 +70,388 @@ type MetricsLine struct {
 	// handshake bucket.
 	ShedHandshakePerSource uint64 `json:"shed_handshake_per_source"`
 	// ShedHandshakeOverflow counts connections refused by the shared
-	// overflow bucket.
+	// overflow bucket (protection mode).
 	ShedHandshakeOverflow uint64 `json:"shed_handshake_overflow"`
 	// ShedHandshakeGlobal counts connections refused by the global
 	// handshake bucket.
 	ShedHandshakeGlobal uint64 `json:"shed_handshake_global"`
-	// FramesProcessed counts dispatched frames.
+	// FramesProcessed counts dispatched frames, error responses included.
 	FramesProcessed uint64 `json:"frames_processed"`
-	// FrameBufferBytes is the bytes of frame bodies announced and not yet
-	// dispatched.
+	// FrameBufferBytes is the bytes of frame bodies announced by an accepted
+	// length prefix and not yet handed to dispatch; 0 on idle connections.
 	FrameBufferBytes uint64 `json:"frame_buffer_bytes"`
 	// ProcessRSSBytes is the process's resident memory; nil when the server
 	// could not read it (null on the line).
 	ProcessRSSBytes *uint64 `json:"process_rss_bytes"`
 
-	// EstablishedTotal counts every completed handshake (a counter); nil
-	// when the line does not carry it.
-	EstablishedTotal *uint64 `json:"established_total,omitempty"`
-	// ParkedConnections is the established connections currently parked;
-	// nil when the line does not carry it.
-	ParkedConnections *uint64 `json:"parked_connections,omitempty"`
-	// RateLimitedResponses counts status-7 answers of the public-read gate;
-	// nil when the line does not carry it.
-	RateLimitedResponses *uint64 `json:"rate_limited_responses,omitempty"`
+	// EstablishedTotal counts every completed handshake (a counter, unlike
+	// EstablishedConnections).
+	EstablishedTotal uint64 `json:"established_total"`
+	// ParkedConnections is the established connections currently parked
+	// (no goroutine, no buffers).
+	ParkedConnections uint64 `json:"parked_connections"`
+	// RateLimitedResponses counts status-7 answers of the public-read gate.
+	RateLimitedResponses uint64 `json:"rate_limited_responses"`
+	// ClosedByPeer counts established connections the client ended between
+	// frames (EOF or reset), or that failed a write for a reason other than
+	// the I/O timeout.
+	ClosedByPeer uint64 `json:"closed_by_peer"`
+	// ClosedOversizedFrame counts connections closed because a length prefix
+	// announced more than 1 MiB.
+	ClosedOversizedFrame uint64 `json:"closed_oversized_frame"`
+	// ClosedMalformedRequest counts connections closed because their stream
+	// could not be read as frames any more: a TLS record error, or the
+	// stream ending inside a frame.
+	ClosedMalformedRequest uint64 `json:"closed_malformed_request"`
+	// ClosedIdleTimeout counts connections closed after
+	// TCP_IDLE_TIMEOUT_SECONDS without the start of a next frame.
+	ClosedIdleTimeout uint64 `json:"closed_idle_timeout"`
+	// ClosedIOTimeout counts connections closed because a frame body read or
+	// a response write ran past TCP_IO_TIMEOUT_SECONDS.
+	ClosedIOTimeout uint64 `json:"closed_io_timeout"`
+	// ClosedSlowFrameBody counts connections closed because a frame body
+	// arrived slower than TCP_MIN_FRAME_BODY_BYTES_PER_SECOND after the
+	// grace period.
+	ClosedSlowFrameBody uint64 `json:"closed_slow_frame_body"`
+	// ClosedFrameBudget counts connections closed because the frame they
+	// announced did not fit in TCP_MAX_INFLIGHT_FRAME_BYTES.
+	ClosedFrameBudget uint64 `json:"closed_frame_budget"`
+	// ClosedOversizedResponse counts connections closed because a response
+	// would have exceeded the 1 MiB frame limit.
+	ClosedOversizedResponse uint64 `json:"closed_oversized_response"`
+	// ClosedShutdown counts established connections the server closed while
+	// shutting down.
+	ClosedShutdown uint64 `json:"closed_shutdown"`
 
+	// Absent names the appended fields the reading did not carry, in line
+	// order; empty for a reading of this server.
+	Absent []string `json:"absent,omitempty"`
 	// Extra holds the other fields a server appends, when they are finite
 	// numbers (fields of other types are skipped). Keys that name one of the
 	// fields above are never used.
 	Extra map[string]float64 `json:"extra,omitempty"`
 }
 
-// upstreamMetricsFields are the 15 upstream fields in their order.
-var upstreamMetricsFields = [...]string{
-	"label", "elapsed_secs", "accepted_connections", "open_connections", "established_connections",
-	"handshakes_in_progress", "handshake_timeouts", "handshake_rejections", "shed_connection_limit",
-	"shed_handshake_per_source", "shed_handshake_overflow", "shed_handshake_global", "frames_processed",
-	"frame_buffer_bytes", "process_rss_bytes",
+// MetricKind says how a whole-number METRICS field moves.
+type MetricKind uint8
+
+const (
+	// MetricCounter only grows while the server runs.
+	MetricCounter MetricKind = iota
+	// MetricGauge goes up and down.
+	MetricGauge
+)
+
+// MetricsField describes one whole-number field of the METRICS line (every
+// field but label and elapsed_secs) and its Prometheus series.
+type MetricsField struct {
+	// Name is the field's key on the METRICS line.
+	Name string
+	// Kind is counter or gauge.
+	Kind MetricKind
+	// Appended is set for the fields this server prints after
+	// process_rss_bytes; upstream lines lack them.
+	Appended bool
+	// PromName is the Prometheus metric name without the namespace
+	// ("accepted_connections_total"); several fields may share one name,
+	// told apart by PromLabel.
+	PromName string
+	// PromLabel is the series' one label as {name, value}, or empty.
+	PromLabel [2]string
+	// Help is the Prometheus help text.
+	Help string
+
+	ptr func(*MetricsLine) *uint64 // nil for process_rss_bytes
 }
 
-// appendedMetricsFields are the fields the loadproof server prints after
-// process_rss_bytes, in that order.
-var appendedMetricsFields = [...]string{"established_total", "parked_connections", "rate_limited_responses"}
-
-// metricsFieldIndex maps each named field to its position: 0-14 upstream,
-// 15-17 appended.
-var metricsFieldIndex = func() map[string]int {
-	m := make(map[string]int, len(upstreamMetricsFields)+len(appendedMetricsFields))
-	for i, f := range upstreamMetricsFields {
-		m[f] = i
+// Value returns the field's value in m; ok is false when m lacks it (a null
+// process_rss_bytes, an absent appended field).
+func (f MetricsField) Value(m *MetricsLine) (v uint64, ok bool) {
+	if f.ptr == nil {
+		if m.ProcessRSSBytes == nil {
+			return 0, false
+		}
+		return *m.ProcessRSSBytes, true
 	}
-	for i, f := range appendedMetricsFields {
-		m[f] = len(upstreamMetricsFields) + i
+	if f.Appended && m.isAbsent(f.Name) {
+		return 0, false
+	}
+	return *f.ptr(m), true
+}
+
+// set stores v and marks the field present.
+func (f MetricsField) set(m *MetricsLine, v uint64) {
+	if f.ptr == nil {
+		m.ProcessRSSBytes = &v
+		return
+	}
+	*f.ptr(m) = v
+	if f.Appended {
+		m.markPresent(f.Name)
+	}
+}
+
+const (
+	shedHelp   = "Connections closed before the TLS handshake, by reason."
+	closedHelp = "Established connections closed, by reason."
+)
+
+// metricsFields is every whole-number field in line order: the 13 of the
+// upstream line (process_rss_bytes last), then the appended ones. New fields
+// go at the end, so parsers of older lines still read every line.
+var metricsFields = [...]MetricsField{
+	{Name: "accepted_connections", PromName: "accepted_connections_total", Help: "Connections accepted (every accept()).",
+		ptr: func(m *MetricsLine) *uint64 { return &m.AcceptedConnections }},
+	{Name: "open_connections", Kind: MetricGauge, PromName: "open_connections", Help: "Sockets open from accept to close, handshaking or established.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.OpenConnections }},
+	{Name: "established_connections", Kind: MetricGauge, PromName: "established_connections", Help: "Connections past the TLS handshake.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.EstablishedConnections }},
+	{Name: "handshakes_in_progress", Kind: MetricGauge, PromName: "handshakes_in_progress", Help: "Connections waiting for a handshake slot or in the TLS handshake.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.HandshakesInProgress }},
+	{Name: "handshake_timeouts", PromName: "handshake_timeouts_total", Help: "Handshake slot waits plus handshakes past TCP_HANDSHAKE_TIMEOUT_SECONDS.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.HandshakeTimeouts }},
+	{Name: "handshake_rejections", PromName: "handshake_rejections_total", Help: "Failed TLS handshakes.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.HandshakeRejections }},
+	{Name: "shed_connection_limit", PromName: "shed_connections_total", PromLabel: [2]string{"reason", "connection_limit"}, Help: shedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ShedConnectionLimit }},
+	{Name: "shed_handshake_per_source", PromName: "shed_connections_total", PromLabel: [2]string{"reason", "handshake_per_source"}, Help: shedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ShedHandshakePerSource }},
+	{Name: "shed_handshake_overflow", PromName: "shed_connections_total", PromLabel: [2]string{"reason", "handshake_overflow"}, Help: shedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ShedHandshakeOverflow }},
+	{Name: "shed_handshake_global", PromName: "shed_connections_total", PromLabel: [2]string{"reason", "handshake_global"}, Help: shedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ShedHandshakeGlobal }},
+	{Name: "frames_processed", PromName: "frames_processed_total", Help: "Frames dispatched, error responses included.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.FramesProcessed }},
+	{Name: "frame_buffer_bytes", Kind: MetricGauge, PromName: "frame_buffer_bytes", Help: "Bytes of frame bodies announced and not yet handed to dispatch.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.FrameBufferBytes }},
+	{Name: "process_rss_bytes", Kind: MetricGauge, PromName: "process_rss_bytes", Help: "Resident set size of the server process(es) (VmRSS); 0 when unreadable."},
+
+	{Name: "established_total", Appended: true, PromName: "established_total", Help: "TLS handshakes completed.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.EstablishedTotal }},
+	{Name: "parked_connections", Kind: MetricGauge, Appended: true, PromName: "parked_connections", Help: "Established connections parked without a goroutine or buffers.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.ParkedConnections }},
+	{Name: "rate_limited_responses", Appended: true, PromName: "rate_limited_responses_total", Help: "Public-read requests answered with status 7.",
+		ptr: func(m *MetricsLine) *uint64 { return &m.RateLimitedResponses }},
+	{Name: "closed_by_peer", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "peer"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedByPeer }},
+	{Name: "closed_oversized_frame", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "oversized_frame"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedOversizedFrame }},
+	{Name: "closed_malformed_request", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "malformed_request"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedMalformedRequest }},
+	{Name: "closed_idle_timeout", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "idle_timeout"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedIdleTimeout }},
+	{Name: "closed_io_timeout", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "io_timeout"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedIOTimeout }},
+	{Name: "closed_slow_frame_body", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "slow_frame_body"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedSlowFrameBody }},
+	{Name: "closed_frame_budget", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "frame_budget"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedFrameBudget }},
+	{Name: "closed_oversized_response", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "oversized_response"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedOversizedResponse }},
+	{Name: "closed_shutdown", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "shutdown"}, Help: closedHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedShutdown }},
+}
+
+// upstreamMetricsCount is the number of fields of the upstream line: label,
+// elapsed_secs and the table's first 13.
+const upstreamMetricsCount = 15
+
+// metricsFieldIndex maps every field name to its position on the line: label
+// 0, elapsed_secs 1, then the table's fields from 2.
+var metricsFieldIndex = func() map[string]int {
+	m := make(map[string]int, 2+len(metricsFields))
+	m["label"], m["elapsed_secs"] = 0, 1
+	for i, f := range metricsFields {
+		m[f.Name] = 2 + i
 	}
 	return m
 }()
 
-// counter returns the upstream whole-number field called name, or nil.
-func (m *MetricsLine) counter(name string) *uint64 {
-	switch name {
-	case "accepted_connections":
-		return &m.AcceptedConnections
-	case "open_connections":
-		return &m.OpenConnections
-	case "established_connections":
-		return &m.EstablishedConnections
-	case "handshakes_in_progress":
-		return &m.HandshakesInProgress
-	case "handshake_timeouts":
-		return &m.HandshakeTimeouts
-	case "handshake_rejections":
-		return &m.HandshakeRejections
-	case "shed_connection_limit":
-		return &m.ShedConnectionLimit
-	case "shed_handshake_per_source":
-		return &m.ShedHandshakePerSource
-	case "shed_handshake_overflow":
-		return &m.ShedHandshakeOverflow
-	case "shed_handshake_global":
-		return &m.ShedHandshakeGlobal
-	case "frames_processed":
-		return &m.FramesProcessed
-	case "frame_buffer_bytes":
-		return &m.FrameBufferBytes
+// MetricsFields returns the table of every whole-number field in line order
+// (a copy).
+func MetricsFields() []MetricsField { return slices.Clone(metricsFields[:]) }
+
+// AppendedMetricsFields returns the names of the fields this server prints
+// after process_rss_bytes, in order.
+func AppendedMetricsFields() []string {
+	var out []string
+	for _, f := range metricsFields {
+		if f.Appended {
+			out = append(out, f.Name)
+		}
 	}
-	return nil
+	return out
 }
 
-// optional returns the appended field called name, or nil.
-func (m *MetricsLine) optional(name string) **uint64 {
-	switch name {
-	case "process_rss_bytes":
-		return &m.ProcessRSSBytes
-	case "established_total":
-		return &m.EstablishedTotal
-	case "parked_connections":
-		return &m.ParkedConnections
-	case "rate_limited_responses":
-		return &m.RateLimitedResponses
+// LookupMetricsField returns the field called name (not label or
+// elapsed_secs).
+func LookupMetricsField(name string) (MetricsField, bool) {
+	i, ok := metricsFieldIndex[name]
+	if !ok || i < 2 {
+		return MetricsField{}, false
 	}
-	return nil
+	return metricsFields[i-2], true
 }
 
 // IsMetricsCounter reports whether name is a whole-number field of the
-// METRICS line: one of the upstream counters and gauges, process_rss_bytes or
-// one of the appended fields (not label or elapsed_secs).
+// METRICS line: a counter or gauge, process_rss_bytes or an appended field
+// (not label or elapsed_secs).
 func IsMetricsCounter(name string) bool {
-	i, ok := metricsFieldIndex[name]
-	return ok && i >= 2
+	_, ok := LookupMetricsField(name)
+	return ok
 }
 
 // SetCounter sets the whole-number field called name (see
-// [IsMetricsCounter]) and reports whether there is such a field.
+// [IsMetricsCounter]), marking it present, and reports whether there is such
+// a field.
 func (m *MetricsLine) SetCounter(name string, v uint64) bool {
-	if p := m.counter(name); p != nil {
-		*p = v
-		return true
+	f, ok := LookupMetricsField(name)
+	if ok {
+		f.set(m, v)
 	}
-	if p := m.optional(name); p != nil {
-		*p = &v
-		return true
+	return ok
+}
+
+// Has reports whether the reading carries the field called name: the
+// upstream fields always (process_rss_bytes even when null), an appended
+// field unless it is listed in Absent.
+func (m *MetricsLine) Has(name string) bool {
+	f, ok := LookupMetricsField(name)
+	return ok && (!f.Appended || !m.isAbsent(name))
+}
+
+func (m *MetricsLine) isAbsent(name string) bool {
+	return len(m.Absent) > 0 && slices.Contains(m.Absent, name)
+}
+
+func (m *MetricsLine) markPresent(name string) {
+	if i := slices.Index(m.Absent, name); i >= 0 {
+		m.Absent = slices.Delete(slices.Clone(m.Absent), i, i+1)
+		if len(m.Absent) == 0 {
+			m.Absent = nil
+		}
 	}
-	return false
+}
+
+// WithoutAppended returns a reading with only the upstream fields, as an
+// upstream Rust server reports: every appended field is zeroed and listed in
+// Absent. Scrapes start from it and mark what they find.
+func WithoutAppended(m MetricsLine) MetricsLine {
+	for _, f := range metricsFields {
+		if f.Appended {
+			*f.ptr(&m) = 0
+		}
+	}
+	m.Absent = AppendedMetricsFields()
+	return m
+}
+
+// Pending returns the connections accepted but not yet through admission:
+// AcceptedConnections minus every outcome counter (EstablishedTotal, the two
+// handshake failures and the four shed counters). On a server whose
+// accounting is exact it is HandshakesInProgress, and 0 once the server is
+// quiet.
+func (m MetricsLine) Pending() int64 {
+	done := m.EstablishedTotal + m.HandshakeRejections + m.HandshakeTimeouts + m.ShedConnectionLimit +
+		m.ShedHandshakePerSource + m.ShedHandshakeOverflow + m.ShedHandshakeGlobal
+	return int64(m.AcceptedConnections) - int64(done)
+}
+
+// Closed returns the sum of the closed_* counters: established connections
+// that have ended. EstablishedTotal = EstablishedConnections + Closed() on
+// this server.
+func (m MetricsLine) Closed() uint64 {
+	return m.ClosedByPeer + m.ClosedOversizedFrame + m.ClosedMalformedRequest + m.ClosedIdleTimeout + m.ClosedIOTimeout +
+		m.ClosedSlowFrameBody + m.ClosedFrameBudget + m.ClosedOversizedResponse + m.ClosedShutdown
+}
+
+// Admitted returns the server's count of connections that passed admission
+// (the limiter), when the server reports one (an appended "admitted" or
+// "handshakes_admitted" field), and otherwise accepted minus the sheds, which
+// is the same number for a server whose accounting holds.
+func (m MetricsLine) Admitted() uint64 {
+	for _, k := range []string{"admitted", "handshakes_admitted", "admitted_connections"} {
+		if v, ok := m.Extra[k]; ok {
+			return uint64(v)
+		}
+	}
+	shed := m.ShedConnectionLimit + m.ShedHandshakePerSource + m.ShedHandshakeOverflow + m.ShedHandshakeGlobal
+	if shed > m.AcceptedConnections {
+		return 0
+	}
+	return m.AcceptedConnections - shed
+}
+
+// HandshakesCompleted returns the server's cumulative count of completed TLS
+// handshakes, when it reports one (established_total, or a numeric field of
+// another common name in Extra); ok is false otherwise
+// (established_connections is a gauge and cannot stand in).
+func (m MetricsLine) HandshakesCompleted() (uint64, bool) {
+	// Extra first: a reading from another server, or a result file written
+	// before established_total was a field of its own.
+	for _, k := range []string{"handshakes_completed", "established_total", "established", "handshakes_ok"} {
+		if v, ok := m.Extra[k]; ok {
+			return uint64(v), true
+		}
+	}
+	if m.Has("established_total") {
+		return m.EstablishedTotal, true
+	}
+	return 0, false
+}
+
+// SumMetricsLines adds several processes' readings into one, as the
+// --processes parent reports them: every counter and gauge is summed,
+// process_rss_bytes is the sum of the known values (nil when none is known),
+// a field absent from any reading is absent from the sum, and Extra is
+// dropped. Label and ElapsedSecs are left zero for the caller to set.
+func SumMetricsLines(lines ...MetricsLine) MetricsLine {
+	var t MetricsLine
+	var absent []string
+	for _, m := range lines {
+		for _, f := range metricsFields {
+			v, ok := f.Value(&m)
+			switch {
+			case ok && f.ptr == nil:
+				if t.ProcessRSSBytes != nil {
+					v += *t.ProcessRSSBytes
+				}
+				t.ProcessRSSBytes = &v
+			case ok:
+				*f.ptr(&t) += v
+			case f.Appended && !slices.Contains(absent, f.Name):
+				absent = append(absent, f.Name)
+			}
+		}
+	}
+	for _, f := range metricsFields { // keep line order
+		if slices.Contains(absent, f.Name) {
+			t.Absent = append(t.Absent, f.Name)
+		}
+	}
+	return t
 }
 
 // AppendMetricsLine appends the METRICS line of m to dst, without a newline:
-// [MetricsPrefix] and compact JSON with the 15 upstream fields in their
-// order, then established_total, parked_connections and
-// rate_limited_responses where set, then the Extra fields in key order.
-// elapsed_secs is formatted like serde_json formats an f64
-// ([AppendSerdeFloat]); process_rss_bytes is null when nil.
+// [MetricsPrefix] and compact JSON with label, elapsed_secs and the fields of
+// [MetricsFields] in order (the appended ones unless Absent), then the Extra
+// fields in key order. elapsed_secs is formatted like serde_json formats an
+// f64 ([AppendSerdeFloat]); process_rss_bytes is null when nil.
 func AppendMetricsLine(dst []byte, m MetricsLine) []byte {
 	dst = append(dst, MetricsPrefix...)
 	dst = append(dst, `{"label":`...)
 	dst = appendJSONString(dst, m.Label)
 	dst = append(dst, `,"elapsed_secs":`...)
 	dst = AppendSerdeFloat(dst, m.ElapsedSecs)
-	for _, name := range upstreamMetricsFields[2:14] {
-		dst = appendUintField(dst, name, *m.counter(name))
-	}
-	if m.ProcessRSSBytes != nil {
-		dst = appendUintField(dst, "process_rss_bytes", *m.ProcessRSSBytes)
-	} else {
-		dst = append(dst, `,"process_rss_bytes":null`...)
-	}
-	for _, name := range appendedMetricsFields {
-		if p := *m.optional(name); p != nil {
-			dst = appendUintField(dst, name, *p)
+	for _, f := range metricsFields {
+		v, ok := f.Value(&m)
+		switch {
+		case ok:
+			dst = appendUintField(dst, f.Name, v)
+		case !f.Appended: // process_rss_bytes, null
+			dst = append(dst, `,"`...)
+			dst = append(dst, f.Name...)
+			dst = append(dst, `":null`...)
 		}
 	}
 	if len(m.Extra) > 0 {
@@ -225,6 +474,16 @@ func AppendMetricsLine(dst []byte, m MetricsLine) []byte {
 		}
 	}
 	return append(dst, '}')
+}
+
+// FormatMetricsLine returns the METRICS line of m without a newline.
+func FormatMetricsLine(m MetricsLine) string { return string(AppendMetricsLine(nil, m)) }
+
+// WriteMetricsLine writes the METRICS line of m with a newline, in one write.
+func WriteMetricsLine(w io.Writer, m MetricsLine) error {
+	b := AppendMetricsLine(make([]byte, 0, 1024), m)
+	_, err := w.Write(append(b, '\n'))
+	return err
 }
 
 func appendUintField(dst []byte, name string, v uint64) []byte {
@@ -308,18 +567,19 @@ func AppendSerdeFloat(dst []byte, f float64) []byte {
 // allowed. The line must be [MetricsPrefix] and one JSON object, at most
 // [MaxMetricsLineBytes] long, in which:
 //
-//   - the 15 upstream fields are all present, in their order, before
-//     any other field;
+//   - the 15 fields of the upstream line are all present, in their order,
+//     before any other field;
 //   - label is "running" or "final", elapsed_secs a finite number of seconds
 //     (0 or more), every counter and gauge a whole number that fits in 64
 //     bits and process_rss_bytes such a number or null;
-//   - established_total, parked_connections and rate_limited_responses, when
-//     present, are whole numbers (null counts as absent);
+//   - the appended fields of [MetricsFields], when present, are whole
+//     numbers (null counts as absent), in any order after the upstream ones;
 //   - no field appears twice.
 //
-// Other fields are kept in Extra when they are finite numbers and skipped
-// otherwise. A line without the prefix gives an error wrapping
-// [ErrNotMetricsLine]; every other error names the problem.
+// Appended fields the line lacks are listed in Absent. Other fields are kept
+// in Extra when they are finite numbers and skipped otherwise. A line without
+// the prefix gives an error wrapping [ErrNotMetricsLine]; every other error
+// names the problem.
 func ParseMetricsLine(line string) (MetricsLine, error) {
 	line = trimEOL(line)
 	if len(line) > MaxMetricsLineBytes {
@@ -339,9 +599,10 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 	}
 	var (
 		m       MetricsLine
-		seen    [len(upstreamMetricsFields) + len(appendedMetricsFields)]bool
-		others  map[string]bool // fields outside the named ones, seen so far
-		maxRank = -1            // highest order rank so far
+		seen    [2 + len(metricsFields)]bool
+		present [2 + len(metricsFields)]bool // seen with a non-null value
+		others  map[string]bool              // fields outside the named ones, seen so far
+		maxRank = -1                         // highest order rank so far
 		maxName string
 	)
 	for dec.More() {
@@ -367,7 +628,7 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 		}
 		// The upstream fields rank by position; every other field ranks
 		// after them, in any order among themselves.
-		rank := len(upstreamMetricsFields)
+		rank := upstreamMetricsCount
 		if named && idx < rank {
 			rank = idx
 		}
@@ -379,8 +640,12 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 		if err := dec.Decode(&raw); err != nil {
 			return MetricsLine{}, metricsErrorf("invalid JSON object: value of %q: %v", truncate(key, 40), err)
 		}
-		if err := m.set(key, named, raw); err != nil {
+		set, err := m.set(key, idx, named, raw)
+		if err != nil {
 			return MetricsLine{}, err
+		}
+		if named {
+			present[idx] = set
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -390,19 +655,26 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 		return MetricsLine{}, metricsErrorf("%d unexpected bytes after the JSON object", len(rest))
 	}
 	var missing []string
-	for i, f := range upstreamMetricsFields {
-		if !seen[i] {
-			missing = append(missing, f)
+	for name, i := range metricsFieldIndex {
+		if i < upstreamMetricsCount && !seen[i] {
+			missing = append(missing, name)
 		}
 	}
 	if len(missing) > 0 {
+		sort.Slice(missing, func(a, b int) bool { return metricsFieldIndex[missing[a]] < metricsFieldIndex[missing[b]] })
 		return MetricsLine{}, metricsErrorf("missing required fields %v", missing)
+	}
+	for i, f := range metricsFields {
+		if f.Appended && !present[2+i] {
+			m.Absent = append(m.Absent, f.Name)
+		}
 	}
 	return m, nil
 }
 
-// set stores the value of one field.
-func (m *MetricsLine) set(key string, named bool, raw json.RawMessage) error {
+// set stores the value of one field and reports whether it held a value
+// (not null).
+func (m *MetricsLine) set(key string, idx int, named bool, raw json.RawMessage) (bool, error) {
 	text := string(raw)
 	if !named {
 		if isJSONNumber(text) {
@@ -413,44 +685,44 @@ func (m *MetricsLine) set(key string, named bool, raw json.RawMessage) error {
 				m.Extra[key] = f
 			}
 		}
-		return nil
+		return false, nil
 	}
-	switch key {
-	case "label":
+	switch idx {
+	case 0:
 		var s string
 		if text[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			return metricsErrorf("label is %s: must be \"running\" or \"final\"", truncate(text, 40))
+			return false, metricsErrorf("label is %s: must be \"running\" or \"final\"", truncate(text, 40))
 		}
 		if s != "running" && s != "final" {
-			return metricsErrorf("label is %q: must be \"running\" or \"final\"", truncate(s, 40))
+			return false, metricsErrorf("label is %q: must be \"running\" or \"final\"", truncate(s, 40))
 		}
 		m.Label = s
-	case "elapsed_secs":
+		return true, nil
+	case 1:
 		f, err := strconv.ParseFloat(text, 64)
 		if !isJSONNumber(text) || err != nil || f < 0 || math.IsInf(f, 0) {
-			return metricsErrorf("elapsed_secs is %s: must be a finite number of seconds, 0 or more", truncate(text, 40))
+			return false, metricsErrorf("elapsed_secs is %s: must be a finite number of seconds, 0 or more", truncate(text, 40))
 		}
 		m.ElapsedSecs = f
-	case "process_rss_bytes":
-		if text == "null" {
-			return nil
-		}
-		v, err := strconv.ParseUint(text, 10, 64)
-		if err != nil {
-			return metricsErrorf("process_rss_bytes is %s: must be a whole number of bytes or null", truncate(text, 40))
-		}
-		m.ProcessRSSBytes = &v
-	default:
-		if p := m.optional(key); p != nil && text == "null" {
-			return nil
-		}
-		v, err := strconv.ParseUint(text, 10, 64)
-		if err != nil {
-			return metricsErrorf("%s is %s: must be a whole number from 0 to 2^64-1", key, truncate(text, 40))
-		}
-		m.SetCounter(key, v)
+		return true, nil
 	}
-	return nil
+	f := metricsFields[idx-2]
+	if text == "null" && (f.ptr == nil || f.Appended) {
+		return false, nil
+	}
+	v, err := strconv.ParseUint(text, 10, 64)
+	if err != nil {
+		if f.ptr == nil {
+			return false, metricsErrorf("%s is %s: must be a whole number of bytes or null", key, truncate(text, 40))
+		}
+		return false, metricsErrorf("%s is %s: must be a whole number from 0 to 2^64-1", key, truncate(text, 40))
+	}
+	if f.ptr == nil {
+		m.ProcessRSSBytes = &v
+	} else {
+		*f.ptr(m) = v
+	}
+	return true, nil
 }
 
 // isJSONNumber reports whether a valid JSON value is a number.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,33 +15,56 @@ import (
 // docs/protocol-linkkeys.md, METRICS line, and nothing after them.
 const upstreamMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001,"accepted_connections":12017,"open_connections":3,"established_connections":2,"handshakes_in_progress":1,"handshake_timeouts":0,"handshake_rejections":23,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":1955,"shed_handshake_global":8963,"frames_processed":7,"frame_buffer_bytes":0,"process_rss_bytes":28311552}`
 
-// ourMetricsLine is a line as the loadproof server prints it, with the three
-// appended fields.
-const ourMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16}`
+// ourMetricsLine is a line as the loadproof server prints it, with every
+// appended field.
+const ourMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16` + newFields + `}`
+
+// olderMetricsLine is a line of a loadproof server from before the closed_*
+// counters: the first three appended fields only.
+const olderMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16}`
+
+// newFields are the closed_* counters, appended after rate_limited_responses.
+const newFields = `,"closed_by_peer":17,"closed_oversized_frame":18,"closed_malformed_request":19,"closed_idle_timeout":20,"closed_io_timeout":21,"closed_slow_frame_body":22,"closed_frame_budget":23,"closed_oversized_response":24,"closed_shutdown":25`
 
 func sampleMetricsLine() MetricsLine {
 	return MetricsLine{
 		Label: "running", ElapsedSecs: 5.001234567, AcceptedConnections: 1, OpenConnections: 2, EstablishedConnections: 3,
 		HandshakesInProgress: 4, HandshakeTimeouts: 5, HandshakeRejections: 6, ShedConnectionLimit: 7,
 		ShedHandshakePerSource: 8, ShedHandshakeOverflow: 9, ShedHandshakeGlobal: 10, FramesProcessed: 11,
-		FrameBufferBytes: 12, ProcessRSSBytes: ptr[uint64](13), EstablishedTotal: ptr[uint64](14),
-		ParkedConnections: ptr[uint64](15), RateLimitedResponses: ptr[uint64](16),
+		FrameBufferBytes: 12, ProcessRSSBytes: ptr[uint64](13), EstablishedTotal: 14,
+		ParkedConnections: 15, RateLimitedResponses: 16, ClosedByPeer: 17, ClosedOversizedFrame: 18,
+		ClosedMalformedRequest: 19, ClosedIdleTimeout: 20, ClosedIOTimeout: 21, ClosedSlowFrameBody: 22,
+		ClosedFrameBudget: 23, ClosedOversizedResponse: 24, ClosedShutdown: 25,
+	}
+}
+
+// olderSample is olderMetricsLine parsed: the closed_* counters absent.
+func olderSample() MetricsLine {
+	m := WithoutAppended(sampleMetricsLine())
+	m.EstablishedTotal, m.ParkedConnections, m.RateLimitedResponses = 14, 15, 16
+	m.Absent = AppendedMetricsFields()[3:]
+	return m
+}
+
+// upstreamSample is upstreamMetricsLine parsed: every appended field absent.
+func upstreamSample() MetricsLine {
+	return MetricsLine{
+		Label: "running", ElapsedSecs: 5.001, AcceptedConnections: 12017, OpenConnections: 3, EstablishedConnections: 2,
+		HandshakesInProgress: 1, HandshakeRejections: 23, ShedHandshakeOverflow: 1955, ShedHandshakeGlobal: 8963,
+		FramesProcessed: 7, ProcessRSSBytes: ptr[uint64](28311552), Absent: AppendedMetricsFields(),
 	}
 }
 
 func TestAppendMetricsLine(t *testing.T) {
 	full := sampleMetricsLine()
-	upstream := MetricsLine{
-		Label: "running", ElapsedSecs: 5.001, AcceptedConnections: 12017, OpenConnections: 3, EstablishedConnections: 2,
-		HandshakesInProgress: 1, HandshakeRejections: 23, ShedHandshakeOverflow: 1955, ShedHandshakeGlobal: 8963,
-		FramesProcessed: 7, ProcessRSSBytes: ptr[uint64](28311552),
-	}
+	upstream := upstreamSample()
+	older := olderSample()
 	nullRSS := full
 	nullRSS.Label, nullRSS.ElapsedSecs, nullRSS.ProcessRSSBytes = "final", 0, nil
 	extra := full
 	extra.Extra = map[string]float64{"zeta": 2, "alpha": 0.5, "accepted_connections": 99, "big": 1e21, "bad": math.NaN()}
 	partial := upstream
-	partial.ParkedConnections = ptr[uint64](0)
+	partial.SetCounter("parked_connections", 0)
 	for _, tc := range []struct {
 		name string
 		m    MetricsLine
@@ -48,6 +72,7 @@ func TestAppendMetricsLine(t *testing.T) {
 	}{
 		{"ours", full, ourMetricsLine},
 		{"upstream", upstream, upstreamMetricsLine},
+		{"older loadproof", older, olderMetricsLine},
 		{"null rss, whole elapsed", nullRSS, strings.Replace(strings.Replace(ourMetricsLine, `"running","elapsed_secs":5.001234567`, `"final","elapsed_secs":0.0`, 1), `"process_rss_bytes":13`, `"process_rss_bytes":null`, 1)},
 		{"extra sorted, named keys skipped", extra, strings.TrimSuffix(ourMetricsLine, "}") + `,"alpha":0.5,"bad":null,"big":1e+21,"zeta":2}`},
 		{"one appended field", partial, strings.TrimSuffix(upstreamMetricsLine, "}") + `,"parked_connections":0}`},
@@ -95,17 +120,15 @@ func TestParseMetricsLine(t *testing.T) {
 	}{
 		{"ours", ourMetricsLine + "\n", sampleMetricsLine()},
 		{"crlf", ourMetricsLine + "\r\n", sampleMetricsLine()},
-		{"upstream", upstreamMetricsLine, MetricsLine{
-			Label: "running", ElapsedSecs: 5.001, AcceptedConnections: 12017, OpenConnections: 3, EstablishedConnections: 2,
-			HandshakesInProgress: 1, HandshakeRejections: 23, ShedHandshakeOverflow: 1955, ShedHandshakeGlobal: 8963,
-			FramesProcessed: 7, ProcessRSSBytes: ptr[uint64](28311552),
-		}},
+		{"upstream", upstreamMetricsLine, upstreamSample()},
+		{"older loadproof", olderMetricsLine, olderSample()},
 		{"null rss, appended null, extras", strings.Replace(upstreamMetricsLine, `"process_rss_bytes":28311552}`,
 			`"process_rss_bytes":null,"note":"x","rate_limited_responses":4,"established_total":null,"admitted":10000,"nested":{"a":1},"huge":1e400}`, 1),
 			MetricsLine{
 				Label: "running", ElapsedSecs: 5.001, AcceptedConnections: 12017, OpenConnections: 3, EstablishedConnections: 2,
 				HandshakesInProgress: 1, HandshakeRejections: 23, ShedHandshakeOverflow: 1955, ShedHandshakeGlobal: 8963,
-				FramesProcessed: 7, RateLimitedResponses: ptr[uint64](4), Extra: map[string]float64{"admitted": 10000},
+				FramesProcessed: 7, RateLimitedResponses: 4, Extra: map[string]float64{"admitted": 10000},
+				Absent: slices.DeleteFunc(AppendedMetricsFields(), func(n string) bool { return n == "rate_limited_responses" }),
 			}},
 		{"spaces between tokens", "METRICS { " + strings.ReplaceAll(strings.TrimPrefix(upstreamMetricsLine, "METRICS {"), ",", " , ") + " ",
 			func() MetricsLine { m, _ := ParseMetricsLine(upstreamMetricsLine); return m }()},
@@ -178,7 +201,8 @@ func TestParseMetricsLineRejects(t *testing.T) {
 
 func TestSetCounter(t *testing.T) {
 	var m MetricsLine
-	for i, name := range append(upstreamMetricsFields[2:], appendedMetricsFields[:]...) {
+	for i, f := range MetricsFields() {
+		name := f.Name
 		if !IsMetricsCounter(name) || !m.SetCounter(name, uint64(100+i)) {
 			t.Fatalf("%s is not a counter", name)
 		}
@@ -189,7 +213,7 @@ func TestSetCounter(t *testing.T) {
 		}
 	}
 	// Every whole-number field landed in its own place, in order.
-	want := `"accepted_connections":100,"open_connections":101,"established_connections":102,"handshakes_in_progress":103,"handshake_timeouts":104,"handshake_rejections":105,"shed_connection_limit":106,"shed_handshake_per_source":107,"shed_handshake_overflow":108,"shed_handshake_global":109,"frames_processed":110,"frame_buffer_bytes":111,"process_rss_bytes":112,"established_total":113,"parked_connections":114,"rate_limited_responses":115}`
+	want := `"accepted_connections":100,"open_connections":101,"established_connections":102,"handshakes_in_progress":103,"handshake_timeouts":104,"handshake_rejections":105,"shed_connection_limit":106,"shed_handshake_per_source":107,"shed_handshake_overflow":108,"shed_handshake_global":109,"frames_processed":110,"frame_buffer_bytes":111,"process_rss_bytes":112,"established_total":113,"parked_connections":114,"rate_limited_responses":115,"closed_by_peer":116,"closed_oversized_frame":117,"closed_malformed_request":118,"closed_idle_timeout":119,"closed_io_timeout":120,"closed_slow_frame_body":121,"closed_frame_budget":122,"closed_oversized_response":123,"closed_shutdown":124}`
 	if got := string(AppendMetricsLine(nil, m)); !strings.HasSuffix(got, want) {
 		t.Errorf("got %s", got)
 	}
@@ -197,6 +221,7 @@ func TestSetCounter(t *testing.T) {
 
 func FuzzParseMetricsLine(f *testing.F) {
 	f.Add(ourMetricsLine)
+	f.Add(olderMetricsLine)
 	f.Add(upstreamMetricsLine + "\n")
 	f.Add(strings.Replace(upstreamMetricsLine, `28311552}`, `null,"established_total":5,"note":"x","admitted":1.5e3}`, 1))
 	f.Add(`METRICS {"label":"final","elapsed_secs":1e-5,"accepted_connections":0,"open_connections":0,"established_connections":0,"handshakes_in_progress":0,"handshake_timeouts":0,"handshake_rejections":0,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":0,"shed_handshake_global":0,"frames_processed":0,"frame_buffer_bytes":0,"process_rss_bytes":null}`)
@@ -228,4 +253,70 @@ func FuzzParseMetricsLine(f *testing.F) {
 			t.Fatalf("format not stable:\n%s\n%s", out, out2)
 		}
 	})
+}
+
+// TestMetricsFieldsCoverTheStruct: the field table names every whole-number
+// field of MetricsLine once, in struct order, under its JSON name, and no two
+// fields share a Prometheus series.
+func TestMetricsFieldsCoverTheStruct(t *testing.T) {
+	rt := reflect.TypeOf(MetricsLine{})
+	var want []string
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		if f.Type.Kind() == reflect.Uint64 || f.Name == "ProcessRSSBytes" {
+			want = append(want, strings.Split(f.Tag.Get("json"), ",")[0])
+		}
+	}
+	var got []string
+	series := map[string]bool{}
+	for _, f := range MetricsFields() {
+		got = append(got, f.Name)
+		key := f.PromName + "/" + f.PromLabel[0] + "=" + f.PromLabel[1]
+		if series[key] || f.PromName == "" || f.Help == "" {
+			t.Errorf("field %s: Prometheus series %q repeated or unnamed, or no help", f.Name, key)
+		}
+		series[key] = true
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("table %v\nstruct %v", got, want)
+	}
+	if n := len(MetricsFields()) - len(AppendedMetricsFields()); n+2 != upstreamMetricsCount {
+		t.Errorf("%d upstream fields in the table, want %d", n+2, upstreamMetricsCount)
+	}
+}
+
+func TestSumMetricsLines(t *testing.T) {
+	a, b := sampleMetricsLine(), sampleMetricsLine()
+	b.ProcessRSSBytes = nil
+	s := SumMetricsLines(a, b)
+	if s.AcceptedConnections != 2 || s.RateLimitedResponses != 32 || s.ClosedShutdown != 50 || *s.ProcessRSSBytes != 13 || s.Absent != nil {
+		t.Errorf("sum %+v", s)
+	}
+	s = SumMetricsLines(a, olderSample())
+	if s.EstablishedTotal != 28 || s.ClosedByPeer != 17 || !slices.Equal(s.Absent, AppendedMetricsFields()[3:]) {
+		t.Errorf("sum with an older line %+v", s)
+	}
+	if SumMetricsLines().ProcessRSSBytes != nil {
+		t.Error("empty sum has an RSS")
+	}
+}
+
+func TestHasAndAccounting(t *testing.T) {
+	up := upstreamSample()
+	if up.Has("established_total") || !up.Has("frames_processed") || !up.Has("process_rss_bytes") || up.Has("label") {
+		t.Error("Has on an upstream line")
+	}
+	if _, ok := up.HandshakesCompleted(); ok {
+		t.Error("an upstream line has no cumulative handshake count")
+	}
+	m := sampleMetricsLine()
+	if n, ok := m.HandshakesCompleted(); !ok || n != 14 {
+		t.Errorf("HandshakesCompleted %d %v", n, ok)
+	}
+	if m.Closed() != 17+18+19+20+21+22+23+24+25 {
+		t.Errorf("Closed %d", m.Closed())
+	}
+	if p := m.Pending(); p != 1-(14+6+5+7+8+9+10) {
+		t.Errorf("Pending %d", p)
+	}
 }

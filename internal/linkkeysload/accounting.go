@@ -10,7 +10,7 @@ import (
 // account for each one as admitted or shed (attempts = admitted + shed); when the server reports
 // completed handshakes, the client's successes must equal them and its failures must equal the
 // server's sheds, handshake rejections and timeouts.
-func NewServerAccounting(source string, before, after Snapshot, attempts, succeeded, failed int64, settled bool) *ServerAccounting {
+func NewServerAccounting(source string, before, after linkkeys.MetricsLine, attempts, succeeded, failed int64, settled bool) *ServerAccounting {
 	d := linkkeysresult.Deltas{
 		Accepted:            sub(after.AcceptedConnections, before.AcceptedConnections),
 		Admitted:            sub(after.Admitted(), before.Admitted()),
@@ -26,7 +26,7 @@ func NewServerAccounting(source string, before, after Snapshot, attempts, succee
 	if aok && bok {
 		d.HandshakesCompleted, d.HasCompleted = sub(a, b), true
 	}
-	acc := &ServerAccounting{Source: source, Before: linkkeys.MetricsLine(before), After: linkkeys.MetricsLine(after), Delta: d, Settled: settled}
+	acc := &ServerAccounting{Source: source, Before: before, After: after, Delta: d, Settled: settled}
 	check := func(name string, client, server int64) {
 		acc.Checks = append(acc.Checks, linkkeysresult.Check{Name: name, Client: client, Server: server, OK: client == server})
 	}

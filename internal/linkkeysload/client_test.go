@@ -231,7 +231,7 @@ func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
 	s.start()
 	cfg := ConnectionsConfig{Target: s.target, Count: 20, Concurrency: 4, AttemptTimeout: 5 * time.Second,
 		Sources: testSources("127.0.19.0", 4), ProgressEvery: 100}
-	res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, nil, func(ctx context.Context, held []*tls.Conn) {
+	res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, nil, func(ctx context.Context, held []*tls.Conn, _ <-chan struct{}) {
 		for range 5 {
 			<-s.dropped
 		}
@@ -250,6 +250,11 @@ func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
 	// The client completed every handshake; the server dropped five of them afterwards.
 	if res.Attempts.Succeeded != 20 || res.Hold.Held != 20 || res.Hold.StillOpen != 15 {
 		t.Fatalf("%+v %+v", res.Attempts, res.Hold)
+	}
+	// The hold was not held, and the watcher saw each of the five end (a FIN, or a reset).
+	l := res.Hold.Loss
+	if l == nil || l.Lost != 5 || l.Reasons["closed_by_server"]+l.Reasons["reset"] != 5 || l.First.IsZero() {
+		t.Fatalf("loss %+v", l)
 	}
 }
 

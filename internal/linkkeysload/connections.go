@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/machine"
 )
@@ -27,8 +30,9 @@ type ConnectionsConfig struct {
 	ProgressEvery  uint32        `json:"progress_every"`
 }
 
-// holdFunc blocks while the connections are held (this process's share).
-type holdFunc func(ctx context.Context, held []*tls.Conn)
+// holdFunc blocks while the connections are held (this process's share); gone is closed when every
+// one of them has ended (nil when that cannot be watched), so a hold with nothing left may end early.
+type holdFunc func(ctx context.Context, held []*tls.Conn, gone <-chan struct{})
 
 // runConnectionsSegment runs one segment: its Range of the attempt indexes with its Share of the
 // concurrency, holds what it established until hold returns, then closes everything.
@@ -63,15 +67,19 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	// held RSS is what the connections themselves cost.
 	debug.FreeOSMemory()
 	rss1, _ := machine.RSSBytes()
-	hold(ctx, conns)
+	watch := watchHeld(conns)
+	holdStart := time.Now()
+	hold(ctx, conns, watch.gone())
+	lasted := time.Since(holdStart)
 	open := countOpen(conns)
+	seen := watch.stop()
 	closeAll(conns)
 	end := time.Now()
 	res := segmentResult(CmdConnections, cfg.Target, seg, run)
 	res.EndedAt = end
 	res.Attempts = attemptsOf(&res)
 	res.Hold = &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: open, RampTime: Duration(ramp),
-		RSSBaseline: rss0, RSSHeld: rss1}
+		RSSBaseline: rss0, RSSHeld: rss1, Start: holdStart, Lasted: Duration(lasted), Loss: holdLoss(int64(len(conns))-open, seen)}
 	res.ClientCPU = Duration(processCPU() - cpu0)
 	res.Finish()
 	return res, nil
@@ -130,9 +138,15 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
+// ErrHoldBroken is returned (wrapped) by Connections when held connections ended before the hold
+// did: the count asked for was not held at once for HoldSecs. The result is complete and written.
+var ErrHoldBroken = errors.New("linkkeysload: the hold was not held")
+
 // Connections runs the connections command: prints the header, runs in this process or fans out to
 // r.Workers processes, holds every established connection at once for HoldSecs, prints the DONE
-// lines, and reads the server's accounting when r.Metrics is set.
+// lines, and reads the server's accounting when r.Metrics is set. When held connections end during
+// the hold it says how many, when and why (as far as the client can tell), and returns
+// ErrHoldBroken.
 func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, error) {
 	out := r.stdout()
 	WriteConnectionsHeader(out, cfg)
@@ -146,9 +160,17 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runConnectionsSegment(ctx, cfg, engine.Whole, progress, r.Metrics, func(ctx context.Context, _ []*tls.Conn) {
+		res, err = runConnectionsSegment(ctx, cfg, engine.Whole, progress, r.Metrics, func(ctx context.Context, held []*tls.Conn, gone <-chan struct{}) {
 			progress.Close()
-			sleepCtx(ctx, hold)
+			r.log().Info("holding", "held", len(held), "hold", hold)
+			t := time.NewTimer(hold)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			case <-gone:
+				r.log().Warn("every held connection has ended; the hold stops early", "held", len(held))
+			}
 		})
 	} else {
 		var b *barrier
@@ -156,18 +178,27 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 		if err != nil {
 			return Result{}, err
 		}
+		var holdStart, holdEnd atomic.Pointer[time.Time]
 		go func() {
 			select {
 			case <-b.allReady():
 				progress.Close()
+				now := time.Now()
+				holdStart.Store(&now)
 				r.log().Info("all workers ready; holding", "held", b.heldTotal(), "hold", hold)
 				sleepCtx(ctx, hold)
+				end := time.Now()
+				holdEnd.Store(&end)
 			case <-ctx.Done():
 			}
 			b.release()
 		}()
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdConnections, Barrier: b.path, Connections: &cfg}, newAggregate(progress))
 		b.release()
+		// The workers each count from their own readiness; the hold is the parent's.
+		if start, end := holdStart.Load(), holdEnd.Load(); start != nil && end != nil && res.Hold != nil {
+			res.Hold.Start, res.Hold.Lasted = *start, Duration(end.Sub(*start))
+		}
 	}
 	progress.Close()
 	if err != nil {
@@ -175,9 +206,20 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	}
 	meter.stop(&res)
 	r.stamp(&res)
+	if h := res.Hold; h != nil && h.Loss != nil {
+		running, known := processRunning(int(cfg.Target.PID))
+		h.Loss.ServerGone = known && !running
+	}
 	WriteConnectionsDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)
-	return res, r.writeJSON(res)
+	if err := r.writeJSON(res); err != nil {
+		return res, err
+	}
+	if h := res.Hold; h != nil && h.Loss != nil {
+		return res, fmt.Errorf("%w: %d of %d held connections ended before the %ds hold did (see the LOST line)",
+			ErrHoldBroken, h.Loss.Lost, h.Held, h.HoldSecs)
+	}
+	return res, nil
 }
 
 // stamp adds what the parent knows: the flags as given.
@@ -202,9 +244,9 @@ func (r *Run) settleWait() time.Duration {
 
 // metricsBefore reads the server's counters before the run, once every earlier attempt is counted
 // (a reading with no handshake in progress).
-func (r *Run) metricsBefore(ctx context.Context) (Snapshot, error) {
+func (r *Run) metricsBefore(ctx context.Context) (linkkeys.MetricsLine, error) {
 	if r.Metrics == nil {
-		return Snapshot{}, nil
+		return linkkeys.MetricsLine{}, nil
 	}
 	s, err := r.Metrics.Quiet(ctx, r.settleWait())
 	if errors.Is(err, ErrNoQuietReading) {
@@ -214,7 +256,7 @@ func (r *Run) metricsBefore(ctx context.Context) (Snapshot, error) {
 }
 
 // accounting reads the server's counters after the run and prints them next to the client's.
-func (r *Run) accounting(ctx context.Context, res *Result, before Snapshot, beforeErr error) {
+func (r *Run) accounting(ctx context.Context, res *Result, before linkkeys.MetricsLine, beforeErr error) {
 	if r.Metrics == nil || res.Attempts == nil {
 		return
 	}

@@ -59,6 +59,28 @@ func procStatCPU(pid int) (time.Duration, bool) {
 	return time.Duration(ut+st) * time.Second / userHZ, true
 }
 
+// processRunning reports whether process pid is running on this machine (not gone, not a zombie);
+// known is false when that cannot be told (no pid, no /proc).
+func processRunning(pid int) (running, known bool) {
+	if pid <= 0 {
+		return false, false
+	}
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		return false, false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false, true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false, false
+	}
+	state := s[i+2]
+	return state != 'Z' && state != 'X', true
+}
+
 // procChildren lists the direct children of pid (from every thread's children file).
 func procChildren(pid int) []int {
 	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")

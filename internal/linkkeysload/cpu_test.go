@@ -33,3 +33,19 @@ func TestServerCPUReadsProc(t *testing.T) {
 		t.Fatal("no CPU time for this process")
 	}
 }
+
+func TestProcessRunning(t *testing.T) {
+	if running, known := processRunning(os.Getpid()); !running || !known {
+		t.Errorf("this process: running %v known %v", running, known)
+	}
+	if _, known := processRunning(0); known {
+		t.Error("pid 0 is known")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip("no true binary:", err)
+	}
+	if running, known := processRunning(cmd.Process.Pid); running || !known {
+		t.Errorf("an exited child: running %v known %v", running, known)
+	}
+}

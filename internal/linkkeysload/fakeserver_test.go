@@ -166,12 +166,12 @@ func (s *fakeServer) handle(raw net.Conn) {
 
 // metricsLine renders the fake server's counters as a METRICS line (with established_total).
 func (s *fakeServer) metricsLine(label string) string {
-	snap := Snapshot{Label: label, AcceptedConnections: uint64(s.accepted.Load()), ShedHandshakeGlobal: uint64(s.shed.Load()),
+	snap := linkkeys.MetricsLine{Label: label, AcceptedConnections: uint64(s.accepted.Load()), ShedHandshakeGlobal: uint64(s.shed.Load()),
 		HandshakeRejections: uint64(s.failed.Load()), FramesProcessed: uint64(s.frames.Load())}
 	return formatTestMetrics(snap, uint64(s.done.Load()))
 }
 
-func formatTestMetrics(s Snapshot, establishedTotal uint64) string {
+func formatTestMetrics(s linkkeys.MetricsLine, establishedTotal uint64) string {
 	return "METRICS {\"label\":\"" + s.Label + "\",\"elapsed_secs\":1.0" +
 		",\"accepted_connections\":" + u(s.AcceptedConnections) + ",\"open_connections\":0,\"established_connections\":0" +
 		",\"handshakes_in_progress\":" + u(s.HandshakesInProgress) + ",\"handshake_timeouts\":0" +

@@ -3,6 +3,9 @@ package linkkeysload_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -82,7 +85,7 @@ func startReal(t *testing.T, cfg linkkeysserver.Config) *realServer {
 			case <-tk.C:
 				s := ts.Metrics()
 				s.Label = "running"
-				_ = linkkeysserver.WriteMetricsLine(f, s)
+				_ = linkkeys.WriteMetricsLine(f, s.MetricsLine)
 			}
 		}
 	}()
@@ -313,5 +316,113 @@ func TestRequestBenchSamplesThePrometheusEndpoint(t *testing.T) {
 	}
 	if res.Histograms["request"].Count() != res.Requests.Latency.Count() || len(res.Machines) != 1 || res.Target != rs.target.Addr.String() {
 		t.Fatalf("envelope: %v %d machines target %q", res.Histograms, len(res.Machines), res.Target)
+	}
+}
+
+// TestPrometheusRoundTrip: every METRICS field the server exports on /metrics comes back from
+// ParsePrometheus under its own name, through the one field table (no field lost or misnamed).
+func TestPrometheusRoundTrip(t *testing.T) {
+	var want linkkeys.MetricsLine
+	for i, f := range linkkeys.MetricsFields() {
+		want.SetCounter(f.Name, uint64(100+i))
+	}
+	want.Label = "scrape"
+	reg := linkkeysserver.NewPrometheusRegistry(func() linkkeysserver.Snapshot {
+		return linkkeysserver.Snapshot{MetricsLine: want}
+	}, false)
+	var b bytes.Buffer
+	rec := httptestRecorder(&b)
+	linkkeysserver.PrometheusHandler(reg).ServeHTTP(rec, httptestRequest())
+	got, err := linkkeysload.ParsePrometheus(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range got.Extra { // the cache statistics, which are not METRICS fields
+		if !strings.HasPrefix(k, "snapshot_cache_") {
+			t.Errorf("sample %q not matched to a METRICS field", k)
+		}
+	}
+	got.Extra = nil
+	if g, w := linkkeys.FormatMetricsLine(got), linkkeys.FormatMetricsLine(want); g != w || got.Absent != nil {
+		t.Errorf("scrape (absent %v)\n got %s\nwant %s", got.Absent, g, w)
+	}
+}
+
+func httptestRecorder(w *bytes.Buffer) *httptest.ResponseRecorder {
+	r := httptest.NewRecorder()
+	r.Body = w
+	return r
+}
+
+func httptestRequest() *http.Request { return httptest.NewRequest(http.MethodGet, "/metrics", nil) }
+
+// logWatch is a slog handler that closes a channel when a message is logged.
+type logWatch struct {
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logWatch) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+func (h *logWatch) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logWatch) WithGroup(string) slog.Handler      { return h }
+
+// TestConnectionsReportsAServerThatDiesMidHold: the real server is shut down while the client holds
+// its connections. The client says how many held connections it lost, when and why, stops the hold
+// (nothing is left to hold) and returns ErrHoldBroken, where it used to report failed=0 and succeed.
+func TestConnectionsReportsAServerThatDiesMidHold(t *testing.T) {
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{Config: config(t, scaleProfile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	cfg := linkkeysload.ConnectionsConfig{Target: linkkeysload.TargetFromInfo(ts.Info()), Count: 20, Concurrency: 8,
+		HoldSecs: 600, AttemptTimeout: 10 * time.Second, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.23.0"), Count: 4},
+		ProgressEvery: 100}
+	holding := &logWatch{msg: "holding", seen: make(chan struct{})}
+	var out bytes.Buffer
+	type result struct {
+		res linkkeysload.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := linkkeysload.Connections(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Log: slog.New(holding)})
+		done <- result{res, err}
+	}()
+	select {
+	case <-holding.seen:
+	case r := <-done:
+		t.Fatalf("returned before the hold: %v\n%s", r.err, out.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.Server.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done // the hold ends early: every held connection is gone
+	if !errors.Is(r.err, linkkeysload.ErrHoldBroken) {
+		t.Fatalf("error %v, want ErrHoldBroken\n%s", r.err, out.String())
+	}
+	h := r.res.Hold
+	if h == nil || h.Held != 20 || h.StillOpen != 0 || h.Loss == nil || h.Loss.Lost != 20 {
+		t.Fatalf("hold %+v\n%s", h, out.String())
+	}
+	if seen := h.Loss.Reasons["closed_by_server"] + h.Loss.Reasons["reset"]; seen != 20 || h.Loss.First.Before(h.Start) || h.Loss.Last.Before(h.Loss.First) {
+		t.Errorf("loss %+v (hold start %v): want all 20 seen ending after the hold began", h.Loss, h.Start)
+	}
+	if h.Loss.ServerGone {
+		t.Error("the server process (this test) is reported gone")
+	}
+	text := out.String()
+	if !strings.Contains(text, "  LOST: 20 of 20 held connections ended during the hold (") ||
+		!strings.Contains(text, "; the hold was not held (it lasted ") || !strings.Contains(text, "established=20 failed=0") {
+		t.Errorf("output:\n%s", text)
 	}
 }

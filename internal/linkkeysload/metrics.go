@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -19,106 +18,88 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// MetricsPrefix starts every METRICS line the server prints (linkkeys.MetricsPrefix).
-const MetricsPrefix = linkkeys.MetricsPrefix
-
-// Snapshot is one reading of the server's counters and gauges: a parsed METRICS line
-// (docs/protocol-linkkeys.md, METRICS line) or a scrape of its Prometheus endpoint. It has the
-// fields of linkkeys.MetricsLine: the fields a server appends after process_rss_bytes are
-// EstablishedTotal, ParkedConnections and RateLimitedResponses when it prints them, and Extra for
-// any other numeric ones.
-type Snapshot linkkeys.MetricsLine
-
-// maxMetricsLine bounds the line length we accept; a real line is about 600 bytes.
-const maxMetricsLine = linkkeys.MaxMetricsLineBytes
-
-// ParseMetricsLine parses one METRICS line with the rules of linkkeys.ParseMetricsLine: the literal
-// prefix "METRICS " and one compact JSON object whose first fifteen keys are the upstream fields in
-// that order; later keys (a server may append fields) fill the appended fields or, when
-// unknown and numeric, Extra. A trailing newline is allowed.
-func ParseMetricsLine(line string) (Snapshot, error) {
-	m, err := linkkeys.ParseMetricsLine(line)
-	if err != nil {
-		return Snapshot{}, errorf("%w", err)
-	}
-	return Snapshot(m), nil
-}
-
-// Admitted returns the server's count of connections that passed admission (the limiter) by this
-// snapshot, when the server reports one (an appended "admitted" or "handshakes_admitted" field), and
-// otherwise accepted minus the sheds, which is the same number for a server whose accounting holds.
-func (s Snapshot) Admitted() uint64 {
-	for _, k := range []string{"admitted", "handshakes_admitted", "admitted_connections"} {
-		if v, ok := s.Extra[k]; ok {
-			return uint64(v)
-		}
-	}
-	shed := s.ShedConnectionLimit + s.ShedHandshakePerSource + s.ShedHandshakeOverflow + s.ShedHandshakeGlobal
-	if shed > s.AcceptedConnections {
-		return 0
-	}
-	return s.AcceptedConnections - shed
-}
-
-// HandshakesCompleted returns the server's cumulative count of completed TLS handshakes, when it
-// reports one (established_total, or a numeric field of another common name in Extra); ok is false
-// otherwise (established_connections is a gauge and cannot stand in).
-func (s Snapshot) HandshakesCompleted() (uint64, bool) {
-	if v, ok := s.Extra["handshakes_completed"]; ok {
-		return uint64(v), true
-	}
-	if s.EstablishedTotal != nil {
-		return *s.EstablishedTotal, true
-	}
-	// "established_total" in Extra: a result file written before the field was typed.
-	for _, k := range []string{"established_total", "established", "handshakes_ok"} {
-		if v, ok := s.Extra[k]; ok {
-			return uint64(v), true
-		}
-	}
-	return 0, false
-}
-
 // ReadMetricsLog returns every METRICS line in a server log, in order, skipping the log's other
 // lines. A line that starts with the prefix but does not parse is an error.
-func ReadMetricsLog(r io.Reader) ([]Snapshot, error) {
-	var out []Snapshot
+func ReadMetricsLog(r io.Reader) ([]linkkeys.MetricsLine, error) {
+	var out []linkkeys.MetricsLine
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 4096), maxMetricsLine+1)
+	sc.Buffer(make([]byte, 4096), linkkeys.MaxMetricsLineBytes+1)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
-		if !strings.HasPrefix(line, MetricsPrefix) {
+		if !strings.HasPrefix(line, linkkeys.MetricsPrefix) {
 			continue
 		}
-		s, err := ParseMetricsLine(line)
+		s, err := linkkeys.ParseMetricsLine(line)
 		if err != nil {
-			return out, fmt.Errorf("line %d: %w", n, err)
+			return out, errorf("line %d: %w", n, err)
 		}
 		out = append(out, s)
 	}
 	return out, sc.Err()
 }
 
-// promNames maps Prometheus metric names (after an optional "linkkeys_" namespace and "_total"
-// suffix are removed) to METRICS fields.
+// promAliases maps Prometheus metric names of other exporters to METRICS fields.
 var promAliases = map[string]string{
 	"process_resident_memory_bytes": "process_rss_bytes",
-	"process_rss_bytes":             "process_rss_bytes",
 }
 
+// promSeries maps this server's Prometheus series (name without namespace, then the label as
+// "name=value" or "") to METRICS fields, from the one field table.
+var promSeries = func() map[[2]string]string {
+	m := map[[2]string]string{}
+	for _, f := range linkkeys.MetricsFields() {
+		label := ""
+		if f.PromLabel[0] != "" {
+			label = f.PromLabel[0] + "=" + f.PromLabel[1]
+		}
+		m[[2]string{f.PromName, label}] = f.Name
+	}
+	return m
+}()
+
+// promField returns the METRICS field a sample stands for: this server's series by the field table
+// (linkkeys_server_ namespace), else, for other exporters, the name after a "linkkeys_server_",
+// "linkkeys_tcp_" or "linkkeys_" namespace and a "_total" suffix are removed (shed counters may come as
+// one family with a reason label). ok is false for a labelled sample it does not know.
+func promField(name string, labels []promLabel) (key string, ok bool) {
+	label := ""
+	if len(labels) == 1 {
+		label = labels[0].name + "=" + labels[0].value
+	}
+	if len(labels) <= 1 {
+		if rest, found := strings.CutPrefix(name, "linkkeys_server_"); found {
+			if f, known := promSeries[[2]string{rest, label}]; known {
+				return f, true
+			}
+		}
+	}
+	if alias, found := promAliases[name]; found && len(labels) == 0 {
+		return alias, true
+	}
+	base := promKey(name)
+	switch {
+	case len(labels) == 0:
+		return base, true
+	case len(labels) == 1 && base == "shed_connections" && labels[0].name == "reason":
+		return "shed_" + labels[0].value, true
+	}
+	return "", false
+}
+
+type promLabel struct{ name, value string }
+
 // ParsePrometheus reads a Prometheus text exposition and returns the server counters it contains as
-// a Snapshot. Names are matched after removing a "linkkeys_server_", "linkkeys_tcp_" or "linkkeys_"
-// namespace and a "_total" suffix; shed counters may also come as one family with a reason label
-// (shed_connections_total{reason="handshake_global"} is shed_handshake_global); the standard
-// process_resident_memory_bytes is process_rss_bytes. Other unlabelled samples land in Extra. At
-// least accepted_connections must be present.
-func ParsePrometheus(r io.Reader) (Snapshot, error) {
+// a METRICS reading (label "scrape"). This server's series are matched through the METRICS field
+// table (see promField for other exporters' names); the standard process_resident_memory_bytes is
+// process_rss_bytes. Appended fields not found are listed in Absent; other unlabelled samples land in
+// Extra. At least accepted_connections must be present.
+func ParsePrometheus(r io.Reader) (linkkeys.MetricsLine, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(io.LimitReader(r, 16<<20))
 	if err != nil {
-		return Snapshot{}, errorf("reading Prometheus metrics: %v", err)
+		return linkkeys.MetricsLine{}, errorf("reading Prometheus metrics: %v", err)
 	}
-	s := Snapshot{Label: "scrape"}
+	s := linkkeys.WithoutAppended(linkkeys.MetricsLine{Label: "scrape"})
 	found := false
 	names := make([]string, 0, len(fams))
 	for n := range fams {
@@ -126,19 +107,15 @@ func ParsePrometheus(r io.Reader) (Snapshot, error) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		base := promKey(name)
-		if alias, ok := promAliases[name]; ok {
-			base = alias
-		}
 		// The client_model types are used through their getters only, so this package does not
 		// import client_model directly.
 		for _, m := range fams[name].GetMetric() {
-			key := base
-			switch labels := m.GetLabel(); {
-			case len(labels) == 0:
-			case len(labels) == 1 && base == "shed_connections" && labels[0].GetName() == "reason":
-				key = "shed_" + labels[0].GetValue()
-			default:
+			var labels []promLabel
+			for _, l := range m.GetLabel() {
+				labels = append(labels, promLabel{l.GetName(), l.GetValue()})
+			}
+			key, ok := promField(name, labels)
+			if !ok {
 				continue
 			}
 			var v float64
@@ -154,16 +131,15 @@ func ParsePrometheus(r io.Reader) (Snapshot, error) {
 			}
 			if key == "process_rss_bytes" {
 				if v >= 0 && v < math.MaxUint64 {
-					u := uint64(v)
-					s.ProcessRSSBytes = &u
+					s.SetCounter(key, uint64(v))
 				}
 				continue
 			}
 			if linkkeys.IsMetricsCounter(key) {
 				if v < 0 || math.IsNaN(v) || v >= math.MaxUint64 {
-					return Snapshot{}, errorf("reading Prometheus metrics: %s = %v is not a count", name, v)
+					return linkkeys.MetricsLine{}, errorf("reading Prometheus metrics: %s = %v is not a count", name, v)
 				}
-				(*linkkeys.MetricsLine)(&s).SetCounter(key, uint64(v))
+				s.SetCounter(key, uint64(v))
 				found = found || key == "accepted_connections"
 				continue
 			}
@@ -174,7 +150,7 @@ func ParsePrometheus(r io.Reader) (Snapshot, error) {
 		}
 	}
 	if !found {
-		return Snapshot{}, errorf("reading Prometheus metrics: no accepted_connections counter (looked for linkkeys_server_accepted_connections_total and similar); is this a LinkKeys server's /metrics?")
+		return linkkeys.MetricsLine{}, errorf("reading Prometheus metrics: no accepted_connections counter (looked for linkkeys_server_accepted_connections_total and similar); is this a LinkKeys server's /metrics?")
 	}
 	return s, nil
 }
@@ -221,20 +197,20 @@ func (m MetricsSource) Mark() (Mark, error) {
 }
 
 // Latest returns the newest reading: the last METRICS line of a log file, or a fresh scrape.
-func (m MetricsSource) Latest(ctx context.Context) (Snapshot, error) {
+func (m MetricsSource) Latest(ctx context.Context) (linkkeys.MetricsLine, error) {
 	if m.IsURL() {
 		return m.scrape(ctx)
 	}
 	b, err := os.ReadFile(m.Location)
 	if err != nil {
-		return Snapshot{}, errorf("reading server METRICS log %s: %w", m.Location, err)
+		return linkkeys.MetricsLine{}, errorf("reading server METRICS log %s: %w", m.Location, err)
 	}
 	snaps, err := ReadMetricsLog(bytes.NewReader(b))
 	if err != nil {
-		return Snapshot{}, errorf("reading server METRICS log %s: %w", m.Location, err)
+		return linkkeys.MetricsLine{}, errorf("reading server METRICS log %s: %w", m.Location, err)
 	}
 	if len(snaps) == 0 {
-		return Snapshot{}, errorf("server METRICS log %s holds no METRICS line yet; is it the server's stdout?", m.Location)
+		return linkkeys.MetricsLine{}, errorf("server METRICS log %s holds no METRICS line yet; is it the server's stdout?", m.Location)
 	}
 	return snaps[len(snaps)-1], nil
 }
@@ -242,10 +218,10 @@ func (m MetricsSource) Latest(ctx context.Context) (Snapshot, error) {
 // Quiet marks the source now and waits for the first reading after the mark with no handshake in
 // progress (see Settled). Taken before a run, it makes sure earlier traffic is fully counted before
 // the run starts; taken after, that the run's own attempts are.
-func (m MetricsSource) Quiet(ctx context.Context, wait time.Duration) (Snapshot, error) {
+func (m MetricsSource) Quiet(ctx context.Context, wait time.Duration) (linkkeys.MetricsLine, error) {
 	mark, err := m.Mark()
 	if err != nil {
-		return Snapshot{}, err
+		return linkkeys.MetricsLine{}, err
 	}
 	return m.Settled(ctx, mark, wait)
 }
@@ -262,20 +238,20 @@ var ErrNoQuietReading = errors.New("linkkeysload: no server METRICS reading with
 // attempt so far has been counted) and returns it. A log file is polled for new lines (the server
 // writes one every --metrics-interval-secs); an endpoint is scraped until quiet. It gives up after
 // wait, returning the last reading seen with ErrNoQuietReading.
-func (m MetricsSource) Settled(ctx context.Context, mark Mark, wait time.Duration) (Snapshot, error) {
+func (m MetricsSource) Settled(ctx context.Context, mark Mark, wait time.Duration) (linkkeys.MetricsLine, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var last Snapshot
+	var last linkkeys.MetricsLine
 	have := false
 	for {
-		var s []Snapshot
+		var s []linkkeys.MetricsLine
 		var err error
 		if m.IsURL() {
-			var one Snapshot
+			var one linkkeys.MetricsLine
 			one, err = m.scrape(ctx)
-			s = []Snapshot{one}
+			s = []linkkeys.MetricsLine{one}
 		} else {
 			s, err = m.after(mark.Offset)
 		}
@@ -291,7 +267,7 @@ func (m MetricsSource) Settled(ctx context.Context, mark Mark, wait time.Duratio
 		select {
 		case <-ctx.Done():
 			if !have {
-				return Snapshot{}, ErrNoReading
+				return linkkeys.MetricsLine{}, ErrNoReading
 			}
 			return last, ErrNoQuietReading
 		case <-tick.C:
@@ -300,7 +276,7 @@ func (m MetricsSource) Settled(ctx context.Context, mark Mark, wait time.Duratio
 }
 
 // after returns the complete METRICS lines written after offset.
-func (m MetricsSource) after(offset int64) ([]Snapshot, error) {
+func (m MetricsSource) after(offset int64) ([]linkkeys.MetricsLine, error) {
 	f, err := os.Open(m.Location)
 	if err != nil {
 		return nil, errorf("reading server METRICS log %s: %w", m.Location, err)
@@ -326,22 +302,22 @@ func (m MetricsSource) after(offset int64) ([]Snapshot, error) {
 	return snaps, nil
 }
 
-func (m MetricsSource) scrape(ctx context.Context) (Snapshot, error) {
+func (m MetricsSource) scrape(ctx context.Context) (linkkeys.MetricsLine, error) {
 	c := m.Client
 	if c == nil {
 		c = &http.Client{Timeout: 5 * time.Second}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.Location, nil)
 	if err != nil {
-		return Snapshot{}, errorf("server metrics URL %q: %w", m.Location, err)
+		return linkkeys.MetricsLine{}, errorf("server metrics URL %q: %w", m.Location, err)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return Snapshot{}, errorf("scraping server metrics %s: %w", m.Location, err)
+		return linkkeys.MetricsLine{}, errorf("scraping server metrics %s: %w", m.Location, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Snapshot{}, errorf("scraping server metrics %s: HTTP %s", m.Location, resp.Status)
+		return linkkeys.MetricsLine{}, errorf("scraping server metrics %s: HTTP %s", m.Location, resp.Status)
 	}
 	return ParsePrometheus(resp.Body)
 }

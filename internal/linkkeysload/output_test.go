@@ -11,6 +11,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/machine"
 )
@@ -80,6 +81,19 @@ func TestGoldenConnections(t *testing.T) {
 	recordAttempt(a3, Failure{Stage: StageTLS, Detail: "ECONNRESET"}, 0)
 	recordAttempt(a3, Failure{Stage: StageTimeout}, 0)
 	WriteConnectionsDone(&b, ConnectionsConfig{Count: 4}, Result{Elapsed: Duration(850_500_000), Attempts: a3})
+	// A server that died mid-hold: every held connection lost, the server process gone; then one
+	// whose losses were seen at one moment, and one where they were only counted at the end.
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	lost := Result{Elapsed: Duration(9_100_000_000), Attempts: a2, TargetInfo: Target{PID: 4242},
+		Hold: &Hold{HoldSecs: 20, Held: 500, StillOpen: 0, RampTime: Duration(1_000_000_000), Start: start, Lasted: Duration(7_250_000_000),
+			Loss: &HoldLoss{Lost: 500, Reasons: map[string]int64{"closed_by_server": 498, "reset": 2},
+				First: start.Add(7_201_400_000), Last: start.Add(7_248_000_000), ServerGone: true}}}
+	WriteConnectionsDone(&b, ConnectionsConfig{Count: 500}, lost)
+	lost.Hold.Loss = &HoldLoss{Lost: 3, Reasons: map[string]int64{"closed_by_server": 3}, First: start.Add(-2_000_000), Last: start.Add(-2_000_000)}
+	lost.Hold.StillOpen, lost.Hold.Lasted = 497, Duration(20_000_000_000)
+	WriteConnectionsDone(&b, ConnectionsConfig{Count: 500}, lost)
+	lost.Hold.Loss = &HoldLoss{Lost: 3, Reasons: map[string]int64{"unknown": 3}}
+	WriteConnectionsDone(&b, ConnectionsConfig{Count: 500}, lost)
 	golden(t, "connections", b.Bytes())
 }
 
@@ -98,6 +112,10 @@ func TestGoldenHandshakeBench(t *testing.T) {
 	a = newAttempts()
 	recordAttempt(a, Failure{Stage: StageTLS, Detail: "EOF"}, 0)
 	WriteHandshakeDone(&b, cfg, Result{Attempts: a, Handshakes: &Handshakes{Completed: 50010, Failed: 1, Full: 64, Resumed: 49946}})
+	// Mostly refused by the per-source limit: per attempt and per handshake differ by 36x.
+	cfg = HandshakeConfig{DurationSecs: 5, Concurrency: 32}
+	WriteHandshakeDone(&b, cfg, Result{Handshakes: &Handshakes{Completed: 768, Failed: 27134, Full: 768},
+		ClientCPU: Duration(5_000_000_000), ServerCPU: &srv})
 	// A zero duration divides by zero as Rust does.
 	cfg = HandshakeConfig{DurationSecs: 0, Concurrency: 1}
 	WriteHandshakeDone(&b, cfg, Result{Handshakes: &Handshakes{}})
@@ -109,7 +127,7 @@ func TestGoldenRequestBench(t *testing.T) {
 	var b bytes.Buffer
 	WriteRequestHeader(&b, cfg)
 	WriteRequestEstablished(&b, 64)
-	WriteRequestDone(&b, cfg, Result{Requests: &Requests{Completed: 2_100_000, Latency: latencies(300, 400, 700)}, ClientCPU: Duration(17_500_000_000)})
+	WriteRequestDone(&b, cfg, Result{Requests: &Requests{Completed: 2_100_000, Sent: 2_100_064, Latency: latencies(300, 400, 700)}, ClientCPU: Duration(17_500_000_000)})
 	cfg = RequestConfig{Connections: 16, DurationSecs: 5, Op: OpHello, Pipeline: 8}
 	WriteRequestHeader(&b, cfg)
 	WriteRequestEstablished(&b, 16)
@@ -137,8 +155,8 @@ func TestGoldenDDoS(t *testing.T) {
 		recordAttempt(a, Failure{Stage: StageTLS, Detail: "EOF"}, 0)
 	}
 	WriteDDoSDone(&b, cfg, Result{Elapsed: Duration(1_270_000_000), Attempts: a})
-	before := Snapshot{Label: "running", AcceptedConnections: 17, Extra: map[string]float64{"established_total": 17}}
-	after := Snapshot{Label: "running", AcceptedConnections: 12017, ShedHandshakeGlobal: 8963, ShedHandshakeOverflow: 1938,
+	before := linkkeys.MetricsLine{Label: "running", AcceptedConnections: 17, Extra: map[string]float64{"established_total": 17}}
+	after := linkkeys.MetricsLine{Label: "running", AcceptedConnections: 12017, ShedHandshakeGlobal: 8963, ShedHandshakeOverflow: 1938,
 		Extra: map[string]float64{"established_total": 17 + 1099}}
 	rss := uint64(20 << 20)
 	after.ProcessRSSBytes = &rss

@@ -17,6 +17,10 @@ type (
 	Attempts = linkkeysresult.Attempts
 	// Hold describes the connections held at once.
 	Hold = linkkeysresult.Hold
+	// HoldLoss describes the held connections that ended during the hold.
+	HoldLoss = linkkeysresult.HoldLoss
+	// CPUPer is the CPU of a run per attempt and per success.
+	CPUPer = linkkeysresult.CPUPer
 	// Handshakes holds handshake-bench's figures.
 	Handshakes = linkkeysresult.Handshakes
 	// Requests holds request-bench's figures.
@@ -44,6 +48,28 @@ func recordAttempt(a *Attempts, f Failure, took time.Duration) {
 		return
 	}
 	a.Add(f.Stage.Label(), f.Reason(), took)
+}
+
+// holdLoss returns the loss of a hold from the count at its end (lost, authoritative) and what the
+// watcher saw: the seen reasons, capped at lost, and "unknown" for the rest; nil when nothing was
+// lost.
+func holdLoss(lost int64, seen HoldLoss) *HoldLoss {
+	if lost <= 0 {
+		return nil
+	}
+	l := &HoldLoss{Lost: lost, Reasons: map[string]int64{}, First: seen.First, Last: seen.Last}
+	var counted int64
+	for _, r := range []string{linkkeysresult.LossClosed, linkkeysresult.LossReset} {
+		n := min(seen.Reasons[r], lost-counted)
+		if n > 0 {
+			l.Reasons[r] = n
+			counted += n
+		}
+	}
+	if counted < lost {
+		l.Reasons[linkkeysresult.LossUnknown] = lost - counted
+	}
+	return l
 }
 
 // ReadResult reads a result file (linkkeysresult.Read).

@@ -166,7 +166,7 @@ func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Write
 		total := spec.Segment.Share(int64(spec.Connections.Count))
 		p := &workerProgress{w: stdout, total: total}
 		bc := joinBarrier(spec.Barrier)
-		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, sample, func(ctx context.Context, held []*tls.Conn) {
+		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, sample, func(ctx context.Context, held []*tls.Conn, _ <-chan struct{}) {
 			bc.wait(ctx, int64(len(held)))
 		})
 		bc.close()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
 // Server samples: every interval snapshot of a run carries the server's own counters and gauges
@@ -34,31 +36,16 @@ func serverSampler(src *MetricsSource) func(context.Context) (map[string]float64
 	return t.sample
 }
 
-// sampleOf flattens a reading into the interval's server sample: every counter and gauge by its
-// METRICS name, the appended fields a server printed, and the extra numeric ones (a Prometheus
-// scrape's snapshot_cache_hits and friends) except the Go runtime's and the process collector's
-// (go_*, process_*: dozens of series a timeline does not need; the RSS is process_rss_bytes).
-func sampleOf(s Snapshot) map[string]float64 {
-	m := map[string]float64{
-		"accepted_connections":      float64(s.AcceptedConnections),
-		"open_connections":          float64(s.OpenConnections),
-		"established_connections":   float64(s.EstablishedConnections),
-		"handshakes_in_progress":    float64(s.HandshakesInProgress),
-		"handshake_timeouts":        float64(s.HandshakeTimeouts),
-		"handshake_rejections":      float64(s.HandshakeRejections),
-		"shed_connection_limit":     float64(s.ShedConnectionLimit),
-		"shed_handshake_per_source": float64(s.ShedHandshakePerSource),
-		"shed_handshake_overflow":   float64(s.ShedHandshakeOverflow),
-		"shed_handshake_global":     float64(s.ShedHandshakeGlobal),
-		"frames_processed":          float64(s.FramesProcessed),
-		"frame_buffer_bytes":        float64(s.FrameBufferBytes),
-	}
-	for name, p := range map[string]*uint64{
-		"process_rss_bytes": s.ProcessRSSBytes, "established_total": s.EstablishedTotal,
-		"parked_connections": s.ParkedConnections, "rate_limited_responses": s.RateLimitedResponses,
-	} {
-		if p != nil {
-			m[name] = float64(*p)
+// sampleOf flattens a reading into the interval's server sample: every field of the METRICS line's
+// field table the reading carries, by its METRICS name (process_rss_bytes unless null, the appended
+// fields unless absent), and the extra numeric ones (a Prometheus scrape's snapshot_cache_hits and
+// friends) except the Go runtime's and the process collector's (go_*, process_*: dozens of series a
+// timeline does not need; the RSS is process_rss_bytes).
+func sampleOf(s linkkeys.MetricsLine) map[string]float64 {
+	m := map[string]float64{}
+	for _, f := range linkkeys.MetricsFields() {
+		if v, ok := f.Value(&s); ok {
+			m[f.Name] = float64(v)
 		}
 	}
 	for k, v := range s.Extra {
@@ -90,7 +77,7 @@ func (t *logTail) sample(context.Context) (map[string]float64, error) {
 		if err != nil {
 			return nil, errorf("reading server METRICS log %s: %w", t.path, err)
 		}
-		t.offset = max(fi.Size()-int64(maxMetricsLine)-1, 0)
+		t.offset = max(fi.Size()-int64(linkkeys.MaxMetricsLineBytes)-1, 0)
 	}
 	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
 		return nil, errorf("reading server METRICS log %s: %w", t.path, err)
@@ -106,10 +93,10 @@ func (t *logTail) sample(context.Context) (map[string]float64, error) {
 	t.offset += int64(end + 1)
 	lines := strings.Split(string(b[:end]), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.HasPrefix(lines[i], MetricsPrefix) {
-			s, err := ParseMetricsLine(lines[i])
+		if strings.HasPrefix(lines[i], linkkeys.MetricsPrefix) {
+			s, err := linkkeys.ParseMetricsLine(lines[i])
 			if err != nil {
-				return nil, err
+				return nil, errorf("reading server METRICS log %s: %w", t.path, err)
 			}
 			return sampleOf(s), nil
 		}

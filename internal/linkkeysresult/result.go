@@ -104,6 +104,9 @@ type Result struct {
 	Stop *result.StopEvent `json:"stop,omitempty"`
 	// ClientCPU is the CPU time (user plus system) the client processes used, summed over workers.
 	ClientCPU Duration `json:"client_cpu"`
+	// CPUPer divides ClientCPU and ServerCPU by the run's attempts and by its successes (derived;
+	// absent when no CPU was measured).
+	CPUPer *CPUPer `json:"cpu_per,omitempty"`
 	// ServerCPU is the CPU time the server process (and its child processes) used during the run,
 	// read from /proc through the info file's pid; absent when it could not be read.
 	ServerCPU *Duration `json:"server_cpu,omitempty"`
@@ -194,6 +197,55 @@ func (a *Attempts) merge(o *Attempts) {
 	a.Latency.Merge(o.Latency)
 }
 
+// CPUPer is the CPU of a run per operation, both ways: per attempt (every connection attempt, or
+// every request sent, failures included) and per success (an established connection, a completed
+// handshake, a request answered with status 0). On a run with many failures the two differ, and the
+// per-success figure alone would charge the failures' CPU to the successes.
+type CPUPer struct {
+	Attempts  int64 `json:"attempts"`
+	Successes int64 `json:"successes"`
+	// SuccessUnit names a success in the text report ("established connection", "handshake", …).
+	SuccessUnit      string    `json:"success_unit"`
+	ClientPerAttempt *Duration `json:"client_per_attempt,omitempty"`
+	ClientPerSuccess *Duration `json:"client_per_success,omitempty"`
+	ServerPerAttempt *Duration `json:"server_per_attempt,omitempty"`
+	ServerPerSuccess *Duration `json:"server_per_success,omitempty"`
+}
+
+// CPUPerOp computes r's CPUPer from its counts (what Finish stores in CPUPer); nil when no CPU was
+// measured. A figure over zero operations is nil.
+func (r *Result) CPUPerOp() *CPUPer {
+	if r.ClientCPU <= 0 {
+		return nil
+	}
+	c := &CPUPer{}
+	switch {
+	case r.Requests != nil:
+		c.Attempts, c.Successes, c.SuccessUnit = r.Requests.Sent, r.Requests.Completed, "request completed"
+	case r.Handshakes != nil:
+		c.Attempts, c.Successes, c.SuccessUnit = r.Handshakes.Completed+r.Handshakes.Failed, r.Handshakes.Completed, "handshake"
+	case r.Attempts != nil:
+		c.Attempts, c.Successes, c.SuccessUnit = r.Attempts.Attempted, r.Attempts.Succeeded, "established connection"
+		if r.Command == CmdDDoS {
+			c.SuccessUnit = "allowed connection"
+		}
+	default:
+		return nil
+	}
+	per := func(d Duration, n int64) *Duration {
+		if n <= 0 {
+			return nil
+		}
+		v := d / Duration(n)
+		return &v
+	}
+	c.ClientPerAttempt, c.ClientPerSuccess = per(r.ClientCPU, c.Attempts), per(r.ClientCPU, c.Successes)
+	if r.ServerCPU != nil {
+		c.ServerPerAttempt, c.ServerPerSuccess = per(*r.ServerCPU, c.Attempts), per(*r.ServerCPU, c.Successes)
+	}
+	return c
+}
+
 // Hold describes the connections held at once and what they cost the client.
 type Hold struct {
 	HoldSecs uint64 `json:"hold_secs"`
@@ -210,6 +262,68 @@ type Hold struct {
 	RSSHeld     uint64 `json:"client_rss_held_bytes"`
 	// BytesPerConn is (RSSHeld - RSSBaseline) / Held.
 	BytesPerConn float64 `json:"client_rss_bytes_per_connection"`
+	// Start is when the hold began: when every worker was ready.
+	Start time.Time `json:"start,omitzero"`
+	// Lasted is how long the hold really lasted: HoldSecs, or less when every held connection
+	// ended before (or the run was interrupted).
+	Lasted Duration `json:"lasted"`
+	// Loss describes the held connections that ended before the hold did; nil when none did (the
+	// hold was held).
+	Loss *HoldLoss `json:"loss,omitempty"`
+}
+
+// The reasons of HoldLoss, by what the client saw as a held connection ended.
+const (
+	// LossClosed: a FIN; the server closed the connection, or its process exited.
+	LossClosed = "closed_by_server"
+	// LossReset: an RST or another socket error.
+	LossReset = "reset"
+	// LossUnknown: found only by the count at the end of the hold.
+	LossUnknown = "unknown"
+)
+
+// HoldLoss describes the held connections that ended during the hold.
+type HoldLoss struct {
+	// Lost is how many: Held - StillOpen.
+	Lost int64 `json:"lost"`
+	// Reasons counts them by what the client saw as they ended: LossClosed, LossReset, LossUnknown.
+	Reasons map[string]int64 `json:"reasons"`
+	// First and Last are when the first and the last were seen to end (zero when not seen).
+	First time.Time `json:"first,omitzero"`
+	Last  time.Time `json:"last,omitzero"`
+	// ServerGone is set when the server process (the info file's pid) was no longer running at the
+	// end of the hold.
+	ServerGone bool `json:"server_gone,omitempty"`
+}
+
+// Add records one connection seen to end at t, for reason.
+func (l *HoldLoss) Add(reason string, t time.Time) {
+	if l.Reasons == nil {
+		l.Reasons = map[string]int64{}
+	}
+	l.Reasons[reason]++
+	if l.First.IsZero() || t.Before(l.First) {
+		l.First = t
+	}
+	if t.After(l.Last) {
+		l.Last = t
+	}
+}
+
+// merge adds another process's losses.
+func (l *HoldLoss) merge(o *HoldLoss) {
+	l.Lost += o.Lost
+	if l.Reasons == nil {
+		l.Reasons = map[string]int64{}
+	}
+	addCounts(l.Reasons, o.Reasons)
+	if !o.First.IsZero() && (l.First.IsZero() || o.First.Before(l.First)) {
+		l.First = o.First
+	}
+	if o.Last.After(l.Last) {
+		l.Last = o.Last
+	}
+	l.ServerGone = l.ServerGone || o.ServerGone
 }
 
 // Handshakes holds handshake-bench's figures.
@@ -398,6 +512,16 @@ func (r *Result) mergeSections(p *Result) {
 		h.RampTime = max(h.RampTime, o.RampTime)
 		h.RSSBaseline += o.RSSBaseline
 		h.RSSHeld += o.RSSHeld
+		h.Lasted = max(h.Lasted, o.Lasted)
+		if !o.Start.IsZero() && (h.Start.IsZero() || o.Start.Before(h.Start)) {
+			h.Start = o.Start
+		}
+		if o.Loss != nil {
+			if h.Loss == nil {
+				h.Loss = &HoldLoss{}
+			}
+			h.Loss.merge(o.Loss)
+		}
 	}
 	if o := p.Handshakes; o != nil {
 		if r.Handshakes == nil {
@@ -457,6 +581,7 @@ func (r *Result) Finish() {
 	if q := r.Requests; q != nil {
 		q.Rate = RustRate(q.Completed, q.DurationSecs)
 	}
+	r.CPUPer = r.CPUPerOp()
 }
 
 // MarshalJSON writes the result with its derived figures; NaN and infinite rates (a zero duration)

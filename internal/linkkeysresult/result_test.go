@@ -212,3 +212,67 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeHoldLoss: the workers' losses add up; the first and last are the earliest and latest
+// seen; the parts are left alone.
+func TestMergeHoldLoss(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	connections := func(h *Hold) Result {
+		r := Result{Hold: h}
+		r.Command = CmdConnections
+		return r
+	}
+	part := func(lost int64, first, last time.Duration, reasons map[string]int64) Result {
+		return connections(&Hold{HoldSecs: 20, Held: 10, StillOpen: 10 - lost, Start: t0.Add(first - time.Second),
+			Lasted: Duration(time.Second), Loss: &HoldLoss{Lost: lost, Reasons: reasons, First: t0.Add(first), Last: t0.Add(last)}})
+	}
+	a := part(4, 3*time.Second, 4*time.Second, map[string]int64{LossClosed: 4})
+	b := part(2, 2*time.Second, 5*time.Second, map[string]int64{LossClosed: 1, LossReset: 1})
+	c := connections(&Hold{HoldSecs: 20, Held: 10, StillOpen: 10, Lasted: Duration(2 * time.Second)})
+	before, _ := json.Marshal([]Result{a, b, c})
+	m, err := Merge([]Result{a, b, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Hold.Loss
+	if l == nil || l.Lost != 6 || l.Reasons[LossClosed] != 5 || l.Reasons[LossReset] != 1 ||
+		!l.First.Equal(t0.Add(2*time.Second)) || !l.Last.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("merged loss %+v", l)
+	}
+	if m.Hold.Held != 30 || m.Hold.StillOpen != 24 || m.Hold.Lasted != Duration(2*time.Second) || !m.Hold.Start.Equal(t0.Add(time.Second)) {
+		t.Errorf("merged hold %+v", m.Hold)
+	}
+	if after, _ := json.Marshal([]Result{a, b, c}); !bytes.Equal(before, after) {
+		t.Error("Merge modified its input")
+	}
+}
+
+// TestCPUPerAttemptAndPerSuccess: the result file carries the CPU per attempt next to the CPU per
+// success, so a run with many failures does not charge their CPU to the few successes.
+func TestCPUPerAttemptAndPerSuccess(t *testing.T) {
+	srv := Duration(82 * time.Second)
+	r := Result{Handshakes: &Handshakes{DurationSecs: 5, Completed: 768, Failed: 27134},
+		ClientCPU: Duration(5 * time.Second), ServerCPU: &srv}
+	r.Command = CmdHandshakeBench
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := back.CPUPer
+	if c == nil || c.Attempts != 27902 || c.Successes != 768 || c.SuccessUnit != "handshake" ||
+		*c.ClientPerAttempt != Duration(5*time.Second/27902) || *c.ClientPerSuccess != Duration(5*time.Second/768) ||
+		*c.ServerPerAttempt != Duration(82*time.Second/27902) || *c.ServerPerSuccess != Duration(82*time.Second/768) {
+		t.Fatalf("cpu_per %s", b)
+	}
+	// Connections: attempts and established connections; no success, no per-success figure.
+	r = Result{Attempts: &Attempts{Attempted: 10, Failed: 10}, ClientCPU: Duration(time.Second)}
+	r.Command = CmdConnections
+	r.Finish()
+	if c := r.CPUPer; c == nil || *c.ClientPerAttempt != Duration(100*time.Millisecond) || c.ClientPerSuccess != nil || c.ServerPerAttempt != nil {
+		t.Fatalf("cpu_per %+v", c)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
 // Defaults of the TCP_* variables (docs/protocol-linkkeys.md, Environment
@@ -25,6 +26,16 @@ const (
 	DefaultWriteQueueBound      = 8
 	DefaultListenBacklog        = 1024
 	DefaultSnapshotTTL          = 60 * time.Second
+	// DefaultMaxInflightFrameBytes bounds the frame bodies being read,
+	// server-wide: 64 frames of the 1 MiB maximum. With Go's collector
+	// letting the heap grow to about twice the live data, frame memory stays
+	// well under 256 MiB however many connections announce large frames.
+	DefaultMaxInflightFrameBytes = 64 << 20
+	// DefaultMinFrameBodyRate and DefaultFrameBodyGrace: an incomplete frame
+	// body must bring at least 4 KiB/s, judged over 5-second windows from
+	// its length prefix.
+	DefaultMinFrameBodyRate = 4096
+	DefaultFrameBodyGrace   = 5 * time.Second
 	// DefaultParkAfter is how long an established connection may sit with
 	// nothing to read before its goroutine exits and the connection is
 	// parked in the server's epoll set (see the package documentation).
@@ -73,6 +84,29 @@ type Config struct {
 	// WriteQueueBound (TCP_WRITE_QUEUE_BOUND, default 8) bounds the encoded
 	// responses one connection holds before they must be written.
 	WriteQueueBound int
+
+	// MaxInflightFrameBytes (TCP_MAX_INFLIGHT_FRAME_BYTES, default 64 MiB,
+	// at least 1 MiB) bounds frame_buffer_bytes: the bytes of frame bodies
+	// announced by a length prefix and still being read, over all
+	// connections. A frame whose body has not fully arrived with its prefix
+	// reserves its length first; when that would pass the bound, the
+	// connection is closed without a response (closed_frame_budget): the
+	// newest frame is shed, the frames already being read are not. A body
+	// that arrives whole with its prefix (every ordinary request) is
+	// dispatched from the read buffer and reserves nothing, so honest
+	// clients keep being served while the budget is full.
+	MaxInflightFrameBytes int64
+
+	// MinFrameBodyRate (TCP_MIN_FRAME_BODY_BYTES_PER_SECOND, default 4096)
+	// and FrameBodyGrace (TCP_FRAME_BODY_GRACE_SECONDS, default 5 s): an
+	// incomplete frame body must bring at least MinFrameBodyRate x
+	// FrameBodyGrace bytes (or the rest of the body) in each FrameBodyGrace
+	// window from its prefix, or the connection is closed
+	// (closed_slow_frame_body). So a frame stalled one byte short of its end
+	// holds its share of the budget for at most two windows, not for the
+	// whole TCP_IO_TIMEOUT_SECONDS.
+	MinFrameBodyRate uint64
+	FrameBodyGrace   time.Duration
 
 	// ListenBacklog (TCP_LISTEN_BACKLOG, default 1024) is passed to
 	// listen(2) by Listen; the kernel clamps it to net.core.somaxconn.
@@ -156,6 +190,15 @@ func (cfg Config) WithDefaults() Config {
 	if cfg.ListenBacklog == 0 {
 		cfg.ListenBacklog = DefaultListenBacklog
 	}
+	if cfg.MaxInflightFrameBytes == 0 {
+		cfg.MaxInflightFrameBytes = DefaultMaxInflightFrameBytes
+	}
+	if cfg.MinFrameBodyRate == 0 {
+		cfg.MinFrameBodyRate = DefaultMinFrameBodyRate
+	}
+	if cfg.FrameBodyGrace == 0 {
+		cfg.FrameBodyGrace = DefaultFrameBodyGrace
+	}
 	if cfg.SnapshotTTL == 0 {
 		cfg.SnapshotTTL = DefaultSnapshotTTL
 	}
@@ -180,6 +223,10 @@ func (cfg Config) Validate() error {
 	neg("IdleTimeout", cfg.IdleTimeout)
 	neg("IOTimeout", cfg.IOTimeout)
 	neg("SnapshotTTL", cfg.SnapshotTTL)
+	neg("FrameBodyGrace", cfg.FrameBodyGrace)
+	if b := cfg.MaxInflightFrameBytes; b != 0 && b < linkkeys.MaxFrameSize {
+		errs = append(errs, fmt.Errorf("linkkeysserver: Config.MaxInflightFrameBytes is %d: must be at least %d (one frame of the maximum size; 0 means the default)", b, linkkeys.MaxFrameSize))
+	}
 	count := func(name string, v int) {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("linkkeysserver: Config.%s is %d: must be at least 1 (0 means the default)", name, v))
@@ -203,7 +250,8 @@ func (cfg Config) Validate() error {
 var EnvVars = []string{
 	"TCP_PORT", "TCP_MAX_CONNECTIONS", "TCP_HANDSHAKE_TIMEOUT_SECONDS", "TCP_HANDSHAKE_CONCURRENCY",
 	"TCP_IDLE_TIMEOUT_SECONDS", "TCP_IO_TIMEOUT_SECONDS", "TCP_MAX_INFLIGHT_FRAMES", "TCP_WRITE_QUEUE_BOUND",
-	"TCP_LISTEN_BACKLOG",
+	"TCP_LISTEN_BACKLOG", "TCP_MAX_INFLIGHT_FRAME_BYTES", "TCP_MIN_FRAME_BODY_BYTES_PER_SECOND",
+	"TCP_FRAME_BODY_GRACE_SECONDS",
 	"TCP_HANDSHAKE_RATE_PER_MINUTE", "TCP_HANDSHAKE_BURST", "TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND",
 	"TCP_HANDSHAKE_GLOBAL_BURST", "TCP_HANDSHAKE_OVERFLOW_RATE_PER_SECOND", "TCP_HANDSHAKE_OVERFLOW_BURST",
 	"TCP_HANDSHAKE_DISTINCT_SOURCE_THRESHOLD", "TCP_HANDSHAKE_WINDOW_SECONDS", "TCP_HANDSHAKE_IPV6_PREFIX",
@@ -214,11 +262,45 @@ var EnvVars = []string{
 	"DOMAIN_KEY_SNAPSHOT_TTL_SECONDS",
 }
 
+// UnsupportedEnvVars are upstream variables this server has nothing to apply
+// to; ConfigFromEnv refuses to start when one is set, rather than accept it
+// silently. The TCP_MTLS_* ones configure the DNS pin cache that verifies
+// client certificates (this server asks for none, like upstream's load-test
+// server); the PUBKEY_CACHE_* ones size the application-key response cache
+// (this server serves no ApplicationKeys ops).
+var UnsupportedEnvVars = []string{
+	"TCP_MTLS_DNS_SYNC_FALLBACK_CONCURRENCY", "TCP_MTLS_DNS_PIN_POSITIVE_TTL_SECONDS",
+	"TCP_MTLS_DNS_PIN_NEGATIVE_TTL_SECONDS", "TCP_MTLS_DNS_PIN_CACHE_MAX_ENTRIES",
+	"TCP_MTLS_DNS_PIN_MAX_CONCURRENT_REFRESHES",
+	"PUBKEY_CACHE_MAX_ENTRIES", "PUBKEY_CACHE_MAX_BYTES", "PUBKEY_CACHE_TTL_SECONDS",
+	"PUBKEY_CACHE_NEGATIVE_TTL_SECONDS",
+}
+
+func unsupportedEnv(getenv func(string) string) []error {
+	var errs []error
+	for _, name := range UnsupportedEnvVars {
+		v := getenv(name)
+		if strings.TrimSpace(v) == "" {
+			continue
+		}
+		why := "it asks for no client certificate, so it has no mTLS DNS pin cache"
+		if strings.HasPrefix(name, "PUBKEY_CACHE_") {
+			why = "it serves no ApplicationKeys operation, so it has no application-key cache"
+		}
+		errs = append(errs, &admit.EnvError{Name: name, Value: v,
+			Accepted: "not supported by the reference server (" + why + "); unset it"})
+	}
+	return errs
+}
+
 // ConfigFromEnv reads the server configuration from the environment through
-// getenv (os.Getenv in production): every TCP_* variable except the mTLS
-// DNS-pin ones (this server asks for no client certificate), every
-// PUBLIC_READ_* variable and DOMAIN_KEY_SNAPSHOT_TTL_SECONDS
-// (docs/protocol-linkkeys.md, Environment variables).
+// getenv (os.Getenv in production): every upstream TCP_* variable except the
+// mTLS DNS-pin ones, this server's TCP_MAX_INFLIGHT_FRAME_BYTES,
+// TCP_MIN_FRAME_BODY_BYTES_PER_SECOND and TCP_FRAME_BODY_GRACE_SECONDS, every
+// PUBLIC_READ_* variable and DOMAIN_KEY_SNAPSHOT_TTL_SECONDS (EnvVars; the
+// upstream ones: docs/protocol-linkkeys.md, Environment variables; this
+// server's: internal/linkkeysserver/README.md). A set UnsupportedEnvVars
+// variable is an error.
 //
 // Rules: integers and seconds are whole numbers greater than 0 (TCP_PORT
 // 1..65535, the IPv6 prefixes 1..128, counts that size memory at most
@@ -257,12 +339,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	backlog, err := admit.EnvUint(getenv, "TCP_LISTEN_BACKLOG", DefaultListenBacklog)
 	note(err)
 	cfg.ListenBacklog = int(min(backlog, math.MaxInt32))
+	cfg.MaxInflightFrameBytes, err = envFrameBudget(getenv)
+	note(err)
+	cfg.MinFrameBodyRate, err = envUintMax(getenv, "TCP_MIN_FRAME_BODY_BYTES_PER_SECOND", DefaultMinFrameBodyRate, linkkeys.MaxFrameSize)
+	note(err)
+	cfg.FrameBodyGrace, err = envSecs(getenv, "TCP_FRAME_BODY_GRACE_SECONDS", DefaultFrameBodyGrace)
+	note(err)
 	cfg.Handshake, err = admit.HandshakeConfigFromEnv(getenv)
 	note(err)
 	cfg.PublicRead, err = admit.PublicReadConfigFromEnv(getenv)
 	note(err)
 	cfg.SnapshotTTL, err = envSecs(getenv, "DOMAIN_KEY_SNAPSHOT_TTL_SECONDS", DefaultSnapshotTTL)
 	note(err)
+	errs = append(errs, unsupportedEnv(getenv)...)
 	cfg = cfg.WithDefaults()
 	if len(errs) > 0 {
 		return cfg, fmt.Errorf("linkkeysserver: bad environment; fix or unset these variables:\n%w", errors.Join(errs...))
@@ -276,6 +365,20 @@ func envUintMax(getenv func(string) string, name string, def, max uint64) (uint6
 		return def, &admit.EnvError{Name: name, Value: getenv(name), Accepted: fmt.Sprintf("must be a whole number from 1 to %d", max)}
 	}
 	return v, nil
+}
+
+// maxFrameBudget caps TCP_MAX_INFLIGHT_FRAME_BYTES at 1 TiB, far past any
+// memory a server has, so sums of it never overflow.
+const maxFrameBudget = 1 << 40
+
+func envFrameBudget(getenv func(string) string) (int64, error) {
+	const name = "TCP_MAX_INFLIGHT_FRAME_BYTES"
+	v, err := admit.EnvUint(getenv, name, DefaultMaxInflightFrameBytes)
+	if err != nil || v < linkkeys.MaxFrameSize || v > maxFrameBudget {
+		return DefaultMaxInflightFrameBytes, &admit.EnvError{Name: name, Value: getenv(name),
+			Accepted: fmt.Sprintf("must be a whole number of bytes from %d (one frame of the maximum size) to %d", linkkeys.MaxFrameSize, uint64(maxFrameBudget))}
+	}
+	return int64(v), nil
 }
 
 func envInt(getenv func(string) string, name string, def int) (int, error) {

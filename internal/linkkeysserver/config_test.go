@@ -78,6 +78,8 @@ func TestConfigFromEnvReadsEveryVariable(t *testing.T) {
 		"TCP_PORT": "4988", "TCP_MAX_CONNECTIONS": "220000", "TCP_HANDSHAKE_TIMEOUT_SECONDS": "7",
 		"TCP_HANDSHAKE_CONCURRENCY": "1024", "TCP_IDLE_TIMEOUT_SECONDS": "90", "TCP_IO_TIMEOUT_SECONDS": "11",
 		"TCP_MAX_INFLIGHT_FRAMES": "3", "TCP_WRITE_QUEUE_BOUND": "5", "TCP_LISTEN_BACKLOG": "99999999999",
+		"TCP_MAX_INFLIGHT_FRAME_BYTES": "1048576", "TCP_MIN_FRAME_BODY_BYTES_PER_SECOND": "1048576",
+		"TCP_FRAME_BODY_GRACE_SECONDS":  "2",
 		"TCP_HANDSHAKE_RATE_PER_MINUTE": "6000000", "TCP_HANDSHAKE_BURST": "1000000",
 		"TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND": "100000.5", "TCP_HANDSHAKE_GLOBAL_BURST": "200000",
 		"TCP_HANDSHAKE_OVERFLOW_RATE_PER_SECOND": "2.5", "TCP_HANDSHAKE_OVERFLOW_BURST": "9",
@@ -109,6 +111,9 @@ func TestConfigFromEnvReadsEveryVariable(t *testing.T) {
 		{"MaxInflightFrames", cfg.MaxInflightFrames, 3},
 		{"WriteQueueBound", cfg.WriteQueueBound, 5},
 		{"ListenBacklog (clamped)", cfg.ListenBacklog, 1<<31 - 1},
+		{"MaxInflightFrameBytes", cfg.MaxInflightFrameBytes, int64(1 << 20)},
+		{"MinFrameBodyRate", cfg.MinFrameBodyRate, uint64(1 << 20)},
+		{"FrameBodyGrace", cfg.FrameBodyGrace, 2 * time.Second},
 		{"Handshake.RatePerMinute", cfg.Handshake.RatePerMinute, 6e6},
 		{"Handshake.Burst", cfg.Handshake.Burst, 1e6},
 		{"Handshake.GlobalRatePerSecond", cfg.Handshake.GlobalRatePerSecond, 100000.5},
@@ -138,6 +143,53 @@ func TestConfigFromEnvReadsEveryVariable(t *testing.T) {
 	golden(t, "config_line_env.golden", ConfigLine(cfg)+"\n")
 }
 
+// TestConfigFromEnvDefaultsOfNewVariables: the frame budget, body rate and
+// grace this server adds, unset.
+func TestConfigFromEnvDefaultsOfNewVariables(t *testing.T) {
+	cfg, err := ConfigFromEnv(envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxInflightFrameBytes != 64<<20 || cfg.MinFrameBodyRate != 4096 || cfg.FrameBodyGrace != 5*time.Second {
+		t.Errorf("budget %d rate %d grace %v", cfg.MaxInflightFrameBytes, cfg.MinFrameBodyRate, cfg.FrameBodyGrace)
+	}
+	for _, v := range []string{"0", "1048575", "1099511627777", "1e6", "-1", "64MiB"} {
+		_, err := ConfigFromEnv(envMap(map[string]string{"TCP_MAX_INFLIGHT_FRAME_BYTES": v}))
+		if err == nil || !strings.Contains(err.Error(), `TCP_MAX_INFLIGHT_FRAME_BYTES="`+v+`": must be a whole number of bytes from 1048576`) {
+			t.Errorf("TCP_MAX_INFLIGHT_FRAME_BYTES=%s: %v", v, err)
+		}
+	}
+	for _, v := range []string{"1048576", "1099511627776"} {
+		if _, err := ConfigFromEnv(envMap(map[string]string{"TCP_MAX_INFLIGHT_FRAME_BYTES": v})); err != nil {
+			t.Errorf("TCP_MAX_INFLIGHT_FRAME_BYTES=%s: %v", v, err)
+		}
+	}
+}
+
+// TestConfigFromEnvRejectsUnsupported: upstream variables this server has
+// nothing to apply to stop start-up, each named with its value and why.
+func TestConfigFromEnvRejectsUnsupported(t *testing.T) {
+	env := map[string]string{}
+	for _, v := range UnsupportedEnvVars {
+		env[v] = "300"
+	}
+	_, err := ConfigFromEnv(envMap(env))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, v := range UnsupportedEnvVars {
+		if !strings.Contains(err.Error(), v+`="300": not supported by the reference server (`) {
+			t.Errorf("error does not refuse %s:\n%v", v, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "mTLS DNS pin cache") || !strings.Contains(err.Error(), "application-key cache") {
+		t.Errorf("error does not say why: %v", err)
+	}
+	if _, err := ConfigFromEnv(envMap(map[string]string{"TCP_MTLS_DNS_PIN_CACHE_MAX_ENTRIES": " "})); err != nil {
+		t.Errorf("a blank value counts as unset: %v", err)
+	}
+}
+
 func TestConfigFromEnvBlankMeansUnset(t *testing.T) {
 	cfg, err := ConfigFromEnv(envMap(map[string]string{"TCP_MAX_CONNECTIONS": "  ", "PUBLIC_READ_BURST": ""}))
 	if err != nil || cfg.MaxConnections != DefaultMaxConnections || cfg.PublicRead.Burst != 100 {
@@ -152,6 +204,8 @@ func TestConfigFromEnvReportsAllBadValuesAtOnce(t *testing.T) {
 		"TCP_PORT": "65536", "TCP_MAX_CONNECTIONS": "0", "TCP_HANDSHAKE_TIMEOUT_SECONDS": "-1",
 		"TCP_HANDSHAKE_CONCURRENCY": "4294967296", "TCP_IDLE_TIMEOUT_SECONDS": "1.5", "TCP_IO_TIMEOUT_SECONDS": "abc",
 		"TCP_MAX_INFLIGHT_FRAMES": "0", "TCP_WRITE_QUEUE_BOUND": "x", "TCP_LISTEN_BACKLOG": "-5",
+		"TCP_MAX_INFLIGHT_FRAME_BYTES": "1048575", "TCP_MIN_FRAME_BODY_BYTES_PER_SECOND": "1048577",
+		"TCP_FRAME_BODY_GRACE_SECONDS":  "0",
 		"TCP_HANDSHAKE_RATE_PER_MINUTE": "0", "TCP_HANDSHAKE_BURST": "0", "TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND": "nan",
 		"TCP_HANDSHAKE_GLOBAL_BURST": "1e3", "TCP_HANDSHAKE_OVERFLOW_RATE_PER_SECOND": "inf",
 		"TCP_HANDSHAKE_OVERFLOW_BURST": "-1", "TCP_HANDSHAKE_DISTINCT_SOURCE_THRESHOLD": "18446744073709551616",
@@ -179,7 +233,8 @@ func TestConfigFromEnvReportsAllBadValuesAtOnce(t *testing.T) {
 	}
 	for _, accepted := range []string{"must be a whole number from 1 to 65535", "must be a whole number greater than 0",
 		"must be a finite number greater than 0", "must be a whole number from 1 to 128", "must be a whole number of seconds",
-		"is not an IP address or CIDR"} {
+		"is not an IP address or CIDR", "must be a whole number of bytes from 1048576 (one frame of the maximum size) to 1099511627776",
+		"must be a whole number from 1 to 1048576"} {
 		if !strings.Contains(msg, accepted) {
 			t.Errorf("error does not say %q:\n%s", accepted, msg)
 		}
@@ -196,8 +251,9 @@ func TestConfigValidate(t *testing.T) {
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("zero Config: %v", err)
 	}
-	err := Config{IOTimeout: -1, MaxInflightFrames: -2, PublicRead: admit.LimiterConfig{Burst: -1}}.Validate()
-	for _, want := range []string{"IOTimeout", "MaxInflightFrames", "PublicRead"} {
+	err := Config{IOTimeout: -1, MaxInflightFrames: -2, PublicRead: admit.LimiterConfig{Burst: -1},
+		MaxInflightFrameBytes: 1<<20 - 1, FrameBodyGrace: -1}.Validate()
+	for _, want := range []string{"IOTimeout", "MaxInflightFrames", "PublicRead", "MaxInflightFrameBytes is 1048575", "FrameBodyGrace"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate does not report %s: %v", want, err)
 		}
@@ -220,13 +276,18 @@ func TestRustDuration(t *testing.T) {
 }
 
 func TestConfigShareSumsToTheTotal(t *testing.T) {
-	base := Config{MaxConnections: 1001, HandshakeConcurrency: 5}.WithDefaults()
+	base := Config{MaxConnections: 1001, HandshakeConcurrency: 5, MaxInflightFrameBytes: 5<<20 + 3}.WithDefaults()
 	for _, n := range []int{1, 2, 3, 7} {
 		var conns uint64
 		var conc int
 		var gBurst float64
+		var budget int64
 		for i := range n {
 			c := base.Share(n, i)
+			budget += c.MaxInflightFrameBytes
+			if c.MaxInflightFrameBytes < 1<<20 {
+				t.Errorf("n=%d: child %d's frame budget %d is below one maximum frame", n, i, c.MaxInflightFrameBytes)
+			}
 			conns += c.MaxConnections
 			conc += c.HandshakeConcurrency
 			gBurst += c.Handshake.GlobalBurst
@@ -236,6 +297,9 @@ func TestConfigShareSumsToTheTotal(t *testing.T) {
 		}
 		if conns != 1001 || gBurst != base.Handshake.GlobalBurst {
 			t.Errorf("n=%d: max connections sum %d, global burst sum %v; want 1001 and %v", n, conns, gBurst, base.Handshake.GlobalBurst)
+		}
+		if n <= 5 && budget != base.MaxInflightFrameBytes {
+			t.Errorf("n=%d: frame budgets sum to %d, want %d", n, budget, base.MaxInflightFrameBytes)
 		}
 		if n <= 5 && conc != 5 {
 			t.Errorf("n=%d: handshake concurrency sums to %d, want 5", n, conc)
@@ -250,6 +314,9 @@ func FuzzConfigFromEnv(f *testing.F) {
 	f.Add("TCP_MAX_CONNECTIONS", "10", "PUBLIC_READ_TRUSTED_PROXIES", "::1,10.0.0.0/8")
 	f.Add("TCP_HANDSHAKE_IPV6_PREFIX", "0", "TCP_IO_TIMEOUT_SECONDS", "9223372037")
 	f.Add("TCP_PORT", "+80", "PUBLIC_READ_GLOBAL_RATE_PER_SECOND", "1e-300")
+	f.Add("TCP_MAX_INFLIGHT_FRAME_BYTES", "1048576", "TCP_MIN_FRAME_BODY_BYTES_PER_SECOND", "1048577")
+	f.Add("TCP_MAX_INFLIGHT_FRAME_BYTES", "1099511627777", "TCP_FRAME_BODY_GRACE_SECONDS", "0")
+	f.Add("TCP_MTLS_DNS_PIN_CACHE_MAX_ENTRIES", "10000", "PUBKEY_CACHE_MAX_BYTES", " ")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		cfg, err := ConfigFromEnv(envMap(map[string]string{k1: v1, k2: v2}))
 		if err != nil {

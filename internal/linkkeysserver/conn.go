@@ -66,13 +66,14 @@ func (rb *rbuf) fill(src io.Reader) error {
 // conn is one established connection. A parked connection holds this struct,
 // the tls.Conn and the socket, nothing else: no goroutine, no buffers.
 type conn struct {
-	srv   *Server
-	nc    net.Conn
-	tc    *tls.Conn
-	fd    int32
-	gen   uint32
-	state atomic.Uint32
-	armed bool // registered in the poller's epoll set (possibly disabled)
+	srv    *Server
+	nc     net.Conn
+	tc     *tls.Conn
+	fd     int32
+	gen    uint32
+	state  atomic.Uint32
+	armed  bool // registered in the poller's epoll set (possibly disabled)
+	noPark bool // the poller refused it once: keep the goroutine
 
 	pre   [4]byte // landing area of a wait's first bytes, before a buffer is taken
 	rb    *rbuf   // read buffer, only while unread bytes are buffered
@@ -170,8 +171,8 @@ func (c *conn) serve() {
 	for {
 		if c.buffered() < 4 {
 			if pending > 0 {
-				if !c.flush() {
-					c.finish(false)
+				if why, ok := c.flush(); !ok {
+					c.finish(false, why)
 					return
 				}
 				pending = 0
@@ -181,7 +182,7 @@ func (c *conn) serve() {
 				c.idleFresh = false
 			}
 			c.releaseRead()
-			switch c.waitPrefix() {
+			switch res, why := c.waitPrefix(); res {
 			case waitData:
 			case waitPark:
 				if c.park() {
@@ -189,7 +190,7 @@ func (c *conn) serve() {
 				}
 				continue
 			default:
-				c.finish(false)
+				c.finish(false, why)
 				return
 			}
 		}
@@ -200,13 +201,13 @@ func (c *conn) serve() {
 			// Checked before any allocation; no response, the stream
 			// cannot be resynchronised.
 			s.logger.Debug("linkkeysserver: oversized frame", "peer", c.peer, "len", n)
-			c.finish(pending > 0)
+			c.finish(pending > 0, closeOversizedFrame)
 			return
 		}
 		c.lastRead = s.mono()
-		body, inPlace, ok := c.readBody(int(n))
+		body, inPlace, why, ok := c.readBody(int(n))
 		if !ok {
-			c.finish(pending > 0)
+			c.finish(pending > 0, why)
 			return
 		}
 		out := c.outBuf()
@@ -219,12 +220,15 @@ func (c *conn) serve() {
 		c.idleFresh = true
 		pending++
 		if closeAfter {
-			c.finish(true)
+			// The response would exceed the frame limit: like upstream's
+			// writer, send the responses before it, then close.
+			s.logger.Debug("linkkeysserver: response too large; closing", "peer", c.peer)
+			c.finish(true, closeOversizedResponse)
 			return
 		}
 		if pending >= flushAt {
-			if !c.flush() {
-				c.finish(false)
+			if why, ok := c.flush(); !ok {
+				c.finish(false, why)
 				return
 			}
 			pending = 0
@@ -232,54 +236,193 @@ func (c *conn) serve() {
 	}
 }
 
-// readBody reads an n-byte frame body under the I/O timeout. A body that
-// fits the read buffer is returned in place (valid until the buffer is read
-// again; inPlace reports it); a larger one gets a buffer of exactly n bytes.
-// frame_buffer_bytes counts n from the accepted prefix until the body is
-// handed to dispatch or the read fails.
-func (c *conn) readBody(n int) (body []byte, inPlace, ok bool) {
+// readBody reads an n-byte frame body. A body already buffered whole is
+// returned in place at once: nothing of it waits on the wire, so it holds no
+// part of the frame budget. Otherwise the body first reserves n bytes of
+// TCP_MAX_INFLIGHT_FRAME_BYTES (frame_buffer_bytes counts them until the body
+// is handed to dispatch or the read fails; a frame that does not fit closes
+// the connection, closed_frame_budget), then is read under a bodyPacer: the
+// whole body within TCP_IO_TIMEOUT_SECONDS of its prefix, and at least the
+// minimum rate in every grace window. A body that fits the read buffer is
+// returned in place (valid until the buffer is read again; inPlace reports
+// it); a larger one gets a buffer of exactly n bytes.
+func (c *conn) readBody(n int) (body []byte, inPlace bool, why closeReason, ok bool) {
 	s := c.srv
-	s.m.frameBuf.Add(int64(n))
-	defer s.m.frameBuf.Add(-int64(n))
 	rb := c.rb
-	if n <= len(rb.b) {
-		for rb.w-rb.r < n {
-			c.ensureReadDeadline()
-			if err := rb.fill(c.tc); err != nil {
-				s.logger.Debug("linkkeysserver: frame body read failed", "peer", c.peer, "err", err)
-				return nil, false, false
-			}
+	if rb.w-rb.r < n && n <= len(rb.b) {
+		// The rest of the record the prefix came in may already sit in the
+		// tls.Conn (a woken connection reads its first 4 bytes alone): take
+		// what is there, with a deadline in the past so that no read waits.
+		c.rdl = 0
+		_ = c.nc.SetReadDeadline(s.epoch)
+		for rb.w-rb.r < n && rb.fill(c.tc) == nil {
 		}
-		return rb.b[rb.r : rb.r+n], true, true
 	}
-	body = make([]byte, n)
-	got := copy(body, rb.b[rb.r:rb.w])
-	rb.r += got
-	c.ensureReadDeadline()
-	if _, err := io.ReadFull(c.tc, body[got:]); err != nil {
-		s.logger.Debug("linkkeysserver: frame body read failed", "peer", c.peer, "err", err)
-		return nil, false, false
+	if rb.w-rb.r >= n {
+		return rb.b[rb.r : rb.r+n], true, 0, true
 	}
-	return body, false, true
+	if !s.reserveFrameBytes(n) {
+		s.logger.Debug("linkkeysserver: frame budget exhausted; closing", "peer", c.peer, "len", n,
+			"budget", s.cfg.MaxInflightFrameBytes)
+		return nil, false, closeFrameBudget, false
+	}
+	defer s.m.frameBuf.Add(-int64(n))
+	small := n <= len(rb.b)
+	got := rb.w - rb.r
+	if !small {
+		body = make([]byte, n)
+		copy(body, rb.b[rb.r:rb.w])
+		rb.r = rb.w
+	}
+	p := c.newBodyPacer(n, got)
+	for got < n {
+		if why, ok := p.arm(); !ok {
+			return nil, false, why, false
+		}
+		var k int
+		var err error
+		if small {
+			before := rb.w - rb.r
+			err = rb.fill(c.tc)
+			k = rb.w - rb.r - before
+		} else {
+			k, err = c.tc.Read(body[got:])
+		}
+		got += k
+		if why, ok := p.step(got, err); !ok {
+			s.logger.Debug("linkkeysserver: frame body read failed", "peer", c.peer, "len", n, "got", got, "err", err, "reason", why)
+			return nil, false, why, false
+		}
+	}
+	if small {
+		return rb.b[rb.r : rb.r+n], true, 0, true
+	}
+	return body, false, 0, true
 }
 
-// slack is how far past the I/O timeout a body read or write may run: the
-// deadline is renewed only when less than IOTimeout or more than
-// IOTimeout+slack is left, so a busy connection resets it about once per
-// slack period rather than per frame.
-func (s *Server) slack() int64 {
-	return int64(min(s.cfg.IOTimeout/8, time.Second))
+// reserveFrameBytes adds n to frame_buffer_bytes unless that would exceed
+// TCP_MAX_INFLIGHT_FRAME_BYTES, so the gauge never passes the budget.
+func (s *Server) reserveFrameBytes(n int) bool {
+	for {
+		cur := s.m.frameBuf.Load()
+		if cur+int64(n) > s.cfg.MaxInflightFrameBytes {
+			return false
+		}
+		if s.m.frameBuf.CompareAndSwap(cur, cur+int64(n)) {
+			return true
+		}
+	}
 }
 
-// ensureReadDeadline puts the read deadline between IOTimeout and
-// IOTimeout+slack away.
-func (c *conn) ensureReadDeadline() {
+// bodyPacer enforces the deadlines of one frame body: all of it within
+// IOTimeout of the prefix (closed_io_timeout), and in each window of
+// FrameBodyGrace from the prefix at least MinFrameBodyRate x FrameBodyGrace
+// bytes, or the rest of the body when that is less (closed_slow_frame_body).
+// A client that sends all of a large frame but its last byte meets the
+// second rule one window after it stops, not at the I/O timeout.
+type bodyPacer struct {
+	c         *conn
+	n         int   // body length
+	deadline  int64 // mono: the whole body by then
+	winEnd    int64 // mono: end of the current window
+	winStart  int   // bytes read when the window began
+	need      int   // bytes the window must bring
+	rearm     bool  // the deadline was moved by someone else (Shutdown)
+	grace     int64
+	ratePerWn int
+}
+
+func (c *conn) newBodyPacer(n, got int) *bodyPacer {
 	s := c.srv
 	now := s.mono()
-	if left := c.rdl - now; left < int64(s.cfg.IOTimeout) || left > int64(s.cfg.IOTimeout)+s.slack() {
-		c.rdl = now + int64(s.cfg.IOTimeout) + s.slack()
-		_ = c.nc.SetReadDeadline(s.wall(c.rdl))
+	perWindow := max(1, min(float64(s.cfg.MinFrameBodyRate)*s.cfg.FrameBodyGrace.Seconds(), linkkeys.MaxFrameSize+1))
+	p := &bodyPacer{c: c, n: n, deadline: now + int64(s.cfg.IOTimeout), grace: int64(s.cfg.FrameBodyGrace),
+		ratePerWn: int(perWindow)}
+	p.openWindow(now, got)
+	return p
+}
+
+func (p *bodyPacer) openWindow(now int64, got int) {
+	p.winEnd, p.winStart, p.need = now+p.grace, got, min(p.ratePerWn, p.n-got)
+}
+
+// arm sets the read deadline to the nearer of the body deadline and the
+// window's end; it changes only once per window.
+func (p *bodyPacer) arm() (closeReason, bool) {
+	c := p.c
+	s := c.srv
+	target := min(p.deadline, p.winEnd)
+	if c.rdl != target || p.rearm {
+		c.rdl, p.rearm = target, false
+		_ = c.nc.SetReadDeadline(s.wall(target))
 	}
+	if s.closing.Load() { // Shutdown's interrupt may have been overwritten
+		return closeShutdown, false
+	}
+	return 0, true
+}
+
+// step accounts for one read that brought the body to got bytes and ended
+// with err.
+func (p *bodyPacer) step(got int, err error) (closeReason, bool) {
+	c := p.c
+	s := c.srv
+	now := s.mono()
+	if now >= p.winEnd && got < p.n {
+		if got-p.winStart < p.need {
+			return closeSlowBody, false
+		}
+		p.openWindow(now, got)
+	}
+	if err == nil {
+		return 0, true
+	}
+	if !isTimeout(err) {
+		return c.readFailure(err, true), false
+	}
+	switch {
+	case s.closing.Load():
+		return closeShutdown, false
+	case now >= p.deadline:
+		return closeIOTimeout, false
+	}
+	// Early: the window ended (handled above) or Shutdown moved the
+	// deadline; set it again.
+	p.rearm = true
+	return 0, true
+}
+
+// readFailure classifies a read error other than a timeout: the stream
+// ending inside a frame (inFrame, or a partial prefix buffered) or a TLS
+// record the server cannot read is a malformed request; EOF or a reset
+// between frames is the peer's doing; anything while the server shuts down
+// is the shutdown.
+func (c *conn) readFailure(err error, inFrame bool) closeReason {
+	if c.srv.closing.Load() || errors.Is(err, net.ErrClosed) {
+		return closeShutdown
+	}
+	var rh tls.RecordHeaderError
+	var op *net.OpError
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		if inFrame || c.buffered() > 0 {
+			return closeMalformed
+		}
+		return closePeer
+	case errors.As(err, &rh), errors.As(err, &op) && op.Op == "local error":
+		// crypto/tls reports records it cannot decrypt or parse as a
+		// "local error" alert it sends back.
+		return closeMalformed
+	}
+	return closePeer
+}
+
+// slack is how far past the I/O timeout a write may run: the deadline is
+// renewed only when less than IOTimeout or more than IOTimeout+slack is
+// left, so a busy connection resets it about once per slack period rather
+// than per frame.
+func (s *Server) slack() int64 {
+	return int64(min(s.cfg.IOTimeout/8, time.Second))
 }
 
 // waitPrefix waits until a whole 4-byte prefix is buffered, under the idle
@@ -289,26 +432,27 @@ func (c *conn) ensureReadDeadline() {
 // timed out, which proves the tls.Conn holds no decrypted bytes and no whole
 // record (Go's tls.Conn serves those before touching the socket), so the
 // socket's readability is a complete wake-up signal. Deadlines are set
-// lazily: one that fires before it is due is simply re-armed.
-func (c *conn) waitPrefix() int {
+// lazily: one that fires before it is due is simply re-armed. With
+// waitClose it says why.
+func (c *conn) waitPrefix() (int, closeReason) {
 	s := c.srv
 	idle := int64(s.cfg.IdleTimeout)
 	parkAfter := int64(s.cfg.ParkAfter)
 	for c.buffered() < 4 {
 		idleEnd := c.idleStart + idle
 		target := idleEnd
-		canPark := s.poller != nil && c.buffered() == 0
+		canPark := s.poller != nil && !c.noPark && c.buffered() == 0
 		if canPark {
 			target = min(target, c.lastRead+parkAfter)
 		}
 		if s.closing.Load() && c.buffered() == 0 {
-			return waitClose
+			return waitClose, closeShutdown
 		}
 		if now := s.mono(); c.rdl > target || c.rdl <= now {
 			c.rdl = target
 			_ = c.nc.SetReadDeadline(s.wall(target))
 			if s.closing.Load() && c.buffered() == 0 {
-				return waitClose // Shutdown's interrupt may have been overwritten
+				return waitClose, closeShutdown // Shutdown's interrupt may have been overwritten
 			}
 		}
 		var err error
@@ -329,31 +473,32 @@ func (c *conn) waitPrefix() int {
 			continue
 		}
 		if !isTimeout(err) {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				s.logger.Debug("linkkeysserver: read failed", "peer", c.peer, "err", err)
+			why := c.readFailure(err, false)
+			if why != closePeer || !errors.Is(err, io.EOF) {
+				s.logger.Debug("linkkeysserver: read failed", "peer", c.peer, "err", err, "reason", why)
 			}
-			return waitClose
+			return waitClose, why
 		}
 		now := s.mono()
 		switch {
 		case s.closing.Load() && c.buffered() == 0:
-			return waitClose
+			return waitClose, closeShutdown
 		case now >= idleEnd:
 			s.logger.Debug("linkkeysserver: idle timeout", "peer", c.peer)
-			return waitClose
+			return waitClose, closeIdleTimeout
 		case canPark && now >= c.lastRead+parkAfter:
-			return waitPark
+			return waitPark, 0
 		}
 	}
-	return waitData
+	return waitData, 0
 }
 
 // flush writes the pending responses with one TLS write under the I/O
-// timeout and releases the buffer.
-func (c *conn) flush() bool {
+// timeout and releases the buffer. On failure it says why.
+func (c *conn) flush() (closeReason, bool) {
 	s := c.srv
 	if c.out == nil || len(*c.out) == 0 {
-		return true
+		return 0, true
 	}
 	now := s.mono()
 	if left := c.wdl - now; left < int64(s.cfg.IOTimeout) || left > int64(s.cfg.IOTimeout)+s.slack() {
@@ -364,14 +509,21 @@ func (c *conn) flush() bool {
 	c.releaseOut()
 	if err != nil {
 		s.logger.Debug("linkkeysserver: write failed", "peer", c.peer, "err", err)
-		return false
+		switch {
+		case s.closing.Load() || errors.Is(err, net.ErrClosed):
+			return closeShutdown, false
+		case isTimeout(err):
+			return closeIOTimeout, false
+		}
+		return closePeer, false
 	}
-	return true
+	return 0, true
 }
 
-// finish ends an active connection: like upstream's writer stage, it first
-// writes the responses already produced when flush is set.
-func (c *conn) finish(flush bool) {
+// finish ends an active connection for the reason why: like upstream's
+// writer stage, it first writes the responses already produced when flush
+// is set.
+func (c *conn) finish(flush bool, why closeReason) {
 	if flush {
 		c.flush()
 	}
@@ -381,39 +533,41 @@ func (c *conn) finish(flush bool) {
 		rbufPool.Put(c.rb)
 		c.rb = nil
 	}
-	c.close()
+	c.close(why)
 }
 
 // park hands the connection to the poller: its goroutine exits and the
 // socket waits in the epoll set, with its idle deadline in the wheel. It
-// returns false when the connection became readable while parking; the
-// caller then keeps serving. Only called with nothing buffered in the read
-// buffer, after a read timed out (so the tls.Conn holds no decrypted bytes
-// either).
+// returns false when the connection became readable while parking, or
+// cannot be parked; the caller then keeps serving. Only called with nothing
+// buffered in the read buffer, after a read timed out (so the tls.Conn holds
+// no decrypted bytes either).
 func (c *conn) park() bool {
 	s := c.srv
 	p := s.poller
 	c.state.Store(stateParking)
 	if s.closing.Load() {
 		c.state.Store(stateActive)
-		c.close()
+		c.close(closeShutdown)
 		return true
 	}
 	s.m.parked.Add(1)
 	p.wheelAdd(c, c.idleStart+int64(s.cfg.IdleTimeout))
 	if err := p.arm(c); err != nil {
-		s.logger.Warn("linkkeysserver: cannot park connection; closing it", "peer", c.peer, "err", err)
+		// Keep the connection, with its goroutine: closing it would drop
+		// a healthy client for the server's own trouble.
+		s.logger.Warn("linkkeysserver: cannot park connection; it keeps its goroutine", "peer", c.peer, "err", err)
 		p.wheelRemove(c)
 		s.m.parked.Add(-1)
 		c.state.Store(stateActive)
-		c.close()
-		return true
+		c.noPark = true
+		return false
 	}
 	// Nothing may touch c after a successful CAS: the poller may already
 	// have woken it into a new goroutine, or the wheel closed it.
 	if c.state.CompareAndSwap(stateParking, stateParked) {
 		if s.closing.Load() && c.state.CompareAndSwap(stateParked, stateClosed) {
-			c.closeParked()
+			c.closeParked(closeShutdown)
 		}
 		return true
 	}
@@ -450,23 +604,23 @@ func (c *conn) wake() {
 	}
 }
 
-// close tears down an active connection (called by its goroutine). No TLS
-// close_notify is sent, like upstream.
-func (c *conn) close() {
+// close tears down an active connection (called by its goroutine) for the
+// reason why. No TLS close_notify is sent, like upstream.
+func (c *conn) close(why closeReason) {
 	c.state.Store(stateClosed)
-	c.teardown()
+	c.teardown(why)
 }
 
 // closeParked tears down a connection that was parked; the caller won the
 // CAS from stateParked to stateClosed.
-func (c *conn) closeParked() {
+func (c *conn) closeParked(why closeReason) {
 	s := c.srv
 	s.m.parked.Add(-1)
 	s.poller.wheelRemove(c)
-	c.teardown()
+	c.teardown(why)
 }
 
-func (c *conn) teardown() {
+func (c *conn) teardown(why closeReason) {
 	s := c.srv
 	if s.poller != nil {
 		s.poller.disarm(c) // before close: the fd number may be reused at once
@@ -475,6 +629,7 @@ func (c *conn) teardown() {
 		s.table.clear(int(c.fd), c)
 	}
 	_ = c.nc.Close()
+	s.m.closed[why].Add(1)
 	s.m.established.Add(-1)
 	s.m.open.Add(-1)
 }

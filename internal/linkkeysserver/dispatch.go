@@ -88,12 +88,26 @@ func appendError(dst []byte, st linkkeys.Status, msg string) []byte {
 	return appendFramed(dst, &linkkeys.Response{Status: st, Error: msg, HasError: true})
 }
 
-// dispatch answers one frame body and appends the response frame to dst
-// (upstream's order: depth pre-scan of the frame, envelope decode, depth
-// pre-scan of the payload, API-key attempt limiter when auth is present,
-// then the op). closeConn reports a response too large to send: the
-// connection must close, as upstream's "Response frame too large".
+// dispatch answers one frame body and appends the response frame to dst.
+// closeConn reports a response too large to send (over the 1 MiB frame
+// limit): nothing is appended and the connection must close, as upstream's
+// writer fails with "Response frame too large". Any answer can be too large:
+// an error message quotes the request's service and op names, so an unknown
+// op of about 1 MiB gets an answer of 1 MiB and a few dozen bytes.
 func (s *Server) dispatch(dst, body []byte, c *conn) (out []byte, closeConn bool) {
+	start := len(dst)
+	out, closeConn = s.answer(dst, body, c)
+	if closeConn || len(out)-start-4 > linkkeys.MaxFrameSize {
+		return out[:start], true
+	}
+	return out, false
+}
+
+// answer appends the response frame to one frame body (the upstream order:
+// depth pre-scan of the frame, envelope decode, depth pre-scan of the
+// payload, API-key attempt limiter when auth is present, then the op).
+// closeConn reports a cached response too large to send.
+func (s *Server) answer(dst, body []byte, c *conn) (out []byte, closeConn bool) {
 	start := len(dst)
 	defer func() {
 		if r := recover(); r != nil {

@@ -69,9 +69,19 @@
 //
 // frame_buffer_bytes counts a frame's announced length from the accepted
 // prefix until the body is handed to dispatch (or the read fails), so it is
-// 0 on idle connections. Read buffers (4 KiB, pooled) are held only while
-// bytes of a frame are buffered, write buffers only while responses are
-// pending; larger bodies get a buffer of exactly their length.
+// 0 on idle connections; a frame whose body arrived with its prefix is
+// dispatched from the read buffer at once and not counted. The counted bytes
+// are a server-wide budget (TCP_MAX_INFLIGHT_FRAME_BYTES): a frame that must
+// wait for its body reserves its length before any buffer is allocated, and
+// one that does not fit closes its connection (the newest frame is shed).
+// Such a body must arrive within TCP_IO_TIMEOUT_SECONDS of its prefix and at
+// no less than TCP_MIN_FRAME_BODY_BYTES_PER_SECOND in each
+// TCP_FRAME_BODY_GRACE_SECONDS window, so stalled frames give their share of
+// the budget back within two windows. An answer over 1 MiB is never sent: the
+// answers before it go out and the connection closes. Read buffers (4 KiB,
+// pooled) are held only while bytes of a frame are buffered, write buffers
+// only while responses are pending; larger bodies get a buffer of exactly
+// their length.
 //
 // # Parking idle connections
 //
@@ -122,13 +132,17 @@
 //
 // # Metrics
 //
-// AppendMetricsLine writes the METRICS line in the upstream field order (elapsed_secs formatted like serde_json), followed by
-// established_total, parked_connections and rate_limited_responses;
-// ParseMetricsLine reads lines of this server and of the upstream Rust one.
-// NewPrometheusRegistry exposes the same counters and gauges plus limiter
-// and cache statistics as linkkeys_server_* CounterFuncs and GaugeFuncs.
-// MemoryReleaser returns freed heap memory to the OS after bursts (see
-// docs/benchmarks.md for what it saves on idle connections).
+// Server.Metrics returns a Snapshot: the METRICS line as a
+// linkkeys.MetricsLine (the upstream fields byte for byte in their order,
+// elapsed_secs formatted like serde_json, then established_total,
+// parked_connections, rate_limited_responses and one closed_* counter per
+// reason an established connection ended, so that established_total =
+// established_connections + the closed_* counters) plus the limiter and cache
+// statistics. NewPrometheusRegistry exposes the same fields, named by the
+// line's field table, plus the limiter and cache statistics as
+// linkkeys_server_* series. MemoryReleaser returns freed heap memory to the
+// OS after bursts (see docs/benchmarks.md for what it saves on idle
+// connections).
 //
 // # Several processes (--processes N)
 //

@@ -51,9 +51,10 @@ const (
 // per-source limits approximately; see there), TCP_MAX_CONNECTIONS is split
 // as whole connections summing exactly to the total (the kernel spreads
 // connections evenly by 4-tuple hash, so the cap holds to within that
-// spread), and the handshake concurrency is split the same way (at least one
-// each). Timeouts, frame bounds and the snapshot TTL are per connection or per
-// process and are not divided.
+// spread), the handshake concurrency and TCP_MAX_INFLIGHT_FRAME_BYTES are
+// split the same way (at least one slot, and one maximum-size frame, each).
+// Timeouts, per-connection frame bounds, the body rate and the snapshot TTL
+// are per connection or per process and are not divided.
 func (cfg Config) Share(n, i int) Config {
 	if n <= 1 {
 		return cfg
@@ -63,6 +64,7 @@ func (cfg Config) Share(n, i int) Config {
 	cfg.PublicRead = cfg.PublicRead.Share(n, i)
 	cfg.MaxConnections = splitCount(cfg.MaxConnections, n, i)
 	cfg.HandshakeConcurrency = int(max(1, splitCount(uint64(cfg.HandshakeConcurrency), n, i)))
+	cfg.MaxInflightFrameBytes = int64(max(linkkeys.MaxFrameSize, splitCount(uint64(cfg.MaxInflightFrameBytes), n, i)))
 	return cfg
 }
 
@@ -161,7 +163,7 @@ loop:
 				break loop
 			}
 			if c == childMetrics {
-				if err := WriteMetricsLine(opt.Stdout, srv.Metrics()); err != nil {
+				if err := linkkeys.WriteMetricsLine(opt.Stdout, srv.Metrics().MetricsLine); err != nil {
 					runErr = err
 					break loop
 				}
@@ -177,7 +179,7 @@ loop:
 	}
 	final := srv.Metrics()
 	final.Label = "final"
-	if err := WriteMetricsLine(opt.Stdout, final); err != nil && runErr == nil {
+	if err := linkkeys.WriteMetricsLine(opt.Stdout, final.MetricsLine); err != nil && runErr == nil {
 		runErr = err
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -291,7 +293,7 @@ func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
 	for sc.Scan() {
 		l := sc.Text()
 		switch {
-		case strings.HasPrefix(l, MetricsPrefix):
+		case strings.HasPrefix(l, linkkeys.MetricsPrefix):
 			c.lines <- l
 		case strings.HasPrefix(l, childReady+" "):
 			if p, err := strconv.Atoi(strings.TrimPrefix(l, childReady+" ")); err == nil {
@@ -344,7 +346,8 @@ func (sv *Supervisor) Snapshot(final bool, timeout time.Duration) ([]Snapshot, e
 		for !got {
 			select {
 			case l := <-c.lines:
-				s, err := ParseMetricsLine(l)
+				m, err := linkkeys.ParseMetricsLine(l)
+				s := Snapshot{MetricsLine: m}
 				if err != nil {
 					errs = append(errs, fmt.Errorf("child %d: %w", c.index, err))
 					continue
@@ -357,8 +360,8 @@ func (sv *Supervisor) Snapshot(final bool, timeout time.Duration) ([]Snapshot, e
 				// Drain what it printed before exiting.
 				select {
 				case l := <-c.lines:
-					if s, err := ParseMetricsLine(l); err == nil {
-						c.last, c.hasLast = s, true
+					if m, err := linkkeys.ParseMetricsLine(l); err == nil {
+						c.last, c.hasLast = Snapshot{MetricsLine: m}, true
 						got = true
 						continue
 					}

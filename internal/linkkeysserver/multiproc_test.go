@@ -126,7 +126,7 @@ func TestMultiProcessConnectionsLandOnEveryProcess(t *testing.T) {
 	}
 	for i, s := range final {
 		if s.Label != "final" || s.AcceptedConnections != per[i].AcceptedConnections {
-			t.Errorf("process %d final line %s", i, FormatMetricsLine(s))
+			t.Errorf("process %d final line %s", i, formatLine(s))
 		}
 	}
 	if err := sv.Wait(10 * time.Second); err != nil {

@@ -159,7 +159,7 @@ func (p *poller) expire(now int64) {
 	}
 	p.mu.Unlock()
 	for _, c := range due {
-		c.closeParked()
+		c.closeParked(closeIdleTimeout)
 	}
 }
 

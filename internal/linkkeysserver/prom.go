@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -12,9 +13,6 @@ import (
 // PrometheusNamespace prefixes every metric the server exports.
 const PrometheusNamespace = "linkkeys_server"
 
-// memoSnapshot takes at most one snapshot per short window, so the ~40
-// metric funcs of one scrape read one consistent snapshot (and the limiter
-// shards are locked once per scrape, not once per metric).
 // snapshotCollector exposes one Snapshot per scrape: every series of a scrape comes from the same
 // reading (so the accounting identity holds within a scrape), and every scrape reads afresh (so a
 // client comparing scrapes before and after a short run sees the run).
@@ -43,7 +41,8 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // NewPrometheusRegistry returns a registry exposing src's metrics: the
-// counters and gauges of the METRICS line, the two limiters' statistics
+// counters and gauges of the METRICS line (named by linkkeys.MetricsFields),
+// the two limiters' statistics
 // (label limiter="handshake" or "public_read") and the snapshot cache's, as
 // counters and gauges of one collector, plus the standard Go runtime and process
 // collectors when processCollectors is set. src is read once per scrape;
@@ -66,37 +65,22 @@ func NewPrometheusRegistry(src func() Snapshot, processCollectors bool) *prometh
 	}
 	u := func(v uint64) float64 { return float64(v) }
 
-	counter("accepted_connections_total", "Connections accepted (every accept()).", nil,
-		func(s Snapshot) float64 { return u(s.AcceptedConnections) })
-	gauge("open_connections", "Sockets open from accept to close, handshaking or established.", nil,
-		func(s Snapshot) float64 { return u(s.OpenConnections) })
-	gauge("established_connections", "Connections past the TLS handshake.", nil,
-		func(s Snapshot) float64 { return u(s.EstablishedConnections) })
-	gauge("parked_connections", "Established connections parked without a goroutine or buffers.", nil,
-		func(s Snapshot) float64 { return u(s.ParkedConnections) })
-	gauge("handshakes_in_progress", "Connections waiting for a handshake slot or in the TLS handshake.", nil,
-		func(s Snapshot) float64 { return u(s.HandshakesInProgress) })
-	counter("established_total", "TLS handshakes completed.", nil,
-		func(s Snapshot) float64 { return u(s.EstablishedTotal) })
-	counter("handshake_timeouts_total", "Handshake slot waits plus handshakes past TCP_HANDSHAKE_TIMEOUT_SECONDS.", nil,
-		func(s Snapshot) float64 { return u(s.HandshakeTimeouts) })
-	counter("handshake_rejections_total", "Failed TLS handshakes.", nil,
-		func(s Snapshot) float64 { return u(s.HandshakeRejections) })
-	shedHelp := "Connections closed before the TLS handshake, by reason."
-	counter("shed_connections_total", shedHelp, prometheus.Labels{"reason": "connection_limit"},
-		func(s Snapshot) float64 { return u(s.ShedConnectionLimit) })
-	counter("shed_connections_total", shedHelp, prometheus.Labels{"reason": "handshake_per_source"},
-		func(s Snapshot) float64 { return u(s.ShedHandshakePerSource) })
-	counter("shed_connections_total", shedHelp, prometheus.Labels{"reason": "handshake_overflow"},
-		func(s Snapshot) float64 { return u(s.ShedHandshakeOverflow) })
-	counter("shed_connections_total", shedHelp, prometheus.Labels{"reason": "handshake_global"},
-		func(s Snapshot) float64 { return u(s.ShedHandshakeGlobal) })
-	counter("frames_processed_total", "Frames dispatched, error responses included.", nil,
-		func(s Snapshot) float64 { return u(s.FramesProcessed) })
-	gauge("frame_buffer_bytes", "Bytes of frame bodies announced and not yet handed to dispatch.", nil,
-		func(s Snapshot) float64 { return u(s.FrameBufferBytes) })
-	counter("rate_limited_responses_total", "Public-read requests answered with status 7.", nil,
-		func(s Snapshot) float64 { return u(s.RateLimitedResponses) })
+	// The METRICS line's fields, from its one table. process_rss_bytes is
+	// 0 when unreadable.
+	for _, f := range linkkeys.MetricsFields() {
+		var labels prometheus.Labels
+		if f.PromLabel[0] != "" {
+			labels = prometheus.Labels{f.PromLabel[0]: f.PromLabel[1]}
+		}
+		kind := prometheus.CounterValue
+		if f.Kind == linkkeys.MetricGauge {
+			kind = prometheus.GaugeValue
+		}
+		add(kind, f.PromName, f.Help, labels, func(s Snapshot) float64 {
+			v, _ := f.Value(&s.MetricsLine)
+			return u(v)
+		})
+	}
 
 	checksHelp := "Limiter checks, by limiter and result."
 	for _, l := range []struct {
@@ -146,12 +130,6 @@ func NewPrometheusRegistry(src func() Snapshot, processCollectors bool) *prometh
 	gauge("snapshot_cache_bytes", "Snapshot cache bytes held.", nil,
 		func(s Snapshot) float64 { return float64(s.SnapshotCache.Bytes) })
 
-	gauge("process_rss_bytes", "Resident set size of the server process(es) (VmRSS).", nil, func(s Snapshot) float64 {
-		if s.ProcessRSSBytes == nil {
-			return 0
-		}
-		return float64(*s.ProcessRSSBytes)
-	})
 	reg.MustRegister(c)
 	if processCollectors {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -5,15 +5,9 @@ import (
 	"io"
 	"runtime/debug"
 	"time"
-)
 
-// WriteMetricsLine writes s as one METRICS line with a newline.
-func WriteMetricsLine(w io.Writer, s Snapshot) error {
-	b := AppendMetricsLine(make([]byte, 0, 512), s)
-	b = append(b, '\n')
-	_, err := w.Write(b)
-	return err
-}
+	"github.com/loadproof/loadproof/internal/linkkeys"
+)
 
 // MetricsLoop prints a "running" METRICS line from snap at once and then
 // every interval (at least one second, as upstream). After each line, when
@@ -27,7 +21,7 @@ func MetricsLoop(ctx context.Context, w io.Writer, interval, duration time.Durat
 	for {
 		s := snap()
 		s.Label = "running"
-		if err := WriteMetricsLine(w, s); err != nil {
+		if err := linkkeys.WriteMetricsLine(w, s.MetricsLine); err != nil {
 			return err
 		}
 		if duration > 0 && time.Duration(int64(s.ElapsedSecs))*time.Second >= duration {

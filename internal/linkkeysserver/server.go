@@ -270,7 +270,7 @@ func (s *Server) handshake(nc net.Conn, peer netip.Addr) {
 	s.m.establishedTotal.Add(1)
 	s.m.handshaking.Add(-1)
 	if !c.state.CompareAndSwap(stateHandshaking, stateActive) {
-		c.close() // Shutdown or Close got there first
+		c.close(closeShutdown) // Shutdown or Close got there first
 		return
 	}
 	c.serve()
@@ -308,7 +308,7 @@ func isTemporaryAccept(err error) bool {
 // ProcessRSSBytes are filled in: ElapsedSecs from the first Serve, RSS from
 // /proc/self/status.
 func (s *Server) Metrics() Snapshot {
-	snap := s.m.snapshot()
+	snap := Snapshot{MetricsLine: s.m.line()}
 	snap.Label = "running"
 	if s.init() == nil {
 		snap.ElapsedSecs = time.Since(s.epoch).Seconds()
@@ -345,7 +345,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	now := time.Now()
 	s.table.each(func(c *conn) {
 		if c.state.CompareAndSwap(stateParked, stateClosed) {
-			c.closeParked()
+			c.closeParked(closeShutdown)
 			return
 		}
 		if c.state.Load() == stateHandshaking {
@@ -385,7 +385,7 @@ func (s *Server) Close() error {
 	s.beginClose()
 	s.table.each(func(c *conn) {
 		if c.state.CompareAndSwap(stateParked, stateClosed) {
-			c.closeParked()
+			c.closeParked(closeShutdown)
 			return
 		}
 		_ = c.nc.Close() // the serving goroutine notices and cleans up

@@ -428,14 +428,14 @@ func TestAdmissionAccountingIsExact(t *testing.T) {
 			m.AcceptedConnections, m.EstablishedTotal, m.HandshakeRejections, m.HandshakeTimeouts, m.ShedConnectionLimit,
 			m.ShedHandshakePerSource, m.ShedHandshakeOverflow, m.ShedHandshakeGlobal, m.Pending())
 	}
-	want := Snapshot{AcceptedConnections: 10, EstablishedTotal: 5, HandshakeRejections: 1, HandshakeTimeouts: 1,
+	want := linkkeys.MetricsLine{AcceptedConnections: 10, EstablishedTotal: 5, HandshakeRejections: 1, HandshakeTimeouts: 1,
 		ShedConnectionLimit: 1, ShedHandshakePerSource: 1, ShedHandshakeOverflow: 1}
-	got := Snapshot{AcceptedConnections: m.AcceptedConnections, EstablishedTotal: m.EstablishedTotal,
+	got := linkkeys.MetricsLine{AcceptedConnections: m.AcceptedConnections, EstablishedTotal: m.EstablishedTotal,
 		HandshakeRejections: m.HandshakeRejections, HandshakeTimeouts: m.HandshakeTimeouts,
 		ShedHandshakePerSource: m.ShedHandshakePerSource, ShedHandshakeOverflow: m.ShedHandshakeOverflow,
 		ShedHandshakeGlobal: m.ShedHandshakeGlobal, ShedConnectionLimit: m.ShedConnectionLimit}
-	if FormatMetricsLine(got) != FormatMetricsLine(want) {
-		t.Errorf("counters\n got %s\nwant %s", FormatMetricsLine(got), FormatMetricsLine(want))
+	if linkkeys.FormatMetricsLine(got) != linkkeys.FormatMetricsLine(want) {
+		t.Errorf("counters\n got %s\nwant %s", linkkeys.FormatMetricsLine(got), linkkeys.FormatMetricsLine(want))
 	}
 	if m.HandshakeLimiter.ProtectionModeEntries != 1 {
 		t.Errorf("protection_mode_entries %d, want 1", m.HandshakeLimiter.ProtectionModeEntries)
@@ -558,7 +558,7 @@ func TestShutdown(t *testing.T) {
 		t.Errorf("Serve returned %v, want ErrServerClosed", err)
 	}
 	if m := ts.Metrics(); m.OpenConnections != 0 || m.EstablishedConnections != 0 || m.ParkedConnections != 0 || m.Pending() != 0 {
-		t.Errorf("after Shutdown: %s", FormatMetricsLine(m))
+		t.Errorf("after Shutdown: %s", formatLine(m))
 	}
 	parked.expectClosed()
 	active.expectClosed()

@@ -87,9 +87,10 @@ func connectionsDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 	if h := r.Hold; h != nil {
 		fmt.Fprintf(w, "  held: %d connections at once for %ds after the last attempt (ramp %s, %d process(es)); %d still established at the end of the hold (%d closed by the server); client RSS %.2f KiB per held connection\n",
 			h.Held, h.HoldSecs, lkr.FormatRustDuration(time.Duration(h.RampTime)), max(len(r.Segments), 1), h.StillOpen, h.Held-h.StillOpen, h.BytesPerConn/1024)
+		writeHoldLoss(w, r.TargetInfo, h)
 	}
 	writeLatency(w, "connect+handshake latency", a.Latency)
-	writeCPU(w, r, a.Attempted, "attempt")
+	writeCPU(w, r)
 }
 
 // handshakeDone prints the DONE line and our summary lines.
@@ -110,7 +111,7 @@ func handshakeDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 	if r.Attempts != nil {
 		writeLatency(w, "connect+handshake latency", r.Attempts.Latency)
 	}
-	writeCPU(w, r, h.Completed, "handshake")
+	writeCPU(w, r)
 }
 
 // requestDone prints the DONE line, the NOTE when there were errors, and our summary lines.
@@ -133,7 +134,7 @@ func requestDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 	} else {
 		writeLatency(w, fmt.Sprintf("latency (pipeline %d)", max(p.Pipeline, 1)), q.Latency)
 	}
-	writeCPU(w, r, q.Completed, "request")
+	writeCPU(w, r)
 }
 
 // ddosDone prints the DONE line, the paragraph, and our lines (denial reasons, latency, CPU).
@@ -149,24 +150,66 @@ func ddosDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 		fmt.Fprintf(w, "  denial reasons: %s\n", lkr.FormatRustMap(a.Reasons))
 	}
 	writeLatency(w, "connect+handshake latency (allowed)", a.Latency)
-	writeCPU(w, r, a.Attempted, "attempt")
+	writeCPU(w, r)
+}
+
+// writeHoldLoss prints the LOST line: how many held connections ended during the hold, when, and
+// why as far as the client saw. Nothing when the hold was held.
+func writeHoldLoss(w io.Writer, t lkr.Target, h *lkr.Hold) {
+	l := h.Loss
+	if l == nil {
+		return
+	}
+	when := "at times the client did not see"
+	switch first, last := sinceHold(l.First, h.Start), sinceHold(l.Last, h.Start); {
+	case l.First.IsZero():
+	case first == last:
+		when = "all " + first
+	default:
+		when = "the first " + first + ", the last " + last
+	}
+	fmt.Fprintf(w, "  LOST: %d of %d held connections ended during the hold (%s), %s", l.Lost, h.Held, lkr.FormatRustMap(l.Reasons), when)
+	if l.ServerGone {
+		fmt.Fprintf(w, "; the server process (pid %d) is no longer running", t.PID)
+	}
+	fmt.Fprintf(w, "; the hold was not held (it lasted %s of %ds)\n", lkr.FormatRustDuration(time.Duration(h.Lasted).Round(time.Millisecond)), h.HoldSecs)
+}
+
+// sinceHold renders t relative to the start of the hold, to the millisecond.
+func sinceHold(t, start time.Time) string {
+	if start.IsZero() {
+		return "at " + t.UTC().Format(time.RFC3339Nano)
+	}
+	d := t.Sub(start).Round(time.Millisecond)
+	switch {
+	case d < 0:
+		return lkr.FormatRustDuration(-d) + " before it began"
+	case d == 0:
+		return "within 1ms of its start"
+	}
+	return lkr.FormatRustDuration(d) + " after it began"
 }
 
 // writeCPU prints where the CPU went: the client's (all its processes) and, when the server's pid
-// was readable, the server's, each in total and per operation. Nothing when no CPU was measured.
-func writeCPU(w io.Writer, r *lkr.Result, ops int64, unit string) {
-	if r.ClientCPU <= 0 {
+// was readable, the server's, each in total, per attempt and per success (see lkr.CPUPer). Nothing
+// when no CPU was measured. The figures are computed from the counts (as Finish does), so a result
+// built without Finish prints them too.
+func writeCPU(w io.Writer, r *lkr.Result) {
+	c := r.CPUPerOp()
+	if c == nil {
 		return
 	}
-	per := func(d lkr.Duration) string {
-		if ops <= 0 {
+	per := func(d *lkr.Duration) string {
+		if d == nil {
 			return "-"
 		}
-		return lkr.FormatRustDuration(time.Duration(int64(d) / ops))
+		return lkr.FormatRustDuration(time.Duration(*d))
 	}
-	fmt.Fprintf(w, "  cpu: client %s (%s per %s)", lkr.FormatRustDuration(time.Duration(r.ClientCPU)), per(r.ClientCPU), unit)
+	fmt.Fprintf(w, "  cpu: client %s (%s per attempt, %s per %s)", lkr.FormatRustDuration(time.Duration(r.ClientCPU)),
+		per(c.ClientPerAttempt), per(c.ClientPerSuccess), c.SuccessUnit)
 	if r.ServerCPU != nil {
-		fmt.Fprintf(w, ", server %s (%s per %s)", lkr.FormatRustDuration(time.Duration(*r.ServerCPU)), per(*r.ServerCPU), unit)
+		fmt.Fprintf(w, ", server %s (%s per attempt, %s per %s)", lkr.FormatRustDuration(time.Duration(*r.ServerCPU)),
+			per(c.ServerPerAttempt), per(c.ServerPerSuccess), c.SuccessUnit)
 	}
 	fmt.Fprintln(w)
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,42 @@ func TestLinkKeysTextFromTheFileAlone(t *testing.T) {
 	r.Command = "nope"
 	if err := LinkKeysText(&b, r); err == nil {
 		t.Fatal("unknown command reported")
+	}
+}
+
+// TestLinkKeysLostHoldFromTheFile: a connections result whose hold was not held redraws its LOST line,
+// and a run's cpu line per attempt and per success, from the result file alone.
+func TestLinkKeysLostHoldFromTheFile(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	a := lkr.NewAttempts()
+	for range 4 {
+		a.Add("", "", time.Millisecond)
+	}
+	r := lkr.Result{Attempts: a, TargetInfo: lkr.Target{PID: 4242}, ClientCPU: lkr.Duration(2 * time.Millisecond),
+		Hold: &lkr.Hold{HoldSecs: 20, Held: 4, StillOpen: 1, Start: t0, Lasted: lkr.Duration(3 * time.Second),
+			Loss: &lkr.HoldLoss{Lost: 3, Reasons: map[string]int64{lkr.LossClosed: 2, lkr.LossReset: 1},
+				First: t0.Add(1500 * time.Millisecond), Last: t0.Add(2 * time.Second), ServerGone: true}}}
+	r.Command, r.Target = lkr.CmdConnections, "127.0.0.1:4000"
+	r.Flags = map[string]string{"count": "4", "concurrency": "2", "hold-secs": "20", "client-ip-count": "1", "client-ip-base": "127.0.1.0"}
+	r.StartedAt, r.EndedAt = t0.Add(-time.Second), t0.Add(3*time.Second)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := lkr.Read(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := LinkKeysText(&out, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"  LOST: 3 of 4 held connections ended during the hold ({\"closed_by_server\": 2, \"reset\": 1}), the first 1.5s after it began, the last 2s after it began; the server process (pid 4242) is no longer running; the hold was not held (it lasted 3s of 20s)\n",
+		"  cpu: client 2ms (500µs per attempt, 500µs per established connection)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }
