@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -25,7 +22,6 @@ import (
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
-	"github.com/loadproof/loadproof/internal/machine"
 )
 
 // lkServerFlags are the `server` command's flags: the seed's (docs/protocol-linkkeys.md, The
@@ -85,9 +81,6 @@ func newLinkKeysServerCmd(env *Env) *cobra.Command {
 	fl.IntVar(&f.childCount, "child-count", 0, "internal: number of child processes")
 	_ = fl.MarkHidden("child-index")
 	_ = fl.MarkHidden("child-count")
-	hold := newLinkKeysHoldIdleCmd(env)
-	hold.Hidden = true
-	c.AddCommand(hold)
 	return c
 }
 
@@ -346,40 +339,14 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
 	logger.Info("started server processes", "count", sv.Count(), "pids", fmt.Sprint(sv.PIDs()))
-	start := time.Now()
-	var (
-		lastMu sync.Mutex
-		last   linkkeysserver.Snapshot
-	)
-	collect := func(final bool) linkkeysserver.Snapshot {
-		per, err := sv.Snapshot(final, 10*time.Second)
-		if err != nil {
-			logger.Warn("collecting child metrics", "err", err)
-		}
-		sum := linkkeysserver.SumSnapshots(per...)
-		sum.ElapsedSecs = time.Since(start).Seconds()
-		sum.Label = "running"
-		if final {
-			sum.Label = "final"
-		}
-		if f.perProcessMetrics {
-			for i, s := range per {
-				b := linkkeys.AppendMetricsLine(nil, s.MetricsLine)
-				fmt.Fprintf(env.Stdout, "PROCESS_METRICS %d %s\n", i, strings.TrimPrefix(string(b), linkkeys.MetricsPrefix))
-			}
-		}
-		lastMu.Lock()
-		last = sum
-		lastMu.Unlock()
-		return sum
+	parent := &linkkeysserver.Parent{Supervisor: sv, Logger: logger}
+	if f.perProcessMetrics {
+		parent.PerProcess = env.Stdout
 	}
+	parent.Collect(false) // starts the clock and gives the Prometheus endpoint a first sum
 	var metricsAddr string
 	if f.metricsAddr != "" {
-		hs, bound, err := startPrometheus(f.metricsAddr, func() linkkeysserver.Snapshot {
-			lastMu.Lock()
-			defer lastMu.Unlock()
-			return last
-		}, false, logger)
+		hs, bound, err := startPrometheus(f.metricsAddr, parent.Last, false, logger)
 		if err != nil {
 			sv.Kill()
 			return &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -395,7 +362,7 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 
 	lctx, cancel := stop.loopContext(ctx)
 	err = linkkeysserver.MetricsLoop(lctx, env.Stdout, time.Duration(f.metricsInterval)*time.Second,
-		time.Duration(f.durationSecs)*time.Second, func() linkkeysserver.Snapshot { return collect(false) })
+		time.Duration(f.durationSecs)*time.Second, func() linkkeysserver.Snapshot { return parent.Collect(false) })
 	cancel()
 	var runErr error
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -403,15 +370,9 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 	}
 	sig := stop.signal(ctx.Err() != nil)
 	printStopLine(env.Stdout, sig)
-	if sig != nil {
-		sv.Signal(sig) // children print their final line on it, as on "final"
-	}
-	final := collect(true)
+	final := parent.Finish(sig, 10*time.Second)
 	if err := linkkeys.WriteMetricsLine(env.Stdout, final.MetricsLine); err != nil && runErr == nil {
 		runErr = err
-	}
-	if err := sv.Wait(10 * time.Second); err != nil {
-		logger.Warn("server processes did not exit cleanly", "err", err)
 	}
 	return runErr
 }
@@ -435,118 +396,4 @@ func runLinkKeysServerChild(ctx context.Context, env *Env, f lkServerFlags) erro
 		Stdin: os.Stdin, Stdout: env.Stdout, Signals: sigs, Logger: env.Logger.With("child", f.childIndex),
 		ReleaseIdleMemory: f.releaseIdleMemory,
 	})
-}
-
-// newLinkKeysHoldIdleCmd is the hidden `server hold-idle` client used by
-// bench/linkkeys-idle-rss.sh: it opens N TLS connections, sends nothing, and
-// holds them.
-func newLinkKeysHoldIdleCmd(env *Env) *cobra.Command {
-	var (
-		infoFile    string
-		count       int
-		concurrency int
-		holdSecs    uint64
-		ipBase      string
-		ipCount     int
-	)
-	c := &cobra.Command{
-		Use:   "hold-idle",
-		Short: "Open N idle TLS connections to the server and hold them (benchmark helper)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			info, err := linkkeys.ReadInfo(infoFile)
-			if err != nil {
-				return err
-			}
-			base := net.ParseIP(ipBase).To4()
-			if base == nil {
-				return usageError("invalid --client-ip-base %q: not an IPv4 address", ipBase)
-			}
-			if count < 0 || concurrency < 1 || ipCount < 1 {
-				return usageError("--count must be >= 0, --concurrency and --client-ip-count >= 1")
-			}
-			return holdIdle(cmd.Context(), env, info, count, concurrency, time.Duration(holdSecs)*time.Second, base, ipCount)
-		},
-	}
-	fl := c.Flags()
-	fl.StringVar(&infoFile, "info-file", "loadtest-data/loadtest-info.json", "the server's info `file`")
-	fl.IntVar(&count, "count", 1000, "connections to open")
-	fl.IntVar(&concurrency, "concurrency", 256, "handshakes in flight")
-	fl.Uint64Var(&holdSecs, "hold-secs", 0, "hold the connections this long after the last one is open (0: until Ctrl-C)")
-	fl.StringVar(&ipBase, "client-ip-base", "127.0.9.0", "first source address (connections cycle over 127.0.0.0/8 addresses from here)")
-	fl.IntVar(&ipCount, "client-ip-count", 16, "number of source addresses")
-	return c
-}
-
-func holdIdle(ctx context.Context, env *Env, info linkkeys.Info, count, concurrency int, hold time.Duration, base net.IP, ipCount int) error {
-	machine.RaiseNofile()
-	if rec, err := json.Marshal(machine.Collect("TCP_", "PUBLIC_READ_")); err == nil {
-		fmt.Fprintf(env.Stdout, "machine: %s\n", rec)
-	}
-	tcfg := linkkeys.ClientTLSConfig(info.Domain, info.Fingerprint)
-	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(info.Port)))
-	b := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
-	conns := make([]*tls.Conn, count)
-	var mu sync.Mutex
-	failures := map[string]int{}
-	sem := make(chan struct{}, concurrency)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < count && ctx.Err() == nil; i++ {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			a := (b+uint32(i%ipCount))&0x00FFFFFF | 0x7F000000
-			d := net.Dialer{Timeout: 20 * time.Second,
-				LocalAddr: &net.TCPAddr{IP: net.IPv4(byte(a>>24), byte(a>>16), byte(a>>8), byte(a))}}
-			actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			nc, err := d.DialContext(actx, "tcp", target)
-			if err != nil {
-				mu.Lock()
-				failures["tcp_connect_error"]++
-				mu.Unlock()
-				return
-			}
-			tc := tls.Client(nc, tcfg)
-			if err := tc.HandshakeContext(actx); err != nil {
-				nc.Close()
-				mu.Lock()
-				failures["tls_handshake_error_or_server_reject"]++
-				mu.Unlock()
-				return
-			}
-			conns[i] = tc
-		}(i)
-	}
-	wg.Wait()
-	held := 0
-	for _, c := range conns {
-		if c != nil {
-			held++
-		}
-	}
-	fmt.Fprintf(env.Stdout, "hold-idle: established=%d failed=%d in %s; holding\n", held, count-held, time.Since(start).Round(time.Millisecond))
-	if len(failures) > 0 {
-		fmt.Fprintf(env.Stdout, "  failure reasons: %v\n", failures)
-	}
-	if hold > 0 {
-		t := time.NewTimer(hold)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-	} else {
-		<-ctx.Done()
-	}
-	for _, c := range conns {
-		if c != nil {
-			c.NetConn().Close()
-		}
-	}
-	fmt.Fprintf(env.Stdout, "hold-idle: released %d connections\n", held)
-	return nil
 }
