@@ -31,6 +31,7 @@ var forbidden = map[string][]string{
 	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli"},
 	// The protocol-free core imports no protocol.
 	"engine":  {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
+	"envvar":  {"linkkeys", "keycast", "engine", "result", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
 	"result":  {"linkkeys", "keycast", "engine", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
 	"hist":    {"linkkeys", "keycast", "engine", "machine", "admit", "cli"},
 	"machine": {"linkkeys", "keycast", "engine", "hist", "admit", "cli"},

@@ -1,6 +1,7 @@
 package admit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -84,30 +85,26 @@ func PublicReadDefaults() LimiterConfig {
 	}
 }
 
-// withDefaults fills zero fields from PublicReadDefaults and rounds Shards
+// WithDefaults returns cfg with every zero field taken from def (HandshakeDefaults or
+// PublicReadDefaults, say). Shards is left as given when def has none.
+func (cfg LimiterConfig) WithDefaults(def LimiterConfig) LimiterConfig {
+	cfg.RatePerMinute = cmp.Or(cfg.RatePerMinute, def.RatePerMinute)
+	cfg.Burst = cmp.Or(cfg.Burst, def.Burst)
+	cfg.GlobalRatePerSecond = cmp.Or(cfg.GlobalRatePerSecond, def.GlobalRatePerSecond)
+	cfg.GlobalBurst = cmp.Or(cfg.GlobalBurst, def.GlobalBurst)
+	cfg.OverflowRatePerSecond = cmp.Or(cfg.OverflowRatePerSecond, def.OverflowRatePerSecond)
+	cfg.OverflowBurst = cmp.Or(cfg.OverflowBurst, def.OverflowBurst)
+	cfg.DistinctSourceThreshold = cmp.Or(cfg.DistinctSourceThreshold, def.DistinctSourceThreshold)
+	cfg.Window = cmp.Or(cfg.Window, def.Window)
+	cfg.IPv6Prefix = cmp.Or(cfg.IPv6Prefix, def.IPv6Prefix)
+	cfg.Shards = cmp.Or(cfg.Shards, def.Shards)
+	return cfg
+}
+
+// withDefaults is what a Limiter runs with: zero fields from PublicReadDefaults, Shards rounded
 // up to a power of two.
 func (cfg LimiterConfig) withDefaults() LimiterConfig {
-	d := PublicReadDefaults()
-	fill := func(v *float64, def float64) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	fill(&cfg.RatePerMinute, d.RatePerMinute)
-	fill(&cfg.Burst, d.Burst)
-	fill(&cfg.GlobalRatePerSecond, d.GlobalRatePerSecond)
-	fill(&cfg.GlobalBurst, d.GlobalBurst)
-	fill(&cfg.OverflowRatePerSecond, d.OverflowRatePerSecond)
-	fill(&cfg.OverflowBurst, d.OverflowBurst)
-	if cfg.DistinctSourceThreshold == 0 {
-		cfg.DistinctSourceThreshold = d.DistinctSourceThreshold
-	}
-	if cfg.Window == 0 {
-		cfg.Window = d.Window
-	}
-	if cfg.IPv6Prefix == 0 {
-		cfg.IPv6Prefix = d.IPv6Prefix
-	}
+	cfg = cfg.WithDefaults(PublicReadDefaults())
 	if cfg.Shards <= 0 {
 		cfg.Shards = DefaultShards
 	}

@@ -3,92 +3,17 @@ package admit
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
-	"strconv"
 	"strings"
-	"time"
+
+	"github.com/loadproof/loadproof/internal/envvar"
 )
-
-// EnvError is one environment variable that could not be used. Its message
-// names the variable, the value and what is accepted, for example
-// `TCP_HANDSHAKE_BURST="0": must be a whole number greater than 0`.
-type EnvError struct {
-	Name     string // the variable
-	Value    string // the value as set
-	Accepted string // what would have been accepted
-}
-
-// Error returns `NAME="value": what is accepted`.
-func (e *EnvError) Error() string {
-	return fmt.Sprintf("%s=%q: %s", e.Name, e.Value, e.Accepted)
-}
-
-const (
-	acceptUint = "must be a whole number greater than 0"
-	acceptRate = "must be a finite number greater than 0 (decimals allowed)"
-)
-
-// isBlank reports whether an environment value counts as unset: empty, or
-// only white space.
-func isBlank(v string) bool { return strings.TrimSpace(v) == "" }
-
-// EnvUint reads name as a whole number greater than 0 (up to 2^64-1). A
-// blank value means def; surrounding white space is ignored. 0, a negative,
-// a non-number or an overflow is an *EnvError.
-func EnvUint(getenv func(string) string, name string, def uint64) (uint64, error) {
-	raw := getenv(name)
-	if isBlank(raw) {
-		return def, nil
-	}
-	v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(raw), "+"), 10, 64)
-	if err != nil || v == 0 {
-		return def, &EnvError{Name: name, Value: raw, Accepted: acceptUint}
-	}
-	return v, nil
-}
-
-// EnvRate reads name as a finite decimal number greater than 0 (exponents
-// allowed, hex floats and digit underscores not). A blank value means def;
-// surrounding white space is ignored. 0, negatives, NaN and infinities
-// are an *EnvError.
-func EnvRate(getenv func(string) string, name string, def float64) (float64, error) {
-	raw := getenv(name)
-	if isBlank(raw) {
-		return def, nil
-	}
-	s := strings.TrimSpace(raw)
-	v, err := strconv.ParseFloat(s, 64)
-	// Go also reads hex floats and digit underscores; LinkKeys does not.
-	if err != nil || strings.ContainsAny(s, "_xXpP") || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return def, &EnvError{Name: name, Value: raw, Accepted: acceptRate}
-	}
-	return v, nil
-}
-
-// envSeconds reads name as whole seconds greater than 0 that fit a
-// time.Duration.
-func envSeconds(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	const maxSecs = uint64(math.MaxInt64 / int64(time.Second))
-	v, err := EnvUint(getenv, name, 0)
-	if err != nil {
-		return def, err
-	}
-	if v == 0 {
-		return def, nil
-	}
-	if v > maxSecs {
-		return def, &EnvError{Name: name, Value: getenv(name),
-			Accepted: fmt.Sprintf("must be a whole number of seconds from 1 to %d", maxSecs)}
-	}
-	return time.Duration(v) * time.Second, nil
-}
 
 // envPrefix reads name as an IPv6 prefix length, 1..128.
 func envPrefix(getenv func(string) string, name string, def int) (int, error) {
-	v, err := EnvUint(getenv, name, uint64(def))
+	v, err := envvar.Uint(getenv, name, uint64(def))
 	if err != nil || v > 128 {
-		return def, &EnvError{Name: name, Value: getenv(name), Accepted: "must be a whole number from 1 to 128"}
+		return def, &envvar.Error{Name: name, Value: getenv(name), Accepted: "must be a whole number from 1 to 128"}
 	}
 	return int(v), nil
 }
@@ -115,7 +40,7 @@ func ParseTrustedProxies(name, raw string) ([]netip.Prefix, error) {
 			out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
 			continue
 		}
-		errs = append(errs, &EnvError{Name: name, Value: raw,
+		errs = append(errs, &envvar.Error{Name: name, Value: raw,
 			Accepted: fmt.Sprintf("entry %q is not an IP address or CIDR; use a comma-separated list such as 10.0.0.1,192.168.0.0/16,::1", entry)})
 	}
 	if len(errs) > 0 {
@@ -135,25 +60,25 @@ func configFromEnv(getenv func(string) string, prefix string, def LimiterConfig)
 	}
 	var u uint64
 	var err error
-	u, err = EnvUint(getenv, prefix+"RATE_PER_MINUTE", uint64(def.RatePerMinute))
+	u, err = envvar.Uint(getenv, prefix+"RATE_PER_MINUTE", uint64(def.RatePerMinute))
 	note(err)
 	cfg.RatePerMinute = float64(u)
-	u, err = EnvUint(getenv, prefix+"BURST", uint64(def.Burst))
+	u, err = envvar.Uint(getenv, prefix+"BURST", uint64(def.Burst))
 	note(err)
 	cfg.Burst = float64(u)
-	cfg.GlobalRatePerSecond, err = EnvRate(getenv, prefix+"GLOBAL_RATE_PER_SECOND", def.GlobalRatePerSecond)
+	cfg.GlobalRatePerSecond, err = envvar.Rate(getenv, prefix+"GLOBAL_RATE_PER_SECOND", def.GlobalRatePerSecond)
 	note(err)
-	u, err = EnvUint(getenv, prefix+"GLOBAL_BURST", uint64(def.GlobalBurst))
+	u, err = envvar.Uint(getenv, prefix+"GLOBAL_BURST", uint64(def.GlobalBurst))
 	note(err)
 	cfg.GlobalBurst = float64(u)
-	cfg.OverflowRatePerSecond, err = EnvRate(getenv, prefix+"OVERFLOW_RATE_PER_SECOND", def.OverflowRatePerSecond)
+	cfg.OverflowRatePerSecond, err = envvar.Rate(getenv, prefix+"OVERFLOW_RATE_PER_SECOND", def.OverflowRatePerSecond)
 	note(err)
-	u, err = EnvUint(getenv, prefix+"OVERFLOW_BURST", uint64(def.OverflowBurst))
+	u, err = envvar.Uint(getenv, prefix+"OVERFLOW_BURST", uint64(def.OverflowBurst))
 	note(err)
 	cfg.OverflowBurst = float64(u)
-	cfg.DistinctSourceThreshold, err = EnvUint(getenv, prefix+"DISTINCT_SOURCE_THRESHOLD", def.DistinctSourceThreshold)
+	cfg.DistinctSourceThreshold, err = envvar.Uint(getenv, prefix+"DISTINCT_SOURCE_THRESHOLD", def.DistinctSourceThreshold)
 	note(err)
-	cfg.Window, err = envSeconds(getenv, prefix+"WINDOW_SECONDS", def.Window)
+	cfg.Window, err = envvar.Seconds(getenv, prefix+"WINDOW_SECONDS", def.Window)
 	note(err)
 	cfg.IPv6Prefix, err = envPrefix(getenv, prefix+"IPV6_PREFIX", def.IPv6Prefix)
 	note(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/envvar"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -119,7 +121,7 @@ func TestConfigFromEnvRejectsBadValues(t *testing.T) {
 				if err == nil {
 					t.Fatalf("%s=%q accepted", name, tt.value)
 				}
-				var ee *EnvError
+				var ee *envvar.Error
 				if !errors.As(err, &ee) || ee.Name != name || ee.Value != tt.value {
 					t.Fatalf("error %v does not name %s=%q", err, name, tt.value)
 				}
@@ -209,13 +211,13 @@ func TestEnvHelpers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		get := envOf(map[string]string{"X": tt.value})
-		u, err := EnvUint(get, "X", 42)
+		u, err := envvar.Uint(get, "X", 42)
 		if (err == nil) != tt.okU || (tt.okU && u != tt.wantU) {
-			t.Errorf("EnvUint(%q) = %d, %v", tt.value, u, err)
+			t.Errorf("envvar.Uint(%q) = %d, %v", tt.value, u, err)
 		}
-		f, err := EnvRate(get, "X", 4.2)
+		f, err := envvar.Rate(get, "X", 4.2)
 		if (err == nil) != tt.okF || (tt.okF && f != tt.wantF) {
-			t.Errorf("EnvRate(%q) = %v, %v", tt.value, f, err)
+			t.Errorf("envvar.Rate(%q) = %v, %v", tt.value, f, err)
 		}
 	}
 }

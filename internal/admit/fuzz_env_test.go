@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/envvar"
 )
 
 var envSuffixes = []string{"RATE_PER_MINUTE", "BURST", "GLOBAL_RATE_PER_SECOND", "GLOBAL_BURST",
@@ -26,7 +28,7 @@ func FuzzEnvParse(f *testing.F) {
 		name := prefix + envSuffixes[int(which)%len(envSuffixes)]
 		cfg, err := parse(envOf(map[string]string{name: value}))
 		if err != nil {
-			var ee *EnvError
+			var ee *envvar.Error
 			if !errors.As(err, &ee) || ee.Name != name || ee.Value != value {
 				t.Fatalf("%s=%q: error %v does not name the variable and value", name, value, err)
 			}

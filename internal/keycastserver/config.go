@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/envvar"
 	"github.com/loadproof/loadproof/internal/keycast"
 )
 
@@ -199,7 +199,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	var errs []error
 	bad := func(name, value, accepted string) {
-		errs = append(errs, &admit.EnvError{Name: name, Value: value, Accepted: accepted})
+		errs = append(errs, &envvar.Error{Name: name, Value: value, Accepted: accepted})
 	}
 	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
 
@@ -242,7 +242,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	uintVar := func(name string, max uint64, dst *int) {
-		v, err := admit.EnvUint(getenv, name, 0)
+		v, err := envvar.Uint(getenv, name, 0)
 		if err != nil {
 			errs = append(errs, err)
 			return
@@ -318,12 +318,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	default:
 		bad("KEYCAST_FAST_PATH", getenv("KEYCAST_FAST_PATH"), "must be on or off")
 	}
-	if r, err := admit.EnvRate(getenv, "KEYCAST_RPC_RATE_PER_SECOND", 0); err != nil {
+	if r, err := envvar.Rate(getenv, "KEYCAST_RPC_RATE_PER_SECOND", 0); err != nil {
 		errs = append(errs, err)
 	} else {
 		c.RPCRatePerSecond = r
 	}
-	if b, err := admit.EnvRate(getenv, "KEYCAST_RPC_BURST", 0); err != nil {
+	if b, err := envvar.Rate(getenv, "KEYCAST_RPC_BURST", 0); err != nil {
 		errs = append(errs, err)
 	} else {
 		c.RPCBurst = b

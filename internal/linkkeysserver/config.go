@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/envvar"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
@@ -132,35 +133,6 @@ type Config struct {
 	ParkAfter time.Duration
 }
 
-// handshakeDefaults fills zero limiter fields from admit.HandshakeDefaults;
-// admit's own zero-field defaults are the public-read ones.
-func fillLimiter(cfg, def admit.LimiterConfig) admit.LimiterConfig {
-	f := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	f(&cfg.RatePerMinute, def.RatePerMinute)
-	f(&cfg.Burst, def.Burst)
-	f(&cfg.GlobalRatePerSecond, def.GlobalRatePerSecond)
-	f(&cfg.GlobalBurst, def.GlobalBurst)
-	f(&cfg.OverflowRatePerSecond, def.OverflowRatePerSecond)
-	f(&cfg.OverflowBurst, def.OverflowBurst)
-	if cfg.DistinctSourceThreshold == 0 {
-		cfg.DistinctSourceThreshold = def.DistinctSourceThreshold
-	}
-	if cfg.Window == 0 {
-		cfg.Window = def.Window
-	}
-	if cfg.IPv6Prefix == 0 {
-		cfg.IPv6Prefix = def.IPv6Prefix
-	}
-	if cfg.Shards == 0 {
-		cfg.Shards = def.Shards
-	}
-	return cfg
-}
-
 // WithDefaults returns cfg with every zero field replaced by its default.
 func (cfg Config) WithDefaults() Config {
 	if cfg.Domain == "" {
@@ -205,8 +177,8 @@ func (cfg Config) WithDefaults() Config {
 	if cfg.ParkAfter == 0 {
 		cfg.ParkAfter = DefaultParkAfter
 	}
-	cfg.Handshake = fillLimiter(cfg.Handshake, admit.HandshakeDefaults())
-	cfg.PublicRead = fillLimiter(cfg.PublicRead, admit.PublicReadDefaults())
+	cfg.Handshake = cfg.Handshake.WithDefaults(admit.HandshakeDefaults())
+	cfg.PublicRead = cfg.PublicRead.WithDefaults(admit.PublicReadDefaults())
 	return cfg
 }
 
@@ -287,7 +259,7 @@ func unsupportedEnv(getenv func(string) string) []error {
 		if strings.HasPrefix(name, "PUBKEY_CACHE_") {
 			why = "it serves no ApplicationKeys operation, so it has no application-key cache"
 		}
-		errs = append(errs, &admit.EnvError{Name: name, Value: v,
+		errs = append(errs, &envvar.Error{Name: name, Value: v,
 			Accepted: "not supported by the reference server (" + why + "); unset it"})
 	}
 	return errs
@@ -321,7 +293,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	port, err := envUintMax(getenv, "TCP_PORT", 0, math.MaxUint16)
 	note(err)
 	cfg.Port = uint16(port)
-	cfg.MaxConnections, err = admit.EnvUint(getenv, "TCP_MAX_CONNECTIONS", DefaultMaxConnections)
+	cfg.MaxConnections, err = envvar.Uint(getenv, "TCP_MAX_CONNECTIONS", DefaultMaxConnections)
 	note(err)
 	cfg.HandshakeTimeout, err = envSecs(getenv, "TCP_HANDSHAKE_TIMEOUT_SECONDS", DefaultHandshakeTimeout)
 	note(err)
@@ -336,7 +308,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg.WriteQueueBound, err = envInt(getenv, "TCP_WRITE_QUEUE_BOUND", DefaultWriteQueueBound)
 	note(err)
 	// The upstream clamps the backlog to i32::MAX rather than refusing it.
-	backlog, err := admit.EnvUint(getenv, "TCP_LISTEN_BACKLOG", DefaultListenBacklog)
+	backlog, err := envvar.Uint(getenv, "TCP_LISTEN_BACKLOG", DefaultListenBacklog)
 	note(err)
 	cfg.ListenBacklog = int(min(backlog, math.MaxInt32))
 	cfg.MaxInflightFrameBytes, err = envFrameBudget(getenv)
@@ -360,9 +332,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 }
 
 func envUintMax(getenv func(string) string, name string, def, max uint64) (uint64, error) {
-	v, err := admit.EnvUint(getenv, name, def)
+	v, err := envvar.Uint(getenv, name, def)
 	if err != nil || v > max {
-		return def, &admit.EnvError{Name: name, Value: getenv(name), Accepted: fmt.Sprintf("must be a whole number from 1 to %d", max)}
+		return def, &envvar.Error{Name: name, Value: getenv(name), Accepted: fmt.Sprintf("must be a whole number from 1 to %d", max)}
 	}
 	return v, nil
 }
@@ -373,9 +345,9 @@ const maxFrameBudget = 1 << 40
 
 func envFrameBudget(getenv func(string) string) (int64, error) {
 	const name = "TCP_MAX_INFLIGHT_FRAME_BYTES"
-	v, err := admit.EnvUint(getenv, name, DefaultMaxInflightFrameBytes)
+	v, err := envvar.Uint(getenv, name, DefaultMaxInflightFrameBytes)
 	if err != nil || v < linkkeys.MaxFrameSize || v > maxFrameBudget {
-		return DefaultMaxInflightFrameBytes, &admit.EnvError{Name: name, Value: getenv(name),
+		return DefaultMaxInflightFrameBytes, &envvar.Error{Name: name, Value: getenv(name),
 			Accepted: fmt.Sprintf("must be a whole number of bytes from %d (one frame of the maximum size) to %d", linkkeys.MaxFrameSize, uint64(maxFrameBudget))}
 	}
 	return int64(v), nil
@@ -390,7 +362,7 @@ func envSecs(getenv func(string) string, name string, def time.Duration) (time.D
 	const maxSecs = uint64(math.MaxInt64 / int64(time.Second))
 	v, err := envUintMax(getenv, name, uint64(def/time.Second), maxSecs)
 	if err != nil {
-		e := err.(*admit.EnvError)
+		e := err.(*envvar.Error)
 		e.Accepted = fmt.Sprintf("must be a whole number of seconds from 1 to %d", maxSecs)
 		return def, e
 	}

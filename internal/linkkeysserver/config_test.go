@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/envvar"
 )
 
 func envMap(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -239,9 +240,9 @@ func TestConfigFromEnvReportsAllBadValuesAtOnce(t *testing.T) {
 			t.Errorf("error does not say %q:\n%s", accepted, msg)
 		}
 	}
-	var ee *admit.EnvError
+	var ee *envvar.Error
 	if !errors.As(err, &ee) {
-		t.Error("errors.As(*admit.EnvError) fails")
+		t.Error("errors.As(*envvar.Error) fails")
 	}
 }
 
