@@ -15,6 +15,9 @@ func TestPercentilesMicrosMatchQuantile(t *testing.T) {
 	}
 	ps := []float64{99.9, 50, 90, 99}
 	got := h.PercentilesMicros(ps)
+	if top := h.PercentilesMicros([]float64{100}); top[0] != h.MaxMicros() {
+		t.Errorf("100th percentile %d µs, max %d µs", top[0], h.MaxMicros())
+	}
 	for i, p := range ps {
 		if want := h.Quantile(p / 100).Microseconds(); got[i] != want {
 			t.Errorf("p%g: one-pass %d µs, Quantile %d µs", p, got[i], want)
