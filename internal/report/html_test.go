@@ -3,6 +3,8 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -247,10 +249,52 @@ func TestHTMLCapacityBands(t *testing.T) {
 	if cv.Phases[0].Start != 0 || cv.Phases[0].End != 10 || cv.Phases[1].Start != 12 || cv.Phases[1].End != 20 || cv.StopAt != 20 {
 		t.Errorf("bands %v-%v, %v-%v, stop at %v", cv.Phases[0].Start, cv.Phases[0].End, cv.Phases[1].Start, cv.Phases[1].End, cv.StopAt)
 	}
-	if n := len(m.Runs[0].T); n != 18 || m.Runs[0].T[10] != 13 {
-		t.Errorf("%d points, the spike's first at %v", n, m.Runs[0].T[10])
+	// 10 + 8 intervals and a gap where the spike starts, so no line crosses the pause.
+	if rv := m.Runs[0]; len(rv.T) != 19 || rv.T[10] != 12 || !math.IsNaN(rv.Throughput[10]) || rv.T[11] != 13 {
+		t.Errorf("%d points, the gap at %v (%v), the spike's first at %v", len(rv.T), rv.T[10], rv.Throughput[10], rv.T[11])
 	}
 	if !bytes.Contains(page, []byte(`"observed":null`)) {
 		t.Error("a null observation is not kept as null")
+	}
+}
+
+func TestHGRMFromFiles(t *testing.T) {
+	a, b := synthResults(5, 100), synthResults(6, 100)
+	out, err := HGRM([]Source{{"a.json", encode(t, a)}, {"b.json", encode(t, b)}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := a.Latency().Count() + b.Latency().Count()
+	if !strings.HasPrefix(string(out), "       Value     Percentile TotalCount 1/(1-Percentile)\n\n") ||
+		!strings.Contains(string(out), fmt.Sprintf("Total count    = %12d]", want)) {
+		t.Errorf("hgrm of two segments:\n%s", out)
+	}
+	if _, err := HGRM([]Source{{"a.json", encode(t, a)}}, "handshake"); err == nil || !strings.Contains(err.Error(), "they hold latency") {
+		t.Errorf("missing kind: %v", err)
+	}
+}
+
+// TestAssetsCannotCloseTheirElement: an inlined script or style that held "</script" or "</style"
+// would end its element early and spill the rest into the page as text.
+func TestAssetsCannotCloseTheirElement(t *testing.T) {
+	for name, s := range map[string]string{"uPlot.iife.min.js": uplotJS, "report.js": reportJS, "uPlot.min.css": uplotCSS, "report.css": reportCSS} {
+		l := strings.ToLower(s)
+		if strings.Contains(l, "</script") || strings.Contains(l, "</style") {
+			t.Errorf("%s contains a closing </script or </style", name)
+		}
+	}
+}
+
+func TestShortTailIsFolded(t *testing.T) {
+	r := synthResults(5, 100)
+	last := &r.Intervals[4]
+	last.Secs = 0.05
+	page, err := HTML([]Source{{"a.json", encode(t, r)}}, HTMLOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := pageData(t, page).Runs[0]
+	if len(rv.T) != 4 || math.Abs(rv.T[3]-4.05) > 1e-9 {
+		t.Errorf("times %v: the 0.05 s tail should fold into the interval before", rv.T)
 	}
 }

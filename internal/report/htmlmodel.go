@@ -86,9 +86,10 @@ type ServerGroup struct {
 // Distribution is one latency kind's percentile distribution, HdrHistogram's form: the value at
 // each percentile step, plotted against 1/(1-percentile) on a log axis.
 type Distribution struct {
-	Kind       string `json:"kind"`
-	Percentile nums   `json:"p"`
-	Ms         nums   `json:"ms"`
+	Kind string `json:"kind"`
+	// Percentile is written in full: rounding would fold the steps near 100 % together.
+	Percentile []float64 `json:"p"`
+	Ms         nums      `json:"ms"`
 }
 
 // RunView is one run (or one merged run, or a capacity profile's phases end to end).
@@ -188,6 +189,35 @@ func (s nums) MarshalJSON() ([]byte, error) {
 		b = appendNum(b, v)
 	}
 	return append(b, ']'), nil
+}
+
+// UnmarshalJSON reads a series back, null as NaN.
+func (s *nums) UnmarshalJSON(b []byte) error {
+	var raw []*float64
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*s = make(nums, len(raw))
+	for i, p := range raw {
+		(*s)[i] = gap
+		if p != nil {
+			(*s)[i] = *p
+		}
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a number back, null as NaN.
+func (n *num) UnmarshalJSON(b []byte) error {
+	var p *float64
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*n = num(gap)
+	if p != nil {
+		*n = num(*p)
+	}
+	return nil
 }
 
 func appendNum(b []byte, v float64) []byte {
@@ -370,6 +400,53 @@ func (c *columns) series(m map[string]*Series, list *[]*Series, name string) *Se
 		*list = append(*list, s)
 	}
 	return s
+}
+
+// gap adds a point at t where every series is empty, so that lines break there.
+func (c *columns) gap(t float64) {
+	c.rv.T = append(c.rv.T, t)
+	c.rv.Throughput = append(c.rv.Throughput, gap)
+	c.n++
+}
+
+// foldShortTail folds a last interval much shorter than the others (the run's end cut it) into the
+// one before, so that its few operations do not draw as a collapse of throughput at the end.
+func foldShortTail(ivs []result.Interval, nominal float64) []result.Interval {
+	n := len(ivs)
+	if nominal <= 0 {
+		nominal = 1
+	}
+	if n < 2 || ivs[n-1].Secs >= nominal/2 {
+		return ivs
+	}
+	a, b := ivs[n-2], ivs[n-1]
+	f := result.Interval{T: a.T, Secs: a.Secs + b.Secs, Server: b.Server}
+	if f.Server == nil {
+		f.Server = a.Server
+	}
+	f.Counts = sumCounts(a.Counts, b.Counts)
+	f.Causes = sumCounts(a.Causes, b.Causes)
+	f.Counters = sumCounts(a.Counters, b.Counters)
+	f.Latency = map[string]*hist.Histogram{}
+	for _, m := range []map[string]*hist.Histogram{a.Latency, b.Latency} {
+		for k, h := range m {
+			if f.Latency[k] == nil {
+				f.Latency[k] = hist.New()
+			}
+			f.Latency[k].Merge(h)
+		}
+	}
+	return append(ivs[:n-2:n-2], f)
+}
+
+func sumCounts(a, b map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(a)+len(b))
+	for _, m := range []map[string]int64{a, b} {
+		for k, v := range m {
+			out[k] += v
+		}
+	}
+	return out
 }
 
 func (c *columns) add(r Row) {
@@ -603,11 +680,15 @@ func runView(label string, env *result.Envelope, parts []part, stop *result.Stop
 	rv.T, rv.Throughput = make(nums, 0, n), make(nums, 0, n)
 	cols := newColumns(rv)
 	cols.n = 0
-	for _, p := range parts {
+	for i, p := range parts {
+		if i > 0 {
+			cols.gap(p.offset) // a pause between phases is a gap, not a line across it
+		}
 		var tl timeline
 		running := map[string]float64{}
-		for i := range p.env.Intervals {
-			cols.add(tl.row(&p.env.Intervals[i], p.offset, running))
+		ivs := foldShortTail(p.env.Intervals, p.env.IntervalSecs)
+		for j := range ivs {
+			cols.add(tl.row(&ivs[j], p.offset, running))
 		}
 	}
 	cols.finish(env.Classes, env.Causes)

@@ -144,6 +144,7 @@
     }
     var data = buildData(lines);
     info.points = data[0].length;
+    info.nonNull = data.slice(1).map(function (a) { return a.filter(function (v) { return v != null; }).length; });
     var key = info.series.join('\u0000') + (spec.xlog ? 'log' : '');
     var prev = charts[spec.id];
     if (prev && prev.u && prev.key === key) {
@@ -512,9 +513,9 @@
     var head = '';
     meta.forEach(function (x) { head += x.outerHTML + '\n'; });
     return '<!DOCTYPE html>\n<html lang="en">\n<head>\n' + head + '<title>' + esc(m.title) + '</title>\n' +
-      '<style id="lp-uplot-css">' + text('lp-uplot-css') + '</style>\n<style id="lp-css">' + text('lp-css') + '</style>\n' +
-      '</head>\n<body>\n<div id="app"></div>\n<script id="lp-uplot">' + text('lp-uplot') + '</script>\n' +
-      '<script id="lp-data" type="application/json">' + data + '</script>\n<script id="lp-app">' + text('lp-app') + '</script>\n</body>\n</html>\n';
+      '<style id="lp-uplot-css">' + text('lp-uplot-css') + '<\/style>\n<style id="lp-css">' + text('lp-css') + '<\/style>\n' +
+      '</head>\n<body>\n<div id="app"></div>\n<script id="lp-uplot">' + text('lp-uplot') + '<\/script>\n' +
+      '<script id="lp-data" type="application/json">' + data + '<\/script>\n<script id="lp-app">' + text('lp-app') + '<\/script>\n</body>\n</html>\n';
   }
   window.__lpPageHTML = function () { var m = JSON.parse(JSON.stringify(model)); delete m.live; return pageHTML(m); };
 
