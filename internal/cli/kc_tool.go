@@ -297,13 +297,18 @@ func newKeycastProfileCmd(env *Env) *cobra.Command {
 			"through --pprof-url (its net/http/pprof address, e.g. http://127.0.0.1:6060). Writes\n" +
 			"keycast-cpu-<ts>.pprof, keycast-heap-<ts>.pprof, flamegraph-results-<ts>.json and\n" +
 			"flamegraph-users.json into --output, prints the top functions (go tool pprof -top, when go is\n" +
-			"on PATH) and the command that opens the flame graph (go tool pprof -http).",
+			"on PATH) and the command that opens the flame graph (go tool pprof -http). Beside each profile it\n" +
+			"writes a self-contained flame graph page (.flame.html: opens in a browser, no Go or graphviz);\n" +
+			"--serve ADDR then serves pprof's whole web UI from this binary until Ctrl-C. The started server\n" +
+			"keeps its data in --output/server-data, so --skip-setup reuses users whose tokens it still\n" +
+			"accepts; a run in which no request succeeded (every one a 401, say) fails.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runProfile(cmd.Context(), cmd, env, kcLogger(cmd, env), fl)
 		},
 	}
 	f := c.Flags()
+	addProfileFlameFlags(f)
 	f.IntVar(&fl.users, "users", 50, "number of test users to create")
 	f.IntVar(&fl.concurrency, "concurrency", 50, "concurrent requests")
 	f.Uint64Var(&fl.duration, "duration", 30, "test duration in seconds")
@@ -345,7 +350,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	base, pprofBase := strings.TrimRight(fl.url, "/"), strings.TrimRight(fl.pprofURL, "/")
 	started := base == ""
 	if started {
-		srv, err := startProfiledServer(ctx, cmd, env, fl.output)
+		srv, err := startProfiledServer(ctx, cmd, env, fl.output, fl.skipSetup)
 		if err != nil {
 			return &ExitError{Code: ExitCouldNotRun, Err: err}
 		}
@@ -427,7 +432,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	fmt.Fprintf(env.Stdout, "\nOutput files:\n  CPU profile:  %s\n  Heap profile: %s\n  Results:      %s\n  Users:        %s\n",
 		cpuPath, heapPath, resultsPath, usersPath)
 	fmt.Fprintf(env.Stdout, "\nFlame graph: go tool pprof -http=:8080 %s\n", cpuPath)
-	return nil
+	return finishProfile(ctx, cmd, env, cpuPath, heapPath, res)
 }
 
 // profiledServer is a reference server child process.
@@ -440,9 +445,12 @@ type profiledServer struct {
 	logFile  *os.File
 }
 
-// startProfiledServer starts this binary's `server` command on free local ports with a temporary
-// data directory and pprof on, and waits for its startup line.
-func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out string) (*profiledServer, error) {
+// startProfiledServer starts this binary's `server` command on free local ports with pprof on, and
+// waits for its startup line. Its data directory (database, master key, server key) is
+// --output/server-data, kept after the run: with reuse (--skip-setup) the next run starts the
+// server on the same data, so the users file's tokens stay valid; without it the directory starts
+// empty.
+func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out string, reuse bool) (*profiledServer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("profile: finding this binary to start the reference server: %w", err)
@@ -455,9 +463,9 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	if err != nil {
 		return nil, err
 	}
-	dataDir, err := os.MkdirTemp(out, "server-data-*")
+	dataDir, err := profileDataDir(out, reuse)
 	if err != nil {
-		return nil, fmt.Errorf("profile: making a data directory: %w", err)
+		return nil, err
 	}
 	// The server command sits beside this one: `keycast-loadtest server` or `loadproof keycast server`.
 	args := strings.Fields(cmd.Parent().CommandPath())[1:]
@@ -465,7 +473,6 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	logPath := filepath.Join(out, "server.log")
 	lf, err := os.Create(logPath)
 	if err != nil {
-		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("profile: %w", err)
 	}
 	c := exec.Command(exe, args...)
@@ -476,12 +483,10 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	stdout, err := c.StdoutPipe()
 	if err != nil {
 		lf.Close()
-		os.RemoveAll(dataDir)
 		return nil, err
 	}
 	if err := c.Start(); err != nil {
 		lf.Close()
-		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("profile: starting %s %s: %w", exe, strings.Join(args, " "), err)
 	}
 	ps := &profiledServer{cmd: c, url: "http://" + addr, pprofURL: "http://" + paddr, logPath: logPath, dataDir: dataDir, logFile: lf}
@@ -512,7 +517,8 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	return ps, nil
 }
 
-// stop interrupts the server (it drains and exits), kills it if it lingers, and removes its data.
+// stop interrupts the server (it drains and exits) and kills it if it lingers; its data stays for
+// the next --skip-setup run.
 func (p *profiledServer) stop(log *slog.Logger) {
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
@@ -527,7 +533,6 @@ func (p *profiledServer) stop(log *slog.Logger) {
 		<-done
 	}
 	p.logFile.Close()
-	os.RemoveAll(p.dataDir)
 }
 
 // freeAddr returns a local address with a port that was free a moment ago.
