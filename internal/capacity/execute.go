@@ -17,7 +17,6 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/machine"
-	"github.com/loadproof/loadproof/internal/result"
 )
 
 // DefaultOutputDir is upstream's default evidence directory.
@@ -56,8 +55,6 @@ type PhaseRun struct {
 	ReportInterval time.Duration
 	// Stop are the plan's absolute stop conditions, to be evaluated live.
 	Stop LiveStop
-	// OnInterval, when set, receives the phase's interval snapshots as they close (Options.OnInterval).
-	OnInterval func(iv *result.Interval)
 }
 
 // LiveStop are the live stop conditions of one phase.
@@ -95,9 +92,6 @@ type Options struct {
 	Machine *machine.Record
 	// Now is the clock for time stamps; nil is time.Now.
 	Now func() time.Time
-	// OnInterval, when set, receives every phase's interval snapshots as they close, with the
-	// phase they belong to (a live dashboard). It must return quickly.
-	OnInterval func(run PhaseRun, iv *result.Interval)
 }
 
 // Execute runs a capacity profile (docs/protocol-keycast.md, Execution): it validates the plan
@@ -197,7 +191,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 			}
 			users = u
 		}
-		pr := PhaseRun{
+		res, err := runner(ctx, PhaseRun{
 			Index: i, Phase: ph, URL: plan.TargetURL, Users: users, UsersFile: plan.UsersFile, Seed: plan.Seed,
 			ReportInterval: time.Duration(min(max(ph.DurationSeconds, 1), 5)) * time.Second,
 			Stop: LiveStop{
@@ -206,11 +200,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 				Window:                    window,
 				MinRequests:               opts.StopMinRequests,
 			},
-		}
-		if on := opts.OnInterval; on != nil {
-			pr.OnInterval = func(iv *result.Interval) { on(pr, iv) }
-		}
-		res, err := runner(ctx, pr)
+		})
 		if err == nil && res == nil {
 			err = &SafeError{Msg: "the load engine returned no results and no error"}
 		}

@@ -41,7 +41,6 @@ func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time
 			Progress:    progress,
 			Logger:      logger,
 			HTTPTimeout: httpTimeout,
-			OnInterval:  run.OnInterval,
 		})
 		if err != nil {
 			return nil, &SafeError{Msg: describeRunError(err), Err: err}
