@@ -10,7 +10,6 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/keycast"
-	"github.com/loadproof/loadproof/internal/result"
 )
 
 // Defaults of the run flags (docs/protocol-keycast.md, run) and of loadproof's additions.
@@ -69,10 +68,6 @@ type RunConfig struct {
 	RateFrom float64
 	// Stop holds live stop conditions (capacity); nil means none.
 	Stop *StopConditions
-	// OnInterval, when set, receives each interval snapshot as the engine closes it (a live
-	// dashboard). It runs on the engine's collector goroutine: it must return quickly and must not
-	// keep the interval after it returns.
-	OnInterval func(iv *result.Interval)
 	// Segment is this process's share of a split run; the zero value is the whole run. Requests,
 	// Concurrency and Rate are divided with Segment.Share and Segment.Rate, and request numbers are
 	// interleaved (local n is global n·Count+Index), so the segments of a split run together send

@@ -233,9 +233,6 @@ func (r *runner) engineConfig(tb *timelineBuilder) engine.Config {
 				tb.add(t.Elapsed, t, true)
 				tb.next += cfg.ReportInterval
 			}
-			if cfg.OnInterval != nil {
-				cfg.OnInterval(iv)
-			}
 		},
 		Sample: func(ctx context.Context) (map[string]float64, error) {
 			_, series, err := FetchServerMetrics(ctx, cfg.URL)
