@@ -159,6 +159,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	attachDashboard(c, env, dashboardRun{harness: "keycast", command: "run", targetFlag: "url", outputs: flagFiles("output")})
 	f.StringVarP(&fl.url, "url", "u", keycastload.DefaultURL, "target base URL")
 	f.IntVarP(&fl.concurrency, "concurrency", "c", keycastload.DefaultConcurrency, "workers (closed model) or most requests in flight (open model)")
 	f.Int64VarP(&fl.requests, "requests", "n", 0, "total requests (0 = unlimited, stop by duration)")

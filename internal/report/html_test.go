@@ -298,3 +298,49 @@ func TestShortTailIsFolded(t *testing.T) {
 		t.Errorf("times %v: the 0.05 s tail should fold into the interval before", rv.T)
 	}
 }
+
+// TestLiveFeedRowsMatchTheReport: the rows the dashboard sends are the ones the static report folds
+// into its series.
+func TestLiveFeedRowsMatchTheReport(t *testing.T) {
+	r := synthResults(6, 50)
+	f := NewLiveFeed("keycast", "run", r.Target)
+	page, err := f.Page("live", "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := pageData(t, page); m.Mode != "live" || m.Live == nil || m.Live.Events != "/events" || len(m.Runs) != 1 {
+		t.Fatalf("live page model %+v", m)
+	}
+	static := pageData(t, must(HTML([]Source{{"r.json", encode(t, r)}}, HTMLOptions{}))).Runs[0]
+	for i := range r.Intervals {
+		b, err := f.Event(&r.Intervals[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev struct {
+			Row struct {
+				T   float64 `json:"t"`
+				Thr float64 `json:"thr"`
+			} `json:"row"`
+			Headline struct {
+				Operations int64 `json:"operations"`
+			} `json:"headline"`
+		}
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Row.T != static.T[i] || ev.Row.Thr != static.Throughput[i] {
+			t.Errorf("row %d: live t %v thr %v, static t %v thr %v", i, ev.Row.T, ev.Row.Thr, static.T[i], static.Throughput[i])
+		}
+		if i == len(r.Intervals)-1 && ev.Headline.Operations != r.Total() {
+			t.Errorf("live headline counts %d operations, the run %d", ev.Headline.Operations, r.Total())
+		}
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -248,16 +248,16 @@ type timeline struct {
 // Row is one interval, already reduced to what the page draws. The dashboard sends rows as its
 // live events; the static report folds them into columns.
 type Row struct {
-	T          float64               `json:"t"`
-	Throughput float64               `json:"thr"`
-	Latency    map[string][5]float64 `json:"lat,omitempty"`
-	Classes    map[string]float64    `json:"cls,omitempty"`
-	Causes     map[string]float64    `json:"cau,omitempty"`
-	Counters   map[string]float64    `json:"ctr,omitempty"`
+	T          num               `json:"t"`
+	Throughput num               `json:"thr"`
+	Latency    map[string][5]num `json:"lat,omitempty"`
+	Classes    map[string]num    `json:"cls,omitempty"`
+	Causes     map[string]num    `json:"cau,omitempty"`
+	Counters   map[string]num    `json:"ctr,omitempty"`
 	// Connections holds the running totals of connection counters.
-	Connections map[string]float64 `json:"con,omitempty"`
+	Connections map[string]num `json:"con,omitempty"`
 	// Server holds the server samples by "group|unit|name".
-	Server map[string]float64 `json:"srv,omitempty"`
+	Server map[string]num `json:"srv,omitempty"`
 }
 
 // connCounter says whether a driver counter counts connections (drawn as a running total).
@@ -307,28 +307,28 @@ func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]
 	if secs <= 0 {
 		secs = 1
 	}
-	r := Row{T: offset + iv.T + iv.Secs, Throughput: float64(iv.Total()) / secs}
+	r := Row{T: num(offset + iv.T + iv.Secs), Throughput: num(float64(iv.Total()) / secs)}
 	if len(iv.Latency) > 0 {
-		r.Latency = make(map[string][5]float64, len(iv.Latency))
+		r.Latency = make(map[string][5]num, len(iv.Latency))
 		for kind, h := range iv.Latency {
-			var v [5]float64
+			var v [5]num
 			if h.Count() == 0 {
-				v = [5]float64{gap, gap, gap, gap, gap}
+				v = [5]num{num(gap), num(gap), num(gap), num(gap), num(gap)}
 			} else {
 				for i, p := range h.PercentilesMicros(timePercentiles) {
-					v[i] = float64(p) / 1000
+					v[i] = num(float64(p) / 1000)
 				}
 			}
 			r.Latency[kind] = v
 		}
 	}
-	rate := func(m map[string]int64) map[string]float64 {
+	rate := func(m map[string]int64) map[string]num {
 		if len(m) == 0 {
 			return nil
 		}
-		out := make(map[string]float64, len(m))
+		out := make(map[string]num, len(m))
 		for k, v := range m {
-			out[k] = float64(v) / secs
+			out[k] = num(float64(v) / secs)
 		}
 		return out
 	}
@@ -338,31 +338,34 @@ func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]
 			running[k] += float64(v)
 		} else {
 			if r.Counters == nil {
-				r.Counters = map[string]float64{}
+				r.Counters = map[string]num{}
 			}
-			r.Counters[k] = float64(v) / secs
+			r.Counters[k] = num(float64(v) / secs)
 		}
 	}
 	if len(running) > 0 {
-		r.Connections = maps.Clone(running)
+		r.Connections = make(map[string]num, len(running))
+		for k, v := range running {
+			r.Connections[k] = num(v)
+		}
 	}
 	if len(iv.Server) > 0 {
-		r.Server = make(map[string]float64, len(iv.Server))
+		r.Server = make(map[string]num, len(iv.Server))
 		for k, v := range iv.Server {
 			g, u := serverGroup(k)
 			key := g + "|" + u + "|" + k
 			if u == "per second" {
 				prev, ok := tl.prevServer[k]
-				dt := r.T - tl.prevT
+				dt := float64(r.T) - tl.prevT
 				if !ok || dt <= 0 || v < prev {
 					continue // the first sample of a counter (or a restart) has no rate yet
 				}
-				r.Server[key] = (v - prev) / dt
+				r.Server[key] = num((v - prev) / dt)
 			} else {
-				r.Server[key] = v
+				r.Server[key] = num(v)
 			}
 		}
-		tl.prevServer, tl.prevT = iv.Server, r.T
+		tl.prevServer, tl.prevT = iv.Server, float64(r.T)
 	}
 	return r
 }
@@ -451,8 +454,8 @@ func sumCounts(a, b map[string]int64) map[string]int64 {
 
 func (c *columns) add(r Row) {
 	rv := c.rv
-	rv.T = append(rv.T, r.T)
-	rv.Throughput = append(rv.Throughput, r.Throughput)
+	rv.T = append(rv.T, float64(r.T))
+	rv.Throughput = append(rv.Throughput, float64(r.Throughput))
 	for kind, v := range r.Latency {
 		ls := c.lat[kind]
 		if ls == nil {
@@ -461,13 +464,13 @@ func (c *columns) add(r Row) {
 			rv.Latency = append(rv.Latency, ls)
 		}
 		for i, p := range []*nums{&ls.P50, &ls.P90, &ls.P99, &ls.P999, &ls.Max} {
-			*p = append(pad(*p, c.n), v[i])
+			*p = append(pad(*p, c.n), float64(v[i]))
 		}
 	}
-	put := func(m map[string]*Series, list *[]*Series, vals map[string]float64) {
+	put := func(m map[string]*Series, list *[]*Series, vals map[string]num) {
 		for k, v := range vals {
 			s := c.series(m, list, k)
-			s.Values = append(pad(s.Values, c.n), v)
+			s.Values = append(pad(s.Values, c.n), float64(v))
 		}
 	}
 	put(c.classes, &rv.Classes, r.Classes)
@@ -489,7 +492,7 @@ func (c *columns) add(r Row) {
 			c.srv[key] = s
 			grp.Series = append(grp.Series, s)
 		}
-		s.Values = append(pad(s.Values, c.n), v)
+		s.Values = append(pad(s.Values, c.n), float64(v))
 	}
 	c.n++
 }

@@ -230,6 +230,11 @@
         if (groups.indexOf(k) < 0) groups.push(k);
       });
     });
+    var order = ['memory', 'connections', 'buffers', 'shedding', 'other'];
+    groups.sort(function (a, b) {
+      var ga = order.indexOf(a.split('|')[0]), gb = order.indexOf(b.split('|')[0]);
+      return ga !== gb ? ga - gb : (a < b ? -1 : a > b ? 1 : 0);
+    });
     groups.forEach(function (k) {
       var gu = k.split('|');
       out.push({ id: 'server-' + gu[0] + '-' + gu[1].replace(/\s+/g, '-'), title: 'Server samples: ' + gu[0] + ' (' + gu[1] + ')',
