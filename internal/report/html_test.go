@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"html"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -343,4 +344,19 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+func TestCombinedKeepsEachPageWhole(t *testing.T) {
+	a := must(HTML([]Source{{"a.json", encode(t, synthResults(3, 10))}}, HTMLOptions{Title: "run <a>"}))
+	page, err := Combined("demo", []Part{{"Run", a}, {"Again", a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	if strings.Count(s, "<iframe ") != 2 || !strings.Contains(s, html.EscapeString(string(a))) || strings.Contains(s, "<script src") {
+		t.Error("the combined page does not carry both pages whole, escaped, and nothing from outside")
+	}
+	if _, err := Combined("x", nil); err == nil {
+		t.Error("an empty combination succeeded")
+	}
 }
