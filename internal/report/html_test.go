@@ -360,3 +360,41 @@ func TestCombinedKeepsEachPageWhole(t *testing.T) {
 		t.Error("an empty combination succeeded")
 	}
 }
+
+// TestLinkKeysAttemptRunsDrawConnections: a LinkKeys attempt run (its envelope as linkkeysresult
+// writes it: the attempt stages as classes, reasons as causes) gets running totals of attempted,
+// established and failed connections.
+func TestLinkKeysAttemptRunsDrawConnections(t *testing.T) {
+	env := &result.Envelope{Format: result.Format, Harness: "linkkeys", Command: "connections", Target: "127.0.0.1:1", IntervalSecs: 1,
+		Classes: []string{"success", "tcp_connect_error", "tls_handshake_error_or_server_reject", "attempt_timeout"},
+		Totals:  map[string]int64{"success": 15, "tcp_connect_error": 3}, Causes: map[string]int64{"tcp:ECONNREFUSED": 3},
+		Histograms: map[string]*hist.Histogram{"connect_handshake": hist.New()}}
+	env.Histograms["connect_handshake"].RecordMicros(900)
+	for i := range 3 {
+		env.Intervals = append(env.Intervals, result.Interval{T: float64(i), Secs: 1,
+			Counts: map[string]int64{"success": 5, "tcp_connect_error": 1}, Causes: map[string]int64{"tcp:ECONNREFUSED": 1},
+			Server: map[string]float64{"open_connections": float64(5 * (i + 1)), "frame_buffer_bytes": 4096, "shed_total": float64(i)}})
+	}
+	b, _ := json.Marshal(struct {
+		*result.Envelope
+		TargetInfo map[string]string `json:"target_info"`
+	}{env, map[string]string{"addr": "127.0.0.1:1"}})
+	rv := pageData(t, must(HTML([]Source{{"lk.json", b}}, HTMLOptions{}))).Runs[0]
+	got := map[string][]float64{}
+	for _, s := range rv.Connections {
+		got[s.Name] = s.Values
+	}
+	if fmt.Sprint(got["attempted"]) != "[6 12 18]" || fmt.Sprint(got["established"]) != "[5 10 15]" || fmt.Sprint(got["failed"]) != "[1 2 3]" {
+		t.Errorf("connections %v", got)
+	}
+	var groups []string
+	for _, g := range rv.Server {
+		groups = append(groups, g.Group)
+	}
+	if fmt.Sprint(groups) != "[connections buffers shedding]" {
+		t.Errorf("server groups %v", groups)
+	}
+	if rv.Headline.Kind != "connect_handshake" || rv.Headline.Failures != 3 {
+		t.Errorf("headline %+v", rv.Headline)
+	}
+}

@@ -243,6 +243,18 @@ var timePercentiles = []float64{50, 90, 99, 99.9, 100}
 type timeline struct {
 	prevServer map[string]float64
 	prevT      float64
+	// attempts says each operation is a connection attempt (LinkKeys connections, handshake-bench,
+	// ddos): the rows then carry attempted, established and failed connections as running totals.
+	attempts bool
+}
+
+// attemptRun says whether a run's operations are connection attempts: a LinkKeys command other
+// than request-bench, or any run whose classes are the LinkKeys attempt stages.
+func attemptRun(harness, command string, classes []string) bool {
+	if harness == "linkkeys" && command != "" && command != "request-bench" {
+		return true
+	}
+	return slices.Contains(classes, "tcp_connect_error")
 }
 
 // Row is one interval, already reduced to what the page draws. The dashboard sends rows as its
@@ -333,6 +345,12 @@ func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]
 		return out
 	}
 	r.Classes, r.Causes = rate(iv.Counts), rate(iv.Causes)
+	if tl.attempts {
+		n, ok := iv.Total(), iv.Counts[result.ClassSuccess]
+		running["attempted"] += float64(n)
+		running["established"] += float64(ok)
+		running["failed"] += float64(n - ok)
+	}
 	for k, v := range iv.Counters {
 		if connCounter(k) {
 			running[k] += float64(v)
@@ -687,7 +705,7 @@ func runView(label string, env *result.Envelope, parts []part, stop *result.Stop
 		if i > 0 {
 			cols.gap(p.offset) // a pause between phases is a gap, not a line across it
 		}
-		var tl timeline
+		tl := timeline{attempts: attemptRun(env.Harness, env.Command, env.Classes)}
 		running := map[string]float64{}
 		ivs := foldShortTail(p.env.Intervals, p.env.IntervalSecs)
 		for j := range ivs {

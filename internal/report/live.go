@@ -26,6 +26,7 @@ type LiveFeed struct {
 // NewLiveFeed starts the feed of a run of harness and command against target.
 func NewLiveFeed(harness, command, target string) *LiveFeed {
 	return &LiveFeed{run: RunView{Label: "live", Harness: harness, Command: command, Target: target},
+		tl:      timeline{attempts: attemptRun(harness, command, nil)},
 		running: map[string]float64{}, totals: map[string]int64{}, hists: map[string]*hist.Histogram{}}
 }
 
@@ -40,7 +41,7 @@ func (f *LiveFeed) Page(title, events string) ([]byte, error) {
 // intervals count from their own start again, and its server counters start afresh.
 func (f *LiveFeed) StartPart(offset float64) {
 	f.offset = max(offset, f.lastT)
-	f.tl = timeline{}
+	f.tl = timeline{attempts: f.tl.attempts}
 	f.running = map[string]float64{}
 }
 

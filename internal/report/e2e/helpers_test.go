@@ -158,10 +158,11 @@ func startKeycast(dir string) (string, func(), error) {
 
 var _ = kctest.Start // the in-package helper needs a *testing.T; fixtures outlive one test
 
-// connectionRun is a connections run in the shape the LinkKeys harness writes (harness "linkkeys",
-// failure stages as classes, connection counters, a server sample of open connections), over real
-// TCP sockets to a local listener that accepts a limited number and then resets the rest. It
-// stands in for `linkkeys-loadtest connections --json` until that command writes the envelope.
+// connectionRun is a connections run in the shape the LinkKeys harness writes once its clients are
+// on the engine (harness "linkkeys", the attempt stages as classes, "class:DETAIL" reasons as
+// causes, kind connect_handshake, server samples of open connections and frame buffers), over real
+// TCP sockets to a local listener that holds a limited number and then resets the rest. It stands
+// in for `linkkeys-loadtest connections --json` until that command writes the envelope.
 func connectionRun(ctx context.Context, path string) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -201,31 +202,29 @@ func connectionRun(ctx context.Context, path string) error {
 	addr := ln.Addr().String()
 	var clientConns []net.Conn
 	var cmu sync.Mutex
-	classes := []string{"success", "tcp", "tls"}
+	classes := []string{"success", "tcp_connect_error", "tls_handshake_error_or_server_reject", "attempt_timeout"}
 	cfg := engine.Config{
-		Classes: classes, Counters: []string{"connections_attempted", "connections_established", "connections_held"},
+		Classes: classes, Kinds: []string{"connect_handshake"},
 		Workers: 4, Rate: 100, Duration: 3 * time.Second, Interval: time.Second,
 		Driver: engine.DriverFunc(func(ctx context.Context, w *engine.Worker, n int64) engine.Outcome {
-			w.Add(0, 1)
 			c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
 			if err != nil {
-				return engine.Outcome{Class: 1, Cause: "tcp:CONNECT"}
+				return engine.Outcome{Class: 1, Cause: "tcp_connect_error:CONNECT"}
 			}
-			w.Add(1, 1)
 			// A reset connection shows as a read error at once; a held one times out the read.
 			_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 			if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				c.Close()
-				return engine.Outcome{Class: 2, Cause: "tls:RESET"}
+				return engine.Outcome{Class: 2, Cause: "tls_handshake_error_or_server_reject:RESET"}
 			}
-			w.Add(2, 1)
 			cmu.Lock()
 			clientConns = append(clientConns, c)
 			cmu.Unlock()
 			return engine.Outcome{}
 		}),
 		Sample: func(context.Context) (map[string]float64, error) {
-			return map[string]float64{"open_connections": float64(open.Load()), "rss_bytes": float64(40 << 20)}, nil
+			return map[string]float64{"open_connections": float64(open.Load()), "rss_bytes": float64(40 << 20),
+				"frame_buffer_bytes": float64(open.Load() * 4096)}, nil
 		},
 	}
 	run, err := engine.Execute(ctx, cfg)

@@ -202,8 +202,16 @@ func TestReportsInBrowser(t *testing.T) {
 		}},
 		{name: "linkkeys", files: []string{f.linkkeys}, check: func(t *testing.T, m *report.Model, p *browser.Page) {
 			r := m.Runs[0]
-			if len(r.Connections) != 3 || len(r.CauseSeries) == 0 {
-				t.Errorf("connections %d, causes %d: want the three connection counters and failure reasons", len(r.Connections), len(r.CauseSeries))
+			if len(r.Connections) != 3 || len(r.CauseSeries) == 0 || r.Headline.Kind != "connect_handshake" {
+				t.Errorf("connections %d, causes %d, kind %q: want attempted/established/failed, failure reasons, connect_handshake",
+					len(r.Connections), len(r.CauseSeries), r.Headline.Kind)
+			}
+			var groups []string
+			for _, g := range r.Server {
+				groups = append(groups, g.Group)
+			}
+			if !slices.Contains(groups, "connections") || !slices.Contains(groups, "buffers") || !slices.Contains(groups, "memory") {
+				t.Errorf("server groups %v: want connections, buffers and memory", groups)
 			}
 		}},
 	}
@@ -216,7 +224,7 @@ func TestReportsInBrowser(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := expectCharts(m)
-			for _, id := range []string{"throughput", "latency-latency", "classes", "distribution"} {
+			for _, id := range []string{"throughput", "latency-" + m.Runs[0].Headline.Kind, "classes", "distribution"} {
 				if _, ok := want[id]; !ok {
 					t.Errorf("the %s model has no %s chart", c.name, id)
 				}
