@@ -19,19 +19,21 @@ func addProfileFlameFlags(f *pflag.FlagSet) {
 	f.String("serve", "", "after the run, serve pprof's web UI for the CPU profile on this address (HOST:PORT; :PORT binds loopback) until Ctrl-C")
 }
 
-// profileDataDir is the profiled server's data directory in out: kept as it is when reuse is set
-// and the users file beside it exists (its tokens were issued by the server key inside), emptied
-// otherwise.
-func profileDataDir(out string, reuse bool) (string, error) {
+// profileDataDir is the started server's data directory (database, master key, server key):
+// out/server-data, kept between runs. With --skip-setup, and the users file beside it, it is used
+// as it is, so the server that starts holds the key that issued the users' tokens (a fresh key
+// would answer every reused token with 401); otherwise it starts empty.
+func profileDataDir(cmd *cobra.Command, out string) (string, error) {
+	reuse, _ := cmd.Flags().GetBool("skip-setup")
 	dir := filepath.Join(out, "server-data")
 	_, uerr := os.Stat(filepath.Join(out, "flamegraph-users.json"))
 	if !reuse || uerr != nil {
 		if err := os.RemoveAll(dir); err != nil {
-			return "", fmt.Errorf("profile: clearing %s: %w", dir, err)
+			return "", fmt.Errorf("clearing %s: %w", dir, err)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("profile: making the server's data directory: %w", err)
+		return "", err
 	}
 	return dir, nil
 }

@@ -351,7 +351,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	base, pprofBase := strings.TrimRight(fl.url, "/"), strings.TrimRight(fl.pprofURL, "/")
 	started := base == ""
 	if started {
-		srv, err := startProfiledServer(ctx, cmd, env, fl.output, fl.skipSetup)
+		srv, err := startProfiledServer(ctx, cmd, env, fl.output)
 		if err != nil {
 			return &ExitError{Code: ExitCouldNotRun, Err: err}
 		}
@@ -446,12 +446,9 @@ type profiledServer struct {
 	logFile  *os.File
 }
 
-// startProfiledServer starts this binary's `server` command on free local ports with pprof on, and
-// waits for its startup line. Its data directory (database, master key, server key) is
-// --output/server-data, kept after the run: with reuse (--skip-setup) the next run starts the
-// server on the same data, so the users file's tokens stay valid; without it the directory starts
-// empty.
-func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out string, reuse bool) (*profiledServer, error) {
+// startProfiledServer starts this binary's `server` command on free local ports with a temporary
+// data directory and pprof on, and waits for its startup line.
+func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out string) (*profiledServer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("profile: finding this binary to start the reference server: %w", err)
@@ -464,9 +461,9 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	if err != nil {
 		return nil, err
 	}
-	dataDir, err := profileDataDir(out, reuse)
+	dataDir, err := profileDataDir(cmd, out)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("profile: making a data directory: %w", err)
 	}
 	// The server command sits beside this one: `keycast-loadtest server` or `loadproof keycast server`.
 	args := strings.Fields(cmd.Parent().CommandPath())[1:]
@@ -474,6 +471,7 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	logPath := filepath.Join(out, "server.log")
 	lf, err := os.Create(logPath)
 	if err != nil {
+		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("profile: %w", err)
 	}
 	c := exec.Command(exe, args...)
@@ -484,10 +482,12 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	stdout, err := c.StdoutPipe()
 	if err != nil {
 		lf.Close()
+		os.RemoveAll(dataDir)
 		return nil, err
 	}
 	if err := c.Start(); err != nil {
 		lf.Close()
+		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("profile: starting %s %s: %w", exe, strings.Join(args, " "), err)
 	}
 	ps := &profiledServer{cmd: c, url: "http://" + addr, pprofURL: "http://" + paddr, logPath: logPath, dataDir: dataDir, logFile: lf}
@@ -518,8 +518,7 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	return ps, nil
 }
 
-// stop interrupts the server (it drains and exits) and kills it if it lingers; its data stays for
-// the next --skip-setup run.
+// stop interrupts the server (it drains and exits), kills it if it lingers, and removes its data.
 func (p *profiledServer) stop(log *slog.Logger) {
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
@@ -534,6 +533,7 @@ func (p *profiledServer) stop(log *slog.Logger) {
 		<-done
 	}
 	p.logFile.Close()
+	// The data directory stays: the next --skip-setup run starts the server on it (profileDataDir).
 }
 
 // freeAddr returns a local address with a port that was free a moment ago.

@@ -83,6 +83,23 @@ func synthResults(n int, rate int) *keycastresult.Results {
 	}
 }
 
+// synthHour is a one-hour run (3,600 intervals) whose server exposes as many series as the
+// reference Keycast server's /api/metrics does: 30 moving gauges and 10 counters beside the four of
+// synthResults, so the page's size is measured with a full set of server charts.
+func synthHour() *keycastresult.Results {
+	r := synthResults(3600, 200)
+	for i := range r.Intervals {
+		iv := &r.Intervals[i]
+		for k := range 30 {
+			iv.Server[fmt.Sprintf("keycast_gauge_%02d", k)] = float64((i*(k+3))%97) * 1.5
+		}
+		for k := range 10 {
+			iv.Server[fmt.Sprintf("keycast_counter_%02d_total", k)] = float64(i * (k + 1) * 37)
+		}
+	}
+	return r
+}
+
 func encode(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -163,7 +180,7 @@ func TestHTMLOneHourSize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a 3,600-interval file")
 	}
-	page, err := HTML([]Source{{Name: "hour.json", Data: encode(t, synthResults(3600, 200))}}, HTMLOptions{})
+	page, err := HTML([]Source{{Name: "hour.json", Data: encode(t, synthHour())}}, HTMLOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +191,7 @@ func TestHTMLOneHourSize(t *testing.T) {
 }
 
 func BenchmarkHTMLOneHour(b *testing.B) {
-	data := encode(b, synthResults(3600, 200))
+	data := encode(b, synthHour())
 	b.ResetTimer()
 	var n int
 	for b.Loop() {
