@@ -415,3 +415,24 @@ func TestLinkKeysAttemptRunsDrawConnections(t *testing.T) {
 		t.Errorf("headline %+v", rv.Headline)
 	}
 }
+
+func TestServerGroupsByWord(t *testing.T) {
+	for name, want := range map[string]string{
+		"established":                                 "connections/count",
+		"established_connections":                     "connections/count",
+		"open_connections":                            "connections/count",
+		"shed_connection_limit":                       "shedding/count",
+		"handshake_rejections":                        "shedding/count",
+		"rate_limited_responses":                      "shedding/count",
+		"frame_buffer_bytes":                          "buffers/bytes",
+		"process_rss_bytes":                           "memory/bytes",
+		"snapshot_cache_bytes":                        "memory/bytes",
+		"frames_processed":                            "other/value",
+		"keycast_http_rpc_requests_total":             "other/per second",
+		"keycast_expensive_resource_rejections_total": "shedding/per second",
+	} {
+		if g, u := serverGroup(name); g+"/"+u != want {
+			t.Errorf("%s: %s/%s, want %s", name, g, u, want)
+		}
+	}
+}

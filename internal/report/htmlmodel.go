@@ -283,25 +283,27 @@ func connCounter(name string) bool {
 	return false
 }
 
-// serverGroup places a server sample in a panel, with its unit.
+// serverGroup places a server sample in a panel, with its unit, by the words of its name (so that
+// "established" is not read as "shed").
 func serverGroup(name string) (group, unit string) {
 	n := strings.ToLower(name)
+	words := strings.FieldsFunc(n, func(r rune) bool { return r == '_' || r == '.' || r == ':' || r == '-' })
 	has := func(ws ...string) bool {
-		for _, w := range ws {
-			if strings.Contains(n, w) {
+		for _, w := range words {
+			if slices.Contains(ws, w) {
 				return true
 			}
 		}
 		return false
 	}
 	switch {
-	case has("shed", "reject", "rate_limited", "admission", "refused", "dropped"):
+	case has("shed", "shedding", "reject", "rejects", "rejected", "rejections", "limited", "admission", "refused", "dropped"):
 		group, unit = "shedding", "count"
-	case has("frame", "buffer"):
+	case has("buffer", "buffers"):
 		group, unit = "buffers", "bytes"
-	case has("rss", "resident", "memory", "heap", "alloc", "_bytes"):
+	case has("rss", "resident", "memory", "heap", "alloc", "bytes"):
 		group, unit = "memory", "bytes"
-	case has("conn", "session", "open_fds", "sockets"):
+	case has("conn", "conns", "connection", "connections", "established", "sessions", "sockets", "fds"):
 		group, unit = "connections", "count"
 	default:
 		group, unit = "other", "value"
