@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/flame"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
@@ -42,27 +43,40 @@ func profileDataDir(cmd *cobra.Command, out string) (string, error) {
 // run in which nothing succeeded profiles the error path only) and, with --serve, serves pprof's
 // web UI until the command's context ends.
 func finishProfile(ctx context.Context, cmd *cobra.Command, env *Env, cpuPath, heapPath string, res *keycastresult.Results) error {
+	if err := writeFlamePages(env, cpuPath, heapPath); err != nil {
+		return err
+	}
+	if err := profileVerdict(res); err != nil {
+		return err
+	}
+	return serveProfile(ctx, cmd, env, cpuPath)
+}
+
+// writeFlamePages writes a self-contained flame graph page beside each profile (.flame.html).
+func writeFlamePages(env *Env, profiles ...string) error {
 	fmt.Fprintln(env.Stdout, "\nFlame graphs (open in a browser; no Go toolchain or graphviz needed):")
-	for _, p := range []string{cpuPath, heapPath} {
+	for _, p := range profiles {
 		page, err := flame.HTML(p)
 		if err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("profile: %w", err)}
 		}
 		out := strings.TrimSuffix(p, ".pprof") + ".flame.html"
-		if err := os.WriteFile(out, page, 0o644); err != nil {
+		if err := atomicfile.Write(out, page, 0o644); err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("profile: %w", err)}
 		}
 		fmt.Fprintf(env.Stdout, "  %s\n", out)
 	}
-	if err := profileVerdict(res); err != nil {
-		return err
-	}
+	return nil
+}
+
+// serveProfile serves pprof's web UI for the profile when --serve is given, until ctx ends.
+func serveProfile(ctx context.Context, cmd *cobra.Command, env *Env, profile string) error {
 	addr, _ := cmd.Flags().GetString("serve")
 	if addr == "" {
 		return nil
 	}
-	err := flame.Serve(ctx, addr, cpuPath, env.Stderr, func(url string) {
-		fmt.Fprintf(env.Stdout, "\npprof web UI for %s: %s (Ctrl-C to stop)\n", cpuPath, url)
+	err := flame.Serve(ctx, addr, profile, env.Stderr, func(url string) {
+		fmt.Fprintf(env.Stdout, "\npprof web UI for %s: %s (Ctrl-C to stop)\n", profile, url)
 	})
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: --serve: %w", err)}

@@ -82,3 +82,38 @@ func TestProfileFlameGraphAndSkipSetup(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", shot)
 }
+
+// TestLinkKeysProfile runs `linkkeys-loadtest profile` around handshake-bench: the server runs in
+// the profiling process, the bench in a child; the CPU flame graph page opens offline.
+func TestLinkKeysProfile(t *testing.T) {
+	b := needBrowser(t)
+	dir := t.TempDir()
+	bin := buildTool(t, dir, "linkkeys-loadtest")
+	out := filepath.Join(dir, "prof")
+	c := exec.Command(bin, "profile", "--bench", "handshake-bench", "--duration-secs", "2", "--output", out, "--", "--concurrency", "4")
+	var so, se strings.Builder
+	c.Stdout, c.Stderr = &so, &se
+	if err := c.Run(); err != nil {
+		t.Fatalf("profile: %v\n%s\n%s", err, so.String(), se.String())
+	}
+	for _, pattern := range []string{"linkkeys-cpu-*.pprof", "linkkeys-heap-*.pprof", "linkkeys-cpu-*.flame.html", "linkkeys-heap-*.flame.html", "bench-*.json"} {
+		if m, _ := filepath.Glob(filepath.Join(out, pattern)); len(m) != 1 {
+			t.Fatalf("%s: %v\n%s", pattern, m, so.String())
+		}
+	}
+	pages, _ := filepath.Glob(filepath.Join(out, "linkkeys-cpu-*.flame.html"))
+	p, err := b.Open(fileURL(pages[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Wait(`document.querySelectorAll('#stack-chart div').length > 5`, 90*time.Second); err != nil {
+		t.Fatalf("%v; console %q", err, p.Errors())
+	}
+	if errs, reqs := p.Errors(), p.Requests(); len(errs) > 0 || len(reqs) > 0 {
+		t.Errorf("console errors %q, requests %q", errs, reqs)
+	}
+	if err := p.Screenshot(filepath.Join(t.ArtifactDir(), "flame-linkkeys-cpu.png")); err != nil {
+		t.Error(err)
+	}
+}
