@@ -28,7 +28,12 @@ var forbidden = map[string][]string{
 	// Result models are pure data that reports read.
 	"linkkeysresult": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	// Reports are drawn from result files alone.
-	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli"},
+	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli", "dashboard"},
+	// The live dashboard serves the report's page; it runs no load and knows no protocol.
+	"dashboard": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "cli"},
+	// Flame graphs read profile files; the browser driver is for tests.
+	"flame":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	"browser": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	// The protocol-free core imports no protocol.
 	"engine":  {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
 	"envvar":  {"linkkeys", "keycast", "engine", "result", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
@@ -114,6 +119,9 @@ func TestDependencyRules(t *testing.T) {
 		for imp := range pkgs[dir].imports {
 			if top(imp) == "cli" && top(dir) != "cli" {
 				t.Errorf("%s imports internal/cli: nothing may import the command tree", dir)
+			}
+			if top(imp) == "browser" && top(dir) != "browser" {
+				t.Errorf("%s imports internal/browser: only tests drive a browser", dir)
 			}
 			for _, bad := range forbidden[top(dir)] {
 				if top(imp) == bad && top(dir) != bad {

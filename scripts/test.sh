@@ -13,6 +13,11 @@ command -v go >/dev/null || { echo "test.sh: Go is not on PATH; install Go 1.26 
 
 # PostgreSQL for the Keycast store tests: start the local cluster when it is down.
 scripts/postgres.sh
+# Chromium for the report and dashboard browser tests: install it when it is missing.
+scripts/chromium.sh
+# Test artifacts (the browser tests' screenshots and pages) are kept here.
+TEST_OUTPUT="${TEST_OUTPUT:-/tmp/loadproof-test-output}"
+mkdir -p "$TEST_OUTPUT"
 
 echo "== go vet"
 go vet ./...
@@ -33,7 +38,8 @@ if [ -n "$unformatted" ]; then
 fi
 
 echo "== go test"
-go test -count=1 -timeout 40m ./...
+go test -count=1 -timeout 40m -artifacts -outputdir "$TEST_OUTPUT" ./...
+echo "test artifacts (screenshots of the browser tests): $TEST_OUTPUT/_artifacts"
 
 fuzz_once() {
   go test -run='^$' -fuzz="^${2}\$" -fuzztime="$FUZZTIME" "./$1" >/tmp/loadproof-fuzz.log 2>&1

@@ -156,6 +156,7 @@ func newLinkKeysCmd(env *Env, use string) *cobra.Command {
 		newLinkKeysRequestBenchCmd(env),
 		newLinkKeysDDoSCmd(env),
 		newLinkKeysSmokeCmd(env),
+		newLinkKeysProfileCmd(env),
 	)
 	for _, w := range linkKeysHiddenCmds(env) {
 		w.Hidden = true

@@ -152,6 +152,11 @@ func runDemo(ctx context.Context, env *Env, opt demoOptions) error {
 	fmt.Fprintf(w, "  %s  capacity evidence bundle (evidence.json, manifest.json, one results file per phase)\n", evidenceDir)
 	fmt.Fprintf(w, "  %s  Keycast server data (SQLite, master key, server key)\n", dataDir)
 	fmt.Fprintf(w, "demo finished in %s\n", time.Since(started).Round(time.Second))
+	if path, err := writeDemoReport(out, resultsPath, evidenceDir); err != nil {
+		fmt.Fprintf(w, "no report.html: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "Report of everything the demo ran (open in a browser; works offline): %s\n", path)
+	}
 	if cerr != nil && !errors.Is(cerr, capacity.ErrLimitsExceeded) {
 		return fmt.Errorf("demo: capacity profile: %w", cerr)
 	}

@@ -37,7 +37,11 @@ func TestDemoKeycastPart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "keycast-users.json")); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"== What the demo measured", "Keycast get_public_key", "Keycast capacity profile: passed=", dir} {
+	if fi, err := os.Stat(filepath.Join(dir, "report.html")); err != nil || fi.Size() < 100_000 {
+		t.Errorf("report.html: %v", err)
+	}
+	for _, want := range []string{"== What the demo measured", "Keycast get_public_key", "Keycast capacity profile: passed=", dir,
+		"works offline): " + filepath.Join(dir, "report.html") + "\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -77,6 +77,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	attachDashboard(c, env, dashboardRun{harness: "keycast", command: "capacity", outputs: flagFiles("output")})
 	f.StringVarP(&planPath, "plan", "p", "", "Capacity plan with predeclared phases and limits (required)")
 	f.StringVarP(&output, "output", "o", capacity.DefaultOutputDir, "directory for the evidence bundle (must be absent or empty)")
 	f.StringVar(&allowHost, "allow-host", "", "Explicitly authorize a non-local target host from the plan")

@@ -196,6 +196,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	attachDashboard(c, env, dashboardRun{harness: "keycast", command: "run", targetFlag: "url", outputs: flagFiles("output")})
 	f.StringVarP(&fl.url, "url", "u", keycastload.DefaultURL, "target base URL")
 	f.IntVarP(&fl.concurrency, "concurrency", "c", keycastload.DefaultConcurrency, "workers (closed model) or most requests in flight (open model)")
 	f.Int64VarP(&fl.requests, "requests", "n", 0, "total requests (0 = unlimited, stop by duration)")
@@ -398,13 +399,18 @@ func newKeycastProfileCmd(env *Env) *cobra.Command {
 			"through --pprof-url (its net/http/pprof address, e.g. http://127.0.0.1:6060). Writes\n" +
 			"keycast-cpu-<ts>.pprof, keycast-heap-<ts>.pprof, flamegraph-results-<ts>.json and\n" +
 			"flamegraph-users.json into --output, prints the top functions (go tool pprof -top, when go is\n" +
-			"on PATH) and the command that opens the flame graph (go tool pprof -http).",
+			"on PATH) and the command that opens the flame graph (go tool pprof -http). Beside each profile it\n" +
+			"writes a self-contained flame graph page (.flame.html: opens in a browser, no Go or graphviz);\n" +
+			"--serve ADDR then serves pprof's whole web UI from this binary until Ctrl-C. The started server\n" +
+			"keeps its data in --output/server-data, so --skip-setup reuses users whose tokens it still\n" +
+			"accepts; a run in which no request succeeded (every one a 401, say) fails.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runProfile(cmd.Context(), cmd, env, kcLogger(cmd, env), fl)
 		},
 	}
 	f := c.Flags()
+	addProfileFlameFlags(f)
 	f.IntVar(&fl.users, "users", 50, "number of test users to create")
 	f.IntVar(&fl.concurrency, "concurrency", 50, "concurrent requests")
 	f.Uint64Var(&fl.duration, "duration", 30, "test duration in seconds")
@@ -535,7 +541,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	fmt.Fprintf(env.Stdout, "\nOutput files:\n  CPU profile:  %s\n  Heap profile: %s\n  Results:      %s\n  Users:        %s\n",
 		cpuPath, heapPath, resultsPath, usersPath)
 	fmt.Fprintf(env.Stdout, "\nFlame graph: go tool pprof -http=:8080 %s\n", cpuPath)
-	return nil
+	return finishProfile(ctx, cmd, env, cpuPath, heapPath, res)
 }
 
 // profiledServer is a reference server child process.
@@ -559,7 +565,7 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	if err != nil {
 		return nil, err
 	}
-	dataDir, err := os.MkdirTemp(out, "server-data-*")
+	dataDir, err := profileDataDir(cmd, out)
 	if err != nil {
 		return nil, fmt.Errorf("profile: making a data directory: %w", err)
 	}
@@ -637,7 +643,7 @@ func (p *profiledServer) stop(log *slog.Logger) {
 		<-done
 	}
 	p.logFile.Close()
-	os.RemoveAll(p.dataDir)
+	// The data directory stays: the next --skip-setup run starts the server on it (profileDataDir).
 }
 
 // freeAddr returns a local address with a port that was free a moment ago.

@@ -19,21 +19,29 @@ import (
 // segments exactly (counts add, HDR histograms merge), and prints the report. Nothing is measured.
 func newReportCmd(env *Env) *cobra.Command {
 	var format, output string
+	var page pageOptions
 	c := &cobra.Command{
 		Use:   "report FILE...",
 		Short: "Report (and merge) result files of either harness, from the files alone",
 		Long: "report reads LinkKeys client results (--json) or Keycast run results, merges several files\n" +
 			"that are segments of one run (worker processes or machines) exactly, and prints the report.\n" +
-			"--format json prints the merged result; --output writes it to a file.",
+			"--format json prints the merged result; --output writes it to a file.\n" +
+			"--format html draws the files as one self-contained page (no network needed to open it):\n" +
+			"merged segments, --compare two runs, or a capacity bundle directory; -o writes it to a file.\n" +
+			"--format hgrm writes the HdrHistogram percentile distribution for the HdrHistogram plotter.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if format == report.FormatHTML || format == report.FormatHGRM {
+				return runReportPage(env, args, format, output, page)
+			}
 			if format != "text" && format != "json" {
 				return usageError("report: --format %q: must be text or json", format)
 			}
 			return runReport(env, args, format, output)
 		},
 	}
-	c.Flags().StringVarP(&format, "format", "f", "text", "text or json")
+	c.Flags().StringVarP(&format, "format", "f", "text", "text, json, html (a self-contained page; -o names it) or hgrm (HdrHistogram percentile distribution)")
+	addPageFlags(c, &page)
 	c.Flags().StringVarP(&output, "output", "o", "", "also write the merged result as JSON to this file")
 	return c
 }

@@ -359,7 +359,7 @@ var ErrNoDriver = errors.New("engine: no driver: Config.Driver is required")
 // error only for a configuration it cannot run; a run cut short by ctx or a stop condition returns
 // its partial figures with Stop set.
 func Execute(ctx context.Context, cfg Config) (*Run, error) {
-	e, err := newEngine(cfg)
+	e, err := newEngine(observe(ctx, cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -198,9 +198,14 @@ func (h *Histogram) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadEncoding, err)
 	}
-	n := newHDR()
-	if dropped := n.Merge(d); dropped != 0 {
-		return fmt.Errorf("%w: %d samples outside the range 1 µs..10 min", ErrBadEncoding, dropped)
+	// An encoding of this package's own layout is used as decoded (reports read thousands of
+	// interval histograms); any other layout is re-recorded into it, refusing samples out of range.
+	n := d
+	if d.LowestTrackableValue() != Lowest || d.HighestTrackableValue() != Highest || d.SignificantFigures() != SigFigs {
+		n = newHDR()
+		if dropped := n.Merge(d); dropped != 0 {
+			return fmt.Errorf("%w: %d samples outside the range 1 µs..10 min", ErrBadEncoding, dropped)
+		}
 	}
 	if f.Count != 0 && f.Count != n.TotalCount() {
 		return fmt.Errorf("%w: summary count %d disagrees with encoded count %d", ErrBadEncoding, f.Count, n.TotalCount())

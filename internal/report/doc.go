@@ -11,4 +11,11 @@
 //
 // Numbers are formatted as Rust's `{:.1}` formats an f64: round half to even on the exact binary
 // value (as Go's strconv), and "inf", "-inf", "NaN" for the non-finite values a zero baseline gives.
+//
+// HTML and HGRM draw any harness's result files (anything carrying the loadproof.result/v2
+// envelope) and capacity evidence: one self-contained page with uPlot, the page's script and the
+// data inline (assets/), or HdrHistogram's percentile-distribution text. The page's data is computed
+// here from the files alone: per-interval percentiles from each interval's HDR histogram, rates,
+// capacity phases on one time axis. LiveFeed makes the same page's rows one interval at a time for
+// the live dashboard.
 package report

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loadproof/loadproof/internal/dashboard"
+	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/report"
+)
+
+// dashboardRun says what a command's dashboard shows.
+type dashboardRun struct {
+	harness, command string
+	// targetFlag names the flag holding the target ("url"), read when the command starts; empty
+	// when the target is not a flag (capacity's is in the plan).
+	targetFlag string
+	// outputs returns the files the finished run wrote (the final report is drawn from them).
+	outputs func(cmd *cobra.Command) []string
+}
+
+// attachDashboard gives a command --dashboard ADDR: before the command runs it starts the live
+// dashboard and attaches it to every engine run under the command's context
+// (engine.WithIntervalObserver); when the command returns, whatever its outcome, it draws the final
+// report from the files the run wrote, sends it to the page and closes the server. Call it after
+// the command's RunE is set.
+func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
+	c.Flags().String("dashboard", "", "serve a live dashboard of the run on this address (HOST:PORT; :PORT or 127.0.0.1:PORT binds loopback); read-only, it shows the final report at the end")
+	inner := c.RunE
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		addr, _ := cmd.Flags().GetString("dashboard")
+		if addr == "" {
+			return inner(cmd, args)
+		}
+		var target string
+		if run.targetFlag != "" {
+			target, _ = cmd.Flags().GetString(run.targetFlag)
+		}
+		d, err := dashboard.Start(dashboard.Options{Addr: addr, Title: fmt.Sprintf("loadproof %s %s (live)", run.harness, run.command),
+			Harness: run.harness, Command: run.command, Target: target, Logger: env.Logger})
+		if err != nil {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--dashboard: %w", err)}
+		}
+		fmt.Fprintf(env.Stderr, "dashboard: %s\n", d.URL())
+		cmd.SetContext(engine.WithIntervalObserver(cmd.Context(), d.Interval))
+		runErr := inner(cmd, args)
+		finishDashboard(env, d, run.outputs(cmd))
+		return runErr
+	}
+}
+
+// finishDashboard sends the final report drawn from the run's files (when they exist) and closes
+// the dashboard, giving open pages a few seconds to receive it.
+func finishDashboard(env *Env, d *dashboard.Dashboard, files []string) {
+	srcs, err := readSources(files)
+	if err == nil {
+		var m *report.Model
+		if m, err = report.BuildModel(srcs, report.HTMLOptions{}); err == nil {
+			err = d.Finish(m)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "dashboard: no final report: %v\n", err)
+	} else {
+		fmt.Fprintf(env.Stderr, "dashboard: final report sent to the page (save it from there, or `loadproof report --format html`)\n")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = d.Close(ctx)
+}
+
+// flagFiles returns the value of a file flag, when the file exists.
+func flagFiles(name string) func(cmd *cobra.Command) []string {
+	return func(cmd *cobra.Command) []string {
+		v, _ := cmd.Flags().GetString(name)
+		if _, err := os.Stat(v); v == "" || err != nil {
+			return nil
+		}
+		return []string{v}
+	}
+}

@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/report"
+)
+
+// writeDemoReport writes out/report.html: one self-contained page with a tab for the Keycast run
+// and one for the capacity profile, drawn from the files the demo wrote.
+func writeDemoReport(out, resultsPath, evidenceDir string) (string, error) {
+	var parts []report.Part
+	for _, p := range []struct{ name, path, title string }{
+		{"Keycast run", resultsPath, "Keycast run (get_public_key, warm cache)"},
+		{"Capacity profile", filepath.Join(evidenceDir, "evidence.json"), ""},
+	} {
+		b, err := os.ReadFile(p.path)
+		if err != nil {
+			continue // a part the demo did not get to
+		}
+		page, err := report.HTML([]report.Source{{Name: p.path, Data: b}}, report.HTMLOptions{Title: p.title})
+		if err != nil {
+			return "", fmt.Errorf("demo: drawing %s: %w", p.path, err)
+		}
+		parts = append(parts, report.Part{Name: p.name, Page: page})
+	}
+	page, err := report.Combined("loadproof demo", parts)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(out, "report.html")
+	if err := atomicfile.Write(path, page, 0o644); err != nil {
+		return "", fmt.Errorf("demo: %w", err)
+	}
+	return path, nil
+}

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/report"
+)
+
+// pageOptions are the report command's flags for the drawn formats (html, hgrm).
+type pageOptions struct {
+	compare bool
+	title   string
+	kind    string
+}
+
+func addPageFlags(c *cobra.Command, o *pageOptions) {
+	f := c.Flags()
+	f.BoolVar(&o.compare, "compare", false, "html: draw two runs overlaid with the differences of their headline figures (exactly two files)")
+	f.StringVar(&o.title, "title", "", "html: the page's title (default from the files)")
+	f.StringVar(&o.kind, "kind", "", "hgrm: the latency kind to write (default \"latency\", or the files' first kind)")
+}
+
+// readSources reads the report's files; a directory stands for the capacity evidence bundle in it.
+func readSources(paths []string) ([]report.Source, error) {
+	var srcs []report.Source
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			p = filepath.Join(p, "evidence.json")
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
+		}
+		srcs = append(srcs, report.Source{Name: p, Data: b})
+	}
+	return srcs, nil
+}
+
+// runReportPage draws the files as a self-contained HTML page or an .hgrm distribution, into
+// output (atomically) or onto stdout.
+func runReportPage(env *Env, paths []string, format, output string, o pageOptions) error {
+	srcs, err := readSources(paths)
+	if err != nil {
+		return err
+	}
+	var out []byte
+	if format == report.FormatHGRM {
+		out, err = report.HGRM(srcs, o.kind)
+	} else {
+		out, err = report.HTML(srcs, report.HTMLOptions{Title: o.title, Compare: o.compare})
+	}
+	if err != nil {
+		// Every failure here is about the files given: not results, or not of one run.
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	if output == "" {
+		_, err := env.Stdout.Write(out)
+		return err
+	}
+	if err := atomicfile.Write(output, out, 0o644); err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("report: %w", err)}
+	}
+	fmt.Fprintf(env.Stderr, "report: wrote %s (%d bytes)\n", output, len(out))
+	return nil
+}

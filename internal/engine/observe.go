@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+type observerKey struct{}
+
+// WithIntervalObserver returns a context under which every Execute also hands each interval
+// snapshot, as it closes, to fn (after Config.OnInterval). It is how a command attaches a live view
+// (the dashboard) to runs whose Config is built deep inside a driver package, the way
+// net/http/httptrace attaches a trace to requests: the observer travels with the run's context,
+// not through every configuration struct on the way. fn runs on the collector goroutine: it must
+// return quickly and must not keep the interval.
+func WithIntervalObserver(ctx context.Context, fn func(iv *result.Interval)) context.Context {
+	if fn == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, observerKey{}, fn)
+}
+
+// IntervalObserver returns the observer attached to ctx, or nil.
+func IntervalObserver(ctx context.Context) func(iv *result.Interval) {
+	fn, _ := ctx.Value(observerKey{}).(func(iv *result.Interval))
+	return fn
+}
+
+// observe composes ctx's observer into cfg.OnInterval.
+func observe(ctx context.Context, cfg Config) Config {
+	obs := IntervalObserver(ctx)
+	if obs == nil {
+		return cfg
+	}
+	inner := cfg.OnInterval
+	cfg.OnInterval = func(iv *result.Interval, t *Totals) {
+		if inner != nil {
+			inner(iv, t)
+		}
+		obs(iv)
+	}
+	return cfg
+}

@@ -1,0 +1,529 @@
+// loadproof report page: draws the data in the "lp-data" script element with uPlot. Everything the
+// page shows comes from that element (computed by `loadproof report` from result files); on the
+// live dashboard, interval rows arrive as server-sent events and are appended the same way.
+(function () {
+  'use strict';
+
+  var PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
+    '#bcbd22', '#17becf', '#393b79', '#ad494a', '#637939', '#8c6d31', '#843c39', '#7b4173'];
+  var CLASS_COLORS = { success: '#2ca02c', network: '#7f7f7f', auth: '#9467bd', server: '#d62728',
+    client: '#8c564b', rate_limited: '#ff7f0e', intentional: '#1f77b4', other: '#bcbd22' };
+
+  var model = JSON.parse(document.getElementById('lp-data').textContent);
+  var app = document.getElementById('app');
+  var charts = {}; // id -> {u, key, el}
+  var renders = 0;
+  window.__lpCharts = [];
+
+  // ---------- small helpers ----------
+  function el(tag, attrs, kids) {
+    var e = document.createElement(tag);
+    if (attrs) {
+      for (var k in attrs) {
+        if (k === 'text') e.textContent = attrs[k];
+        else if (k === 'cls') e.className = attrs[k];
+        else e.setAttribute(k, attrs[k]);
+      }
+    }
+    (kids || []).forEach(function (c) { if (c != null) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
+    return e;
+  }
+  function isNum(v) { return typeof v === 'number' && isFinite(v); }
+  function fmt(v, digits) {
+    if (!isNum(v)) return '—';
+    if (digits == null) digits = Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 10 ? 1 : 2;
+    return v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 });
+  }
+  function fmtInt(v) { return isNum(v) ? Math.round(v).toLocaleString('en-US') : '—'; }
+  function fmtPct(v) { return isNum(v) ? fmt(v * 100, 2) + ' %' : '—'; }
+  function si(v) {
+    if (!isNum(v)) return '';
+    var a = Math.abs(v);
+    if (a >= 1e9) return +(v / 1e9).toFixed(2) + 'G';
+    if (a >= 1e6) return +(v / 1e6).toFixed(2) + 'M';
+    if (a >= 1e3) return +(v / 1e3).toFixed(2) + 'k';
+    return +v.toFixed(3) + '';
+  }
+  function bytes(v) {
+    if (!isNum(v)) return '';
+    var a = Math.abs(v), u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'], i = 0;
+    while (a >= 1024 && i < u.length - 1) { a /= 1024; v /= 1024; i++; }
+    return +v.toFixed(1) + ' ' + u[i];
+  }
+  function table(head, rows, numeric) {
+    var t = el('table');
+    var tr = el('tr');
+    head.forEach(function (h) { tr.appendChild(el('th', { text: h })); });
+    t.appendChild(tr);
+    rows.forEach(function (r) {
+      var row = el('tr');
+      r.forEach(function (c, i) {
+        var td;
+        if (c instanceof Node) { td = el('td', null, [c]); } else { td = el('td', { text: c == null ? '' : String(c) }); }
+        if (numeric && numeric[i]) td.className = 'n';
+        row.appendChild(td);
+      });
+      t.appendChild(row);
+    });
+    return t;
+  }
+  function outcomeSpan(o) {
+    return el('span', { cls: o === 'passed' ? 'pass' : o === 'failed' ? 'fail' : 'nt', text: o });
+  }
+
+  // ---------- charts ----------
+  function seriesColor(name, i) { return CLASS_COLORS[name] || PALETTE[i % PALETTE.length]; }
+
+  // bands draws the capacity phases as shaded spans with their names and pass/fail, and the stop
+  // point as a red line.
+  function bandsPlugin() {
+    var cap = model.capacity;
+    if (!cap) return null;
+    return {
+      hooks: {
+        drawClear: [function (u) {
+          var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+          ctx.save();
+          cap.phases.forEach(function (p, i) {
+            if (!isNum(p.start) || !isNum(p.end) || p.end <= p.start) return;
+            var x0 = u.valToPos(p.start, 'x', true), x1 = u.valToPos(p.end, 'x', true);
+            ctx.fillStyle = p.passed ? (i % 2 ? 'rgba(44,160,44,0.10)' : 'rgba(44,160,44,0.16)') : 'rgba(214,39,40,0.14)';
+            ctx.fillRect(x0, top, x1 - x0, h);
+            ctx.fillStyle = p.passed ? '#11772d' : '#b3261e';
+            ctx.font = (11 * devicePixelRatio) + 'px system-ui, sans-serif';
+            ctx.fillText(p.name + (p.passed ? ' ✓' : ' ✗'), x0 + 4 * devicePixelRatio, top + 12 * devicePixelRatio);
+          });
+          ctx.restore();
+        }],
+        draw: [function (u) {
+          if (!isNum(cap.stop_at)) return;
+          var ctx = u.ctx, x = u.valToPos(cap.stop_at, 'x', true);
+          ctx.save();
+          ctx.strokeStyle = '#b3261e';
+          ctx.lineWidth = 2 * devicePixelRatio;
+          ctx.setLineDash([6 * devicePixelRatio, 4 * devicePixelRatio]);
+          ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+          ctx.fillStyle = '#b3261e';
+          ctx.fillText('stop', x + 3 * devicePixelRatio, u.bbox.top + u.bbox.height - 4 * devicePixelRatio);
+          ctx.restore();
+        }]
+      }
+    };
+  }
+
+  // spec: {id, title, unit, lines: [{label, x, y, dash, color}], xlog, xfmt}
+  function buildData(lines) {
+    var same = lines.every(function (l) { return l.x === lines[0].x; });
+    if (same) {
+      return [lines[0].x].concat(lines.map(function (l) { return l.y; }));
+    }
+    return uPlot.join(lines.map(function (l) { return [l.x, l.y]; }));
+  }
+
+  function yFormatter(unit) {
+    if (unit === 'bytes') return function (u, vals) { return vals.map(bytes); };
+    if (unit === 'ratio') return function (u, vals) { return vals.map(function (v) { return +(v * 100).toFixed(2) + '%'; }); };
+    return function (u, vals) { return vals.map(si); };
+  }
+
+  function chartWidth(box) { return Math.max(320, (box.clientWidth || app.clientWidth || 1000) - 12); }
+
+  function drawChart(parent, spec) {
+    var box = charts[spec.id] && charts[spec.id].el;
+    if (!box) {
+      box = el('div', { cls: 'chart', id: 'chart-' + spec.id });
+      parent.appendChild(box);
+    }
+    var lines = spec.lines.filter(function (l) { return l.x && l.x.length; });
+    var info = { id: spec.id, title: spec.title, series: lines.map(function (l) { return l.label; }), points: 0, drawn: false };
+    if (!lines.length) {
+      box.textContent = '';
+      box.appendChild(el('div', { cls: 'empty', text: spec.title + ': no data' }));
+      charts[spec.id] = { el: box, key: '' };
+      return info;
+    }
+    var data = buildData(lines);
+    info.points = data[0].length;
+    info.nonNull = data.slice(1).map(function (a) { return a.filter(function (v) { return v != null; }).length; });
+    var key = info.series.join('\u0000') + (spec.xlog ? 'log' : '');
+    var prev = charts[spec.id];
+    if (prev && prev.u && prev.key === key) {
+      prev.u.setData(data);
+      info.drawn = true;
+      return info;
+    }
+    if (prev && prev.u) prev.u.destroy();
+    box.textContent = '';
+    var series = [{ label: spec.xlabel || 's' }];
+    lines.forEach(function (l, i) {
+      series.push({ label: l.label, stroke: l.color || seriesColor(l.name || l.label, i), width: 1.5,
+        dash: l.dash ? [6, 4] : undefined, spanGaps: false, points: { show: info.points < 120 } });
+    });
+    var opts = {
+      title: spec.title,
+      width: chartWidth(box),
+      height: spec.height || 260,
+      series: series,
+      scales: { x: spec.xlog ? { time: false, distr: 3, log: 10 } : { time: false } },
+      axes: [
+        { label: spec.xlabel || 'seconds since start', values: spec.xfmt },
+        { label: spec.unit, size: 70, values: yFormatter(spec.unit) }
+      ],
+      legend: { live: true },
+      plugins: spec.bands === false ? [] : [bandsPlugin()].filter(Boolean)
+    };
+    var u = new uPlot(opts, data, box);
+    charts[spec.id] = { el: box, key: key, u: u };
+    info.drawn = true;
+    return info;
+  }
+
+  // ---------- specs from the model ----------
+  function runsLines(pick, opts) {
+    // pick(run) -> [{label, name, y}] ; returns lines for every run (compare overlays them).
+    var out = [];
+    var multi = model.runs.length > 1;
+    model.runs.forEach(function (r, ri) {
+      pick(r).forEach(function (s, si2) {
+        out.push({ label: (multi ? String.fromCharCode(65 + ri) + ' ' : '') + s.label, name: s.name || s.label,
+          x: s.x || r.t, y: s.y, dash: ri > 0,
+          color: multi ? (s.color || seriesColor(s.name || s.label, si2)) : s.color });
+      });
+    });
+    return out;
+  }
+
+  function specs() {
+    var out = [];
+    var r0 = model.runs[0];
+    out.push({ id: 'throughput', title: 'Throughput', unit: 'ops/s',
+      lines: runsLines(function (r) { return [{ label: 'throughput', y: r.throughput, color: '#1f77b4' }]; }) });
+    var kinds = [];
+    model.runs.forEach(function (r) { (r.latency || []).forEach(function (l) { if (kinds.indexOf(l.kind) < 0) kinds.push(l.kind); }); });
+    var pc = [['p50', '#2ca02c'], ['p90', '#1f77b4'], ['p99', '#ff7f0e'], ['p999', '#d62728'], ['max', '#7f7f7f']];
+    kinds.forEach(function (kind) {
+      out.push({ id: 'latency-' + kind, title: 'Latency percentiles over time (' + kind + ')', unit: 'ms',
+        lines: runsLines(function (r) {
+          var ls = (r.latency || []).filter(function (l) { return l.kind === kind; })[0];
+          if (!ls) return [];
+          return pc.map(function (p) { return { label: p[0] === 'p999' ? 'p99.9' : p[0], y: ls[p[0]], color: p[1] }; });
+        }) });
+    });
+    out.push({ id: 'classes', title: 'Outcome classes over time', unit: 'ops/s',
+      lines: runsLines(function (r) { return (r.classes || []).map(function (s) { return { label: s.name, name: s.name, y: s.values }; }); }) });
+    if (model.runs.some(function (r) { return r.cause_series && r.cause_series.length; })) {
+      out.push({ id: 'causes', title: 'Failures by cause (reasons, status codes) over time', unit: 'per second',
+        lines: runsLines(function (r) { return (r.cause_series || []).map(function (s) { return { label: s.name, y: s.values }; }); }) });
+    }
+    if (model.runs.some(function (r) { return r.connections && r.connections.length; })) {
+      out.push({ id: 'connections', title: 'Connections over time (running totals)', unit: 'connections',
+        lines: runsLines(function (r) { return (r.connections || []).map(function (s) { return { label: s.name, y: s.values }; }); }) });
+    }
+    if (model.runs.some(function (r) { return r.counters && r.counters.length; })) {
+      out.push({ id: 'counters', title: 'Driver counters over time', unit: 'per second',
+        lines: runsLines(function (r) { return (r.counters || []).map(function (s) { return { label: s.name, y: s.values }; }); }) });
+    }
+    var groups = [];
+    model.runs.forEach(function (r) {
+      (r.server || []).forEach(function (g) {
+        var k = g.group + '|' + g.unit;
+        if (groups.indexOf(k) < 0) groups.push(k);
+      });
+    });
+    var order = ['memory', 'connections', 'buffers', 'shedding', 'other'];
+    groups.sort(function (a, b) {
+      var ga = order.indexOf(a.split('|')[0]), gb = order.indexOf(b.split('|')[0]);
+      return ga !== gb ? ga - gb : (a < b ? -1 : a > b ? 1 : 0);
+    });
+    groups.forEach(function (k) {
+      var gu = k.split('|');
+      out.push({ id: 'server-' + gu[0] + '-' + gu[1].replace(/\s+/g, '-'), title: 'Server samples: ' + gu[0] + ' (' + gu[1] + ')',
+        unit: gu[1] === 'bytes' ? 'bytes' : gu[1],
+        lines: runsLines(function (r) {
+          var g = (r.server || []).filter(function (g) { return g.group === gu[0] && g.unit === gu[1]; })[0];
+          return g ? g.series.map(function (s) { return { label: s.name, y: s.values }; }) : [];
+        }) });
+    });
+    var dkinds = [];
+    model.runs.forEach(function (r) { (r.distribution || []).forEach(function (d) { if (dkinds.indexOf(d.kind) < 0) dkinds.push(d.kind); }); });
+    if (dkinds.length) {
+      out.push({ id: 'distribution', title: 'Latency by percentile (HdrHistogram distribution)', unit: 'ms', xlog: true, bands: false,
+        xlabel: 'percentile', height: 320,
+        xfmt: function (u, vals) { return vals.map(function (v) { return v == null ? '' : pctLabel(1 - 1 / v); }); },
+        lines: runsLines(function (r) {
+          return (r.distribution || []).map(function (d, i) {
+            return { label: d.kind, x: d.p.map(function (p) { return 1 / (1 - p); }), y: d.ms, color: PALETTE[i % PALETTE.length] };
+          });
+        }) });
+    }
+    return out;
+  }
+
+  function pctLabel(p) {
+    if (p <= 0) return '0%';
+    var s = (p * 100).toPrecision(8).replace(/0+$/, '').replace(/\.$/, '');
+    return s + '%';
+  }
+
+  // ---------- sections ----------
+  function headlineFigures(h) {
+    return [
+      ['Operations', fmtInt(h.operations)], ['Throughput', fmt(h.throughput) + ' ops/s'],
+      ['Success rate', fmtPct(h.success_rate)], ['Failures', fmtInt(h.failures)],
+      ['Duration', fmt(h.duration_s) + ' s'], ['p50', fmt(h.p50_ms) + ' ms'], ['p90', fmt(h.p90_ms) + ' ms'],
+      ['p99', fmt(h.p99_ms) + ' ms'], ['p99.9', fmt(h.p999_ms) + ' ms'], ['max', fmt(h.max_ms) + ' ms']
+    ];
+  }
+
+  function headlineSection(root) {
+    root.appendChild(el('h2', { text: 'Headline' }));
+    if (model.mode === 'compare') {
+      var rows = (model.compare || []).map(function (d) {
+        var cls = '';
+        if (isNum(d.change_pct) && d.change_pct !== 0) {
+          var up = d.change_pct > 0;
+          cls = (up === (d.better === 'higher')) ? 'better' : 'worse';
+        }
+        return [d.figure, fmt(d.a), fmt(d.b), el('span', { cls: cls, text: isNum(d.change_pct) ? (d.change_pct > 0 ? '+' : '') + fmt(d.change_pct, 1) + ' %' : '—' })];
+      });
+      root.appendChild(el('div', { cls: 'sub', text: 'A: ' + model.runs[0].label + '   B: ' + model.runs[1].label + ' (dashed in the charts)' }));
+      root.appendChild(table(['Figure', 'A', 'B', 'Change (B − A) / A'], rows, [false, true, true, true]));
+      return;
+    }
+    var h = model.runs[0].headline;
+    var g = el('div', { cls: 'grid', id: 'headline' });
+    headlineFigures(h).forEach(function (f) {
+      g.appendChild(el('div', { cls: 'fig' }, [el('div', { cls: 'v', text: f[1] }), el('div', { cls: 'l', text: f[0] + (h.kind && f[0].charAt(0) === 'p' || f[0] === 'max' ? ' (' + h.kind + ')' : '') })]));
+    });
+    root.appendChild(g);
+    if (h.stop) {
+      var s = h.stop;
+      root.appendChild(el('div', { cls: 'card fail', text: 'Stopped early: ' + s.reason + (s.metric ? ' (' + s.metric + ' ' + fmt(s.observed) + ' against limit ' + fmt(s.limit) + ')' : '') + ' after ' + fmt(s.elapsed_secs) + ' s' }));
+    }
+  }
+
+  function capacitySection(root) {
+    var c = model.capacity;
+    if (!c) return;
+    root.appendChild(el('h2', { text: 'Capacity verdict' }));
+    var v = el('div', { cls: 'card verdict' }, [
+      el('span', { cls: c.passed ? 'pass' : 'fail', text: c.passed ? 'PASSED' : 'FAILED' }), '  certification ready: ',
+      el('span', { cls: c.certification_ready ? 'pass' : 'fail', text: c.certification_ready ? 'yes' : 'no' }),
+      c.stopped_after_phase ? '  stopped after phase "' + c.stopped_after_phase + '" (' + (c.stop_reason || 'stop') + ')' : ''
+    ]);
+    root.appendChild(v);
+    root.appendChild(el('div', { cls: 'sub', text: (c.scope || '') + (c.target ? ' — target ' + c.target : '') + (c.generated_at ? ' — generated ' + c.generated_at : '') }));
+    if (c.blockers && c.blockers.length) {
+      var ul = el('ul');
+      c.blockers.forEach(function (b) { ul.appendChild(el('li', { text: b })); });
+      root.appendChild(el('details', { open: '' }, [el('summary', { text: 'Why certification is not ready' }), ul]));
+    }
+    root.appendChild(el('h3', { text: 'Phases' }));
+    root.appendChild(table(['Phase', 'Kind', 'Result', 'From (s)', 'To (s)', 'Requests', 'Throughput', 'p50 ms', 'p99 ms', 'Success rate', 'Note'],
+      c.phases.map(function (p) {
+        var h = p.headline || {};
+        var note = p.error || (p.live_stop ? 'live stop: ' + (p.live_stop.metric || p.live_stop.reason) : '') || (p.interrupted ? 'interrupted' : '') || (p.stop_breached ? 'stop condition breached' : '');
+        return [p.name, p.kind, outcomeSpan(p.passed ? 'passed' : 'failed'), fmt(p.start, 1), fmt(p.end, 1), fmtInt(h.operations),
+          fmt(h.throughput), fmt(h.p50_ms), fmt(h.p99_ms), fmtPct(h.success_rate), note];
+      }), [false, false, false, true, true, true, true, true, true, true, false]));
+    root.appendChild(el('h3', { text: 'Checks' }));
+    var rows = [];
+    c.phases.forEach(function (p) {
+      (p.checks || []).forEach(function (ch) {
+        rows.push([p.name, ch.stop ? 'stop' : 'check', ch.metric, ch.comparison, fmt(ch.observed, 4), fmt(ch.limit, 4), outcomeSpan(ch.outcome)]);
+      });
+    });
+    var t = table(['Phase', 'Type', 'Metric', 'Comparison', 'Observed', 'Limit', 'Outcome'], rows, [false, false, false, false, true, true, false]);
+    t.id = 'checks';
+    root.appendChild(t);
+  }
+
+  function detailsSection(root) {
+    model.runs.forEach(function (r) {
+      root.appendChild(el('h2', { text: 'Run' + (model.runs.length > 1 ? ' ' + r.label : '') + ': details' }));
+      var rows = [['Harness', r.harness], ['Command', r.command], ['Target', r.target],
+        ['Started', r.started_at || ''], ['Ended', r.ended_at || ''], ['Segments', (r.segments || []).join(', ') || 'whole run']];
+      (r.extra || []).forEach(function (e) { rows.push(e); });
+      root.appendChild(table(['', ''], rows));
+      var tot = (r.totals || []).map(function (t) { return [t[0], fmtInt(t[1])]; });
+      if (tot.length) { root.appendChild(el('h3', { text: 'Outcome classes' })); root.appendChild(table(['Class', 'Operations'], tot, [false, true])); }
+      var cau = (r.causes || []).map(function (t) { return [t[0], fmtInt(t[1])]; });
+      if (cau.length) { root.appendChild(el('h3', { text: 'Failures by cause' })); root.appendChild(table(['Cause', 'Count'], cau, [false, true])); }
+      var flags = Object.keys(r.flags || {}).sort().map(function (k) { return ['--' + k, r.flags[k]]; });
+      if (flags.length) { root.appendChild(el('details', null, [el('summary', { text: 'Command line flags (' + flags.length + ')' }), table(['Flag', 'Value'], flags)])); }
+      var ms = (r.machines || []).map(function (m, i) {
+        return [String(i + 1), m.hostname || '', (m.os || '') + '/' + (m.arch || ''), m.cpu_model || '', fmtInt(m.cores), fmtInt(m.gomaxprocs),
+          m.memory_bytes ? bytes(m.memory_bytes) : '', m.kernel || '', m.go_version || '', m.loadproof_version || ''];
+      });
+      if (ms.length) {
+        root.appendChild(el('h3', { text: 'Machine record' + (ms.length > 1 ? 's (' + ms.length + ')' : '') }));
+        root.appendChild(table(['#', 'Host', 'OS/arch', 'CPU', 'Cores', 'GOMAXPROCS', 'Memory', 'Kernel', 'Go', 'loadproof'], ms));
+      }
+    });
+  }
+
+  // ---------- render ----------
+  var chartRoot = null;
+  function layout() {
+    app.textContent = '';
+    charts = {};
+    var title = el('h1', { text: model.title });
+    if (model.live) {
+      title.appendChild(el('span', { id: 'live-badge', cls: 'live' + (model.live.ended ? ' ended' : ''), text: model.live.ended ? 'run finished' : 'live' }));
+    }
+    app.appendChild(title);
+    var r0 = model.runs[0] || {};
+    app.appendChild(el('div', { cls: 'sub', text: [r0.harness, r0.command, r0.target].filter(Boolean).join(' · ') +
+      (model.files && model.files.length ? ' — from ' + model.files.join(', ') : '') + ' — ' + model.mode }));
+    if (model.live && model.live.ended) {
+      var b = el('button', { cls: 'save', id: 'save', text: 'Save report' });
+      b.addEventListener('click', save);
+      title.appendChild(b);
+    }
+    capacitySection(app);
+    var hs = el('div', { id: 'headline-section' });
+    app.appendChild(hs);
+    headlineSection(hs);
+    app.appendChild(el('h2', { text: 'Over time' }));
+    chartRoot = el('div', { id: 'charts' });
+    app.appendChild(chartRoot);
+    detailsSection(app);
+  }
+
+  function drawCharts() {
+    var infos = specs().map(function (s) { return drawChart(chartRoot, s); });
+    window.__lpCharts = infos;
+    renders++;
+    document.body.setAttribute('data-rendered', String(renders));
+  }
+
+  function render() {
+    try {
+      layout();
+      drawCharts();
+    } catch (e) {
+      window.__lpError = String(e && e.stack || e);
+      app.appendChild(el('div', { cls: 'err', text: 'The report could not be drawn: ' + e }));
+      throw e;
+    }
+  }
+
+  window.addEventListener('resize', function () {
+    for (var id in charts) {
+      var c = charts[id];
+      if (c.u) c.u.setSize({ width: chartWidth(c.el), height: c.u.height });
+    }
+  });
+
+  // ---------- live ----------
+  function pad(a, n) { while (a.length < n) a.push(null); return a; }
+  function findOrAdd(list, name, n, make) {
+    for (var i = 0; i < list.length; i++) {
+      var x = list[i];
+      if ((x.name || x.kind || (x.group + '|' + x.unit)) === name) return x;
+    }
+    var s = make ? make() : { name: name, values: [] };
+    list.push(s);
+    return s;
+  }
+  function appendMap(list, m, n) {
+    m = m || {};
+    Object.keys(m).sort().forEach(function (k) { findOrAdd(list, k, n); });
+    list.forEach(function (s) { pad(s.values, n); s.values.push(k2v(m, s.name)); });
+  }
+  function k2v(m, k) { return Object.prototype.hasOwnProperty.call(m, k) ? m[k] : null; }
+
+  function appendRow(r, row) {
+    var n = r.t.length;
+    r.t.push(row.t);
+    r.throughput.push(row.thr);
+    r.latency = r.latency || [];
+    Object.keys(row.lat || {}).forEach(function (kind) {
+      findOrAdd(r.latency, kind, n, function () { return { kind: kind, p50: [], p90: [], p99: [], p999: [], max: [] }; });
+    });
+    r.latency.forEach(function (ls) {
+      var v = (row.lat || {})[ls.kind] || [null, null, null, null, null];
+      ['p50', 'p90', 'p99', 'p999', 'max'].forEach(function (p, i) { pad(ls[p], n); ls[p].push(v[i]); });
+    });
+    appendMap(r.classes = r.classes || [], row.cls, n);
+    appendMap(r.cause_series = r.cause_series || [], row.cau, n);
+    appendMap(r.counters = r.counters || [], row.ctr, n);
+    appendMap(r.connections = r.connections || [], row.con, n);
+    r.server = r.server || [];
+    var byGroup = {};
+    Object.keys(row.srv || {}).forEach(function (key) {
+      var p = key.split('|');
+      var g = findOrAdd(r.server, p[0] + '|' + p[1], n, function () { return { name: p[0] + '|' + p[1], group: p[0], unit: p[1], series: [] }; });
+      (byGroup[g.name] = byGroup[g.name] || {})[p.slice(2).join('|')] = row.srv[key];
+    });
+    r.server.forEach(function (g) {
+      var m = byGroup[g.name] || {};
+      Object.keys(m).sort().forEach(function (k) { findOrAdd(g.series, k, n); });
+      g.series.forEach(function (s) { pad(s.values, n); s.values.push(k2v(m, s.name)); });
+    });
+  }
+
+  var pending = false;
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(function () {
+      pending = false;
+      var hs = document.getElementById('headline-section');
+      if (hs) { hs.textContent = ''; headlineSection(hs); }
+      drawCharts();
+    });
+  }
+
+  function startLive() {
+    var es = new EventSource(model.live.events);
+    es.addEventListener('row', function (ev) {
+      var msg = JSON.parse(ev.data);
+      var r = model.runs[msg.run || 0];
+      if (!r) return;
+      appendRow(r, msg.row);
+      if (msg.headline) r.headline = msg.headline;
+      schedule();
+    });
+    es.addEventListener('final', function (ev) {
+      es.close();
+      var final = JSON.parse(ev.data);
+      final.live = { events: model.live.events, ended: true };
+      model = final;
+      render();
+      document.body.setAttribute('data-final', '1');
+    });
+    es.onerror = function () {
+      var b = document.getElementById('live-badge');
+      if (b && !(model.live && model.live.ended)) b.textContent = 'live (reconnecting…)';
+    };
+  }
+
+  // save writes the final report as the same self-contained file `loadproof report --format html`
+  // writes: the page's own styles, scripts and the final data.
+  function save() {
+    var m = JSON.parse(JSON.stringify(model));
+    delete m.live;
+    var html = pageHTML(m);
+    var a = el('a', { href: URL.createObjectURL(new Blob([html], { type: 'text/html' })), download: 'report.html' });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+  }
+  function esc(s) { return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;'); }
+  function pageHTML(m) {
+    function text(id) { return document.getElementById(id).textContent; }
+    var data = JSON.stringify(m).replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026');
+    var meta = document.querySelectorAll('meta');
+    var head = '';
+    meta.forEach(function (x) { head += x.outerHTML + '\n'; });
+    return '<!DOCTYPE html>\n<html lang="en">\n<head>\n' + head + '<title>' + esc(m.title) + '</title>\n' +
+      '<style id="lp-uplot-css">' + text('lp-uplot-css') + '<\/style>\n<style id="lp-css">' + text('lp-css') + '<\/style>\n' +
+      '</head>\n<body>\n<div id="app"></div>\n<script id="lp-uplot">' + text('lp-uplot') + '<\/script>\n' +
+      '<script id="lp-data" type="application/json">' + data + '<\/script>\n<script id="lp-app">' + text('lp-app') + '<\/script>\n</body>\n</html>\n';
+  }
+  window.__lpPageHTML = function () { var m = JSON.parse(JSON.stringify(model)); delete m.live; return pageHTML(m); };
+
+  render();
+  if (model.live && !model.live.ended) startLive();
+})();

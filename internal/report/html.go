@@ -1,0 +1,412 @@
+package report
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// Formats of the report command beyond the upstream ones.
+const (
+	FormatHTML = "html"
+	FormatHGRM = "hgrm"
+)
+
+// The page's scripts and styles, inlined so that the report is one file that works offline.
+var (
+	//go:embed assets/uPlot.iife.min.js
+	uplotJS string
+	//go:embed assets/uPlot.min.css
+	uplotCSS string
+	//go:embed assets/report.js
+	reportJS string
+	//go:embed assets/report.css
+	reportCSS string
+)
+
+// UPlotVersion is the version of the embedded chart library (assets/uPlot.iife.min.js).
+const UPlotVersion = "1.6.32"
+
+// Source is one file a report is drawn from: a result file of either harness (one carrying the
+// loadproof.result/v2 envelope) or a capacity evidence.json.
+type Source struct {
+	Name string
+	Data []byte
+}
+
+// HTMLOptions selects how several sources are drawn.
+type HTMLOptions struct {
+	// Title heads the page; empty derives one from the sources.
+	Title string
+	// Compare draws two runs overlaid with the differences of their headline figures, instead of
+	// merging the sources as segments of one run.
+	Compare bool
+}
+
+// ErrNotEnvelope reports a file the HTML report cannot draw: it carries no interval snapshots.
+var ErrNotEnvelope = errors.New("report: not a loadproof result (no loadproof.result/v2 envelope) nor a capacity evidence.json")
+
+// loaded is one decoded source.
+type loaded struct {
+	name     string
+	env      *result.Envelope
+	keycast  *keycastresult.Results
+	stop     *result.StopEvent
+	evidence *evidenceFile
+}
+
+// sniff reads the few top-level fields that tell the kinds of file apart.
+type sniff struct {
+	Format        string          `json:"format"`
+	Harness       string          `json:"harness"`
+	SchemaVersion *int            `json:"schema_version"`
+	Phases        json.RawMessage `json:"phases"`
+	Metadata      json.RawMessage `json:"metadata"`
+	Summary       json.RawMessage `json:"summary"`
+}
+
+// envelopeFile is any harness's result file as far as the report needs it: the envelope at the top
+// level and the stop event.
+type envelopeFile struct {
+	result.Envelope
+	Stop *result.StopEvent `json:"stop"`
+}
+
+func load(src Source) (*loaded, error) {
+	var s sniff
+	if err := json.Unmarshal(src.Data, &s); err != nil {
+		return nil, fmt.Errorf("report: %s: not a JSON object: %w", src.Name, err)
+	}
+	l := &loaded{name: src.Name}
+	switch {
+	case s.SchemaVersion != nil && s.Phases != nil:
+		var ev evidenceFile
+		if err := json.Unmarshal(src.Data, &ev); err != nil {
+			return nil, fmt.Errorf("report: %s: not an evidence file: %w", src.Name, err)
+		}
+		l.evidence = &ev
+		return l, nil
+	case s.Harness == "keycast" || s.Metadata != nil && s.Summary != nil:
+		r, err := keycastresult.Parse(src.Data)
+		if err != nil {
+			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
+		}
+		if r.Envelope == nil {
+			return nil, fmt.Errorf("report: %s is a Keycast results file in the upstream schema: it has no interval snapshots to draw (%w)", src.Name, ErrNotEnvelope)
+		}
+		l.env, l.keycast, l.stop = r.Envelope, r, r.Stop
+		return l, nil
+	case s.Format == result.Format:
+		var f envelopeFile
+		if err := json.Unmarshal(src.Data, &f); err != nil {
+			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
+		}
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
+		}
+		l.env, l.stop = &f.Envelope, f.Stop
+		return l, nil
+	}
+	what := "an unknown JSON object"
+	if s.Format != "" {
+		what = fmt.Sprintf("a file of format %q", s.Format)
+	}
+	return nil, fmt.Errorf("%w: %s is %s", ErrNotEnvelope, src.Name, what)
+}
+
+// BuildModel reads the sources and computes the page's data.
+func BuildModel(srcs []Source, opt HTMLOptions) (*Model, error) {
+	if len(srcs) == 0 {
+		return nil, errors.New("report: no files to draw")
+	}
+	var ls []*loaded
+	for _, s := range srcs {
+		l, err := load(s)
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	m := &Model{Title: opt.Title}
+	for _, l := range ls {
+		m.Files = append(m.Files, filepath.Base(l.name))
+	}
+	var evidence []*loaded
+	for _, l := range ls {
+		if l.evidence != nil {
+			evidence = append(evidence, l)
+		}
+	}
+	switch {
+	case len(evidence) > 0:
+		if len(ls) != 1 {
+			return nil, errors.New("report: draw a capacity evidence bundle on its own (one evidence.json or bundle directory)")
+		}
+		if err := capacityModel(m, ls[0]); err != nil {
+			return nil, err
+		}
+	case opt.Compare:
+		if len(ls) != 2 {
+			return nil, fmt.Errorf("report: --compare draws two runs; got %d files", len(ls))
+		}
+		m.Mode = "compare"
+		for i, l := range ls {
+			rv := singleRun(l)
+			rv.Label = fmt.Sprintf("%s: %s", string(rune('A'+i)), filepath.Base(l.name))
+			m.Runs = append(m.Runs, rv)
+		}
+		m.Compare = differences(m.Runs[0].Headline, m.Runs[1].Headline)
+	case len(ls) == 1:
+		m.Mode = "single"
+		m.Runs = []*RunView{singleRun(ls[0])}
+	default:
+		m.Mode = "merged"
+		merged := &result.Envelope{}
+		var stop *result.StopEvent
+		for _, l := range ls {
+			if err := merged.Merge(l.env); err != nil {
+				return nil, fmt.Errorf("report: merging %s: %w", l.name, err)
+			}
+			if stop == nil {
+				stop = l.stop
+			}
+		}
+		rv := runView(fmt.Sprintf("%d segments merged", len(ls)), merged, []part{{env: merged}}, stop)
+		if ls[0].keycast != nil {
+			if kr, err := keycastMerged(ls); err == nil {
+				rv.Extra = keycastExtra(kr)
+			}
+		}
+		m.Runs = []*RunView{rv}
+	}
+	if m.Title == "" {
+		r := m.Runs[0]
+		m.Title = fmt.Sprintf("loadproof %s %s", r.Harness, r.Command)
+		switch m.Mode {
+		case "compare":
+			m.Title += " — comparison"
+		case "capacity":
+			m.Title = "loadproof capacity profile " + m.Capacity.Profile
+		}
+	}
+	return m, nil
+}
+
+func keycastMerged(ls []*loaded) (*keycastresult.Results, error) {
+	parts := make([]*keycastresult.Results, len(ls))
+	for i, l := range ls {
+		if l.keycast == nil {
+			return nil, errors.New("not all Keycast")
+		}
+		parts[i] = l.keycast
+	}
+	return keycastresult.Merge(parts)
+}
+
+func singleRun(l *loaded) *RunView {
+	rv := runView(filepath.Base(l.name), l.env, []part{{env: l.env}}, l.stop)
+	if l.keycast != nil {
+		rv.Extra = keycastExtra(l.keycast)
+	}
+	return rv
+}
+
+// evidenceFile is the part of evidence.json the report draws (the capacity package's Evidence,
+// read here without importing it: reports depend on files, not on the code that wrote them).
+type evidenceFile struct {
+	SchemaVersion int    `json:"schema_version"`
+	EvidenceScope string `json:"evidence_scope"`
+	GeneratedAt   string `json:"generated_at"`
+	Plan          *struct {
+		ProfileName string `json:"profile_name"`
+		TargetURL   string `json:"target_url"`
+	} `json:"plan"`
+	Passed                bool            `json:"passed"`
+	CertificationReady    bool            `json:"certification_ready"`
+	StoppedAfterPhase     *string         `json:"stopped_after_phase"`
+	Phases                []evidencePhase `json:"phases"`
+	CertificationBlockers []string        `json:"certification_blockers"`
+	StopReason            string          `json:"stop_reason"`
+	Machine               *machine.Record `json:"machine"`
+}
+
+type evidencePhase struct {
+	Name         string                 `json:"name"`
+	Kind         string                 `json:"kind"`
+	Passed       bool                   `json:"passed"`
+	Checks       []evidenceCheck        `json:"checks"`
+	StopBreached bool                   `json:"stop_breached"`
+	StopChecks   []evidenceCheck        `json:"stop_checks"`
+	Results      *keycastresult.Results `json:"results"`
+	Error        *string                `json:"error"`
+	LiveStop     *result.StopEvent      `json:"live_stop"`
+	Interrupted  bool                   `json:"interrupted"`
+}
+
+type evidenceCheck struct {
+	Metric     string   `json:"metric"`
+	Comparison string   `json:"comparison"`
+	Observed   *float64 `json:"observed"`
+	Limit      *float64 `json:"limit"`
+	Outcome    string   `json:"outcome"`
+}
+
+func orNaN(p *float64) num {
+	if p == nil {
+		return num(math.NaN())
+	}
+	return num(*p)
+}
+
+// capacityModel lays a bundle's phases end to end on one time axis (each at its start time after
+// the first phase's start, so pauses between phases show), merges their figures for the headline,
+// and lists their checks.
+func capacityModel(m *Model, l *loaded) error {
+	ev := l.evidence
+	m.Mode = "capacity"
+	cv := &CapacityView{Scope: ev.EvidenceScope, GeneratedAt: ev.GeneratedAt, Passed: ev.Passed,
+		CertificationReady: ev.CertificationReady, StopReason: ev.StopReason, Blockers: ev.CertificationBlockers, StopAt: num(gap)}
+	if ev.Plan != nil {
+		cv.Profile, cv.Target = ev.Plan.ProfileName, ev.Plan.TargetURL
+	}
+	if ev.StoppedAfterPhase != nil {
+		cv.StoppedAfterPhase = *ev.StoppedAfterPhase
+	}
+	whole := &result.Envelope{}
+	var parts []part
+	var first time.Time
+	var cursor float64
+	for _, ph := range ev.Phases {
+		pv := &PhaseView{Name: ph.Name, Kind: ph.Kind, Passed: ph.Passed, StopBreached: ph.StopBreached,
+			Interrupted: ph.Interrupted, LiveStop: ph.LiveStop, Start: num(cursor), End: num(cursor)}
+		if ph.Error != nil {
+			pv.Error = *ph.Error
+		}
+		for _, c := range ph.Checks {
+			pv.Checks = append(pv.Checks, CheckView{Metric: c.Metric, Comparison: c.Comparison, Observed: orNaN(c.Observed), Limit: orNaN(c.Limit), Outcome: c.Outcome})
+		}
+		for _, c := range ph.StopChecks {
+			pv.Checks = append(pv.Checks, CheckView{Stop: true, Metric: c.Metric, Comparison: c.Comparison, Observed: orNaN(c.Observed), Limit: orNaN(c.Limit), Outcome: c.Outcome})
+		}
+		if r := ph.Results; r != nil && r.Envelope != nil {
+			env := r.Envelope
+			off := cursor
+			if !env.StartedAt.IsZero() {
+				if first.IsZero() {
+					first = env.StartedAt
+				}
+				off = max(env.StartedAt.Sub(first).Seconds(), cursor)
+			}
+			parts = append(parts, part{env: env, offset: off})
+			end := off + env.Elapsed().Seconds()
+			if n := len(env.Intervals); n > 0 {
+				end = max(end, off+env.Intervals[n-1].T+env.Intervals[n-1].Secs)
+			}
+			pv.Start, pv.End = num(off), num(end)
+			cursor = end
+			pv.Headline = headlineOf(env.Totals, env.Histograms, env.Elapsed(), r.Stop)
+			// Phases are not segments of one run: sum their figures without the interval merge.
+			whole.Totals = addTo(whole.Totals, env.Totals)
+			whole.Causes = addTo(whole.Causes, env.Causes)
+			for k, h := range env.Histograms {
+				if whole.Histograms == nil {
+					whole.Histograms = map[string]*hist.Histogram{}
+				}
+				if whole.Histograms[k] == nil {
+					whole.Histograms[k] = hist.New()
+				}
+				whole.Histograms[k].Merge(h)
+			}
+			if whole.Harness == "" {
+				whole.Harness, whole.Command, whole.Target, whole.Classes, whole.Flags = env.Harness, env.Command, env.Target, env.Classes, env.Flags
+				whole.StartedAt = env.StartedAt
+			}
+			whole.EndedAt = env.EndedAt
+			if len(whole.Machines) == 0 {
+				whole.Machines = env.Machines
+			}
+		}
+		if ph.LiveStop != nil && math.IsNaN(float64(cv.StopAt)) {
+			cv.StopAt = pv.Start + num(ph.LiveStop.ElapsedSecs)
+		}
+		cv.Phases = append(cv.Phases, pv)
+	}
+	if cv.StoppedAfterPhase != "" && math.IsNaN(float64(cv.StopAt)) && len(cv.Phases) > 0 {
+		cv.StopAt = cv.Phases[len(cv.Phases)-1].End
+	}
+	if whole.Harness == "" {
+		whole.Harness, whole.Command, whole.Target = "keycast", "capacity", cv.Target
+	}
+	if ev.Machine != nil && len(whole.Machines) == 0 {
+		whole.Machines = []machine.Record{*ev.Machine}
+	}
+	rv := runView(cv.Profile, whole, parts, nil)
+	rv.Command = "capacity"
+	// The headline's duration is the axis the phases cover, not the first start to the last end
+	// of files that may have been written apart.
+	rv.Headline.DurationS = num(cursor)
+	if cursor > 0 {
+		rv.Headline.Throughput = num(float64(rv.Headline.Operations) / cursor)
+	}
+	m.Runs = []*RunView{rv}
+	m.Capacity = cv
+	return nil
+}
+
+func addTo(dst, src map[string]int64) map[string]int64 {
+	if dst == nil {
+		dst = map[string]int64{}
+	}
+	for k, v := range src {
+		dst[k] += v
+	}
+	return dst
+}
+
+// HTML draws the sources as one self-contained HTML page.
+func HTML(srcs []Source, opt HTMLOptions) ([]byte, error) {
+	m, err := BuildModel(srcs, opt)
+	if err != nil {
+		return nil, err
+	}
+	return Page(m)
+}
+
+// Page renders a model as the self-contained page: the chart library, the page's script and
+// styles and the data, all inline. Nothing is fetched when it opens. The dashboard serves the same
+// page with Model.Live set.
+func Page(m *Model) ([]byte, error) {
+	data, err := encodeModel(m)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	b.Grow(len(uplotJS) + len(reportJS) + len(data) + 8192)
+	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
+	b.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
+	// No network: the page may load nothing but what it carries.
+	b.WriteString("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; connect-src 'self'\">\n")
+	b.WriteString("<meta name=\"generator\" content=\"loadproof report (uPlot " + UPlotVersion + ")\">\n")
+	b.WriteString("<title>" + html.EscapeString(m.Title) + "</title>\n")
+	b.WriteString("<style id=\"lp-uplot-css\">\n" + uplotCSS + "\n</style>\n")
+	b.WriteString("<style id=\"lp-css\">\n" + reportCSS + "\n</style>\n")
+	b.WriteString("</head>\n<body>\n<div id=\"app\"><noscript>This report draws its charts with JavaScript; the data is in the script element \"lp-data\".</noscript></div>\n")
+	b.WriteString("<script id=\"lp-uplot\">\n" + uplotJS + "\n</script>\n")
+	b.WriteString("<script id=\"lp-data\" type=\"application/json\">")
+	b.Write(data)
+	b.WriteString("</script>\n")
+	b.WriteString("<script id=\"lp-app\">\n" + reportJS + "\n</script>\n")
+	b.WriteString("</body>\n</html>\n")
+	return []byte(b.String()), nil
+}

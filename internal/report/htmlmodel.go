@@ -1,0 +1,767 @@
+package report
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// The HTML report's data model: what the page's script draws, computed here in Go from the result
+// files so that the page carries numbers only (per-interval percentiles, rates), never the HDR
+// encodings, and stays small for long runs.
+
+// Model is the whole page's data.
+type Model struct {
+	Title string `json:"title"`
+	// Mode is "single", "merged", "compare", "capacity" or "live".
+	Mode  string     `json:"mode"`
+	Files []string   `json:"files"`
+	Runs  []*RunView `json:"runs"`
+	// Compare holds the headline differences of a comparison (Runs[1] against Runs[0]).
+	Compare []Difference `json:"compare,omitempty"`
+	// Capacity is set for an evidence bundle; its phases are bands on the run's time axis.
+	Capacity *CapacityView `json:"capacity,omitempty"`
+	// Live is set on the dashboard's page: where the interval events come from, and whether the run
+	// has ended.
+	Live *LiveView `json:"live,omitempty"`
+}
+
+// LiveView tells the page where its live feed is.
+type LiveView struct {
+	Events string `json:"events"`
+	Ended  bool   `json:"ended"`
+}
+
+// Headline is a run's headline figures.
+type Headline struct {
+	Operations  int64             `json:"operations"`
+	Failures    int64             `json:"failures"`
+	DurationS   num               `json:"duration_s"`
+	Throughput  num               `json:"throughput"`
+	SuccessRate num               `json:"success_rate"`
+	Kind        string            `json:"kind,omitempty"`
+	P50Ms       num               `json:"p50_ms"`
+	P90Ms       num               `json:"p90_ms"`
+	P99Ms       num               `json:"p99_ms"`
+	P999Ms      num               `json:"p999_ms"`
+	MaxMs       num               `json:"max_ms"`
+	MeanMs      num               `json:"mean_ms"`
+	Stop        *result.StopEvent `json:"stop,omitempty"`
+}
+
+// Series is one named line.
+type Series struct {
+	Name   string `json:"name"`
+	Values nums   `json:"values"`
+}
+
+// LatencySeries holds one latency kind's percentiles over time.
+type LatencySeries struct {
+	Kind string `json:"kind"`
+	P50  nums   `json:"p50"`
+	P90  nums   `json:"p90"`
+	P99  nums   `json:"p99"`
+	P999 nums   `json:"p999"`
+	Max  nums   `json:"max"`
+}
+
+// ServerGroup is one panel of server samples (memory, connections, buffers, shedding, other).
+type ServerGroup struct {
+	Group  string    `json:"group"`
+	Unit   string    `json:"unit"`
+	Series []*Series `json:"series"`
+}
+
+// Distribution is one latency kind's percentile distribution, HdrHistogram's form: the value at
+// each percentile step, plotted against 1/(1-percentile) on a log axis.
+type Distribution struct {
+	Kind string `json:"kind"`
+	// Percentile is written in full: rounding would fold the steps near 100 % together.
+	Percentile []float64 `json:"p"`
+	Ms         nums      `json:"ms"`
+}
+
+// RunView is one run (or one merged run, or a capacity profile's phases end to end).
+type RunView struct {
+	Label     string            `json:"label"`
+	Harness   string            `json:"harness"`
+	Command   string            `json:"command"`
+	Target    string            `json:"target"`
+	Flags     map[string]string `json:"flags,omitempty"`
+	Machines  []machine.Record  `json:"machines,omitempty"`
+	Segments  []string          `json:"segments,omitempty"`
+	StartedAt string            `json:"started_at,omitempty"`
+	EndedAt   string            `json:"ended_at,omitempty"`
+	Extra     [][2]string       `json:"extra,omitempty"`
+	Headline  Headline          `json:"headline"`
+	Totals    [][2]any          `json:"totals"`
+	Causes    [][2]any          `json:"causes,omitempty"`
+
+	T           nums             `json:"t"`
+	Throughput  nums             `json:"throughput"`
+	Latency     []*LatencySeries `json:"latency"`
+	Classes     []*Series        `json:"classes"`
+	CauseSeries []*Series        `json:"cause_series"`
+	Counters    []*Series        `json:"counters"`
+	Connections []*Series        `json:"connections"`
+	Server      []*ServerGroup   `json:"server"`
+	Dist        []*Distribution  `json:"distribution"`
+}
+
+// Difference is one headline figure of a comparison.
+type Difference struct {
+	Figure string `json:"figure"`
+	A      num    `json:"a"`
+	B      num    `json:"b"`
+	// ChangePct is (b − a)/a × 100; null when a is 0.
+	ChangePct num `json:"change_pct"`
+	// Better says which direction is an improvement: "higher" or "lower".
+	Better string `json:"better"`
+}
+
+// CapacityView is an evidence bundle's verdict and phases.
+type CapacityView struct {
+	Profile            string       `json:"profile"`
+	Target             string       `json:"target"`
+	Scope              string       `json:"scope"`
+	GeneratedAt        string       `json:"generated_at"`
+	Passed             bool         `json:"passed"`
+	CertificationReady bool         `json:"certification_ready"`
+	StoppedAfterPhase  string       `json:"stopped_after_phase,omitempty"`
+	StopReason         string       `json:"stop_reason,omitempty"`
+	Blockers           []string     `json:"blockers,omitempty"`
+	Phases             []*PhaseView `json:"phases"`
+	// StopAt is the time on the run's axis where the run stopped early (null when every phase ran).
+	StopAt num `json:"stop_at"`
+}
+
+// PhaseView is one capacity phase: its band on the time axis and its checks.
+type PhaseView struct {
+	Name         string            `json:"name"`
+	Kind         string            `json:"kind"`
+	Passed       bool              `json:"passed"`
+	Start        num               `json:"start"`
+	End          num               `json:"end"`
+	StopBreached bool              `json:"stop_breached"`
+	Interrupted  bool              `json:"interrupted,omitempty"`
+	Error        string            `json:"error,omitempty"`
+	LiveStop     *result.StopEvent `json:"live_stop,omitempty"`
+	Checks       []CheckView       `json:"checks"`
+	Headline     Headline          `json:"headline"`
+}
+
+// CheckView is one check row.
+type CheckView struct {
+	Stop       bool   `json:"stop"`
+	Metric     string `json:"metric"`
+	Comparison string `json:"comparison"`
+	Observed   num    `json:"observed"`
+	Limit      num    `json:"limit"`
+	Outcome    string `json:"outcome"`
+}
+
+// num is a float64 written compactly (at most three decimals), null when not finite.
+type num float64
+
+func (n num) MarshalJSON() ([]byte, error) { return appendNum(nil, float64(n)), nil }
+
+// nums is a series written compactly; NaN is written as null (a gap).
+type nums []float64
+
+func (s nums) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+len(s)*6)
+	b = append(b, '[')
+	for i, v := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendNum(b, v)
+	}
+	return append(b, ']'), nil
+}
+
+// UnmarshalJSON reads a series back, null as NaN.
+func (s *nums) UnmarshalJSON(b []byte) error {
+	var raw []*float64
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*s = make(nums, len(raw))
+	for i, p := range raw {
+		(*s)[i] = gap
+		if p != nil {
+			(*s)[i] = *p
+		}
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a number back, null as NaN.
+func (n *num) UnmarshalJSON(b []byte) error {
+	var p *float64
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*n = num(gap)
+	if p != nil {
+		*n = num(*p)
+	}
+	return nil
+}
+
+func appendNum(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return append(b, "null"...)
+	}
+	if a := math.Abs(v); a >= 1e15 || a == 0 {
+		return strconv.AppendFloat(b, v, 'g', -1, 64)
+	} else if a < 1e-3 {
+		return strconv.AppendFloat(b, v, 'g', 4, 64)
+	}
+	return strconv.AppendFloat(b, math.Round(v*1000)/1000, 'f', -1, 64)
+}
+
+var gap = math.NaN()
+
+// Percentiles drawn over time, in the order of LatencySeries's fields; the 100th is the max (one
+// pass over the counts for all five: the histogram's own Max walks them again).
+var timePercentiles = []float64{50, 90, 99, 99.9, 100}
+
+// timeline turns interval snapshots into rows and columns. It keeps the previous server sample so
+// that Prometheus counters (names ending in _total) are drawn as rates.
+type timeline struct {
+	prevServer map[string]float64
+	prevT      float64
+	// attempts says each operation is a connection attempt (LinkKeys connections, handshake-bench,
+	// ddos): the rows then carry attempted, established and failed connections as running totals.
+	attempts bool
+}
+
+// attemptRun says whether a run's operations are connection attempts: a LinkKeys command other
+// than request-bench, or any run whose classes are the LinkKeys attempt stages.
+func attemptRun(harness, command string, classes []string) bool {
+	if harness == "linkkeys" && command != "" && command != "request-bench" {
+		return true
+	}
+	return slices.Contains(classes, "tcp_connect_error")
+}
+
+// Row is one interval, already reduced to what the page draws. The dashboard sends rows as its
+// live events; the static report folds them into columns.
+type Row struct {
+	T          num               `json:"t"`
+	Throughput num               `json:"thr"`
+	Latency    map[string][5]num `json:"lat,omitempty"`
+	Classes    map[string]num    `json:"cls,omitempty"`
+	Causes     map[string]num    `json:"cau,omitempty"`
+	Counters   map[string]num    `json:"ctr,omitempty"`
+	// Connections holds the running totals of connection counters.
+	Connections map[string]num `json:"con,omitempty"`
+	// Server holds the server samples by "group|unit|name".
+	Server map[string]num `json:"srv,omitempty"`
+}
+
+// connCounter says whether a driver counter counts connections (drawn as a running total).
+func connCounter(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"conn", "attempt", "establish", "held", "handshake"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// serverGroup places a server sample in a panel, with its unit, by the words of its name (so that
+// "established" is not read as "shed").
+func serverGroup(name string) (group, unit string) {
+	n := strings.ToLower(name)
+	words := strings.FieldsFunc(n, func(r rune) bool { return r == '_' || r == '.' || r == ':' || r == '-' })
+	has := func(ws ...string) bool {
+		for _, w := range words {
+			if slices.Contains(ws, w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("shed", "shedding", "reject", "rejects", "rejected", "rejections", "limited", "admission", "refused", "dropped"):
+		group, unit = "shedding", "count"
+	case has("buffer", "buffers"):
+		group, unit = "buffers", "bytes"
+	case has("rss", "resident", "memory", "heap", "alloc", "bytes"):
+		group, unit = "memory", "bytes"
+	case has("conn", "conns", "connection", "connections", "established", "sessions", "sockets", "fds"):
+		group, unit = "connections", "count"
+	default:
+		group, unit = "other", "value"
+	}
+	if strings.HasSuffix(n, "_total") {
+		unit = "per second"
+	}
+	return group, unit
+}
+
+// row reduces iv, which starts offset seconds into the drawn axis. running holds the connection
+// counters' running totals and is updated.
+func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]float64) Row {
+	secs := iv.Secs
+	if secs <= 0 {
+		secs = 1
+	}
+	r := Row{T: num(offset + iv.T + iv.Secs), Throughput: num(float64(iv.Total()) / secs)}
+	if len(iv.Latency) > 0 {
+		r.Latency = make(map[string][5]num, len(iv.Latency))
+		for kind, h := range iv.Latency {
+			var v [5]num
+			if h.Count() == 0 {
+				v = [5]num{num(gap), num(gap), num(gap), num(gap), num(gap)}
+			} else {
+				for i, p := range h.PercentilesMicros(timePercentiles) {
+					v[i] = num(float64(p) / 1000)
+				}
+			}
+			r.Latency[kind] = v
+		}
+	}
+	rate := func(m map[string]int64) map[string]num {
+		if len(m) == 0 {
+			return nil
+		}
+		out := make(map[string]num, len(m))
+		for k, v := range m {
+			out[k] = num(float64(v) / secs)
+		}
+		return out
+	}
+	r.Classes, r.Causes = rate(iv.Counts), rate(iv.Causes)
+	if tl.attempts {
+		n, ok := iv.Total(), iv.Counts[result.ClassSuccess]
+		running["attempted"] += float64(n)
+		running["established"] += float64(ok)
+		running["failed"] += float64(n - ok)
+	}
+	for k, v := range iv.Counters {
+		if connCounter(k) {
+			running[k] += float64(v)
+		} else {
+			if r.Counters == nil {
+				r.Counters = map[string]num{}
+			}
+			r.Counters[k] = num(float64(v) / secs)
+		}
+	}
+	if len(running) > 0 {
+		r.Connections = make(map[string]num, len(running))
+		for k, v := range running {
+			r.Connections[k] = num(v)
+		}
+	}
+	if len(iv.Server) > 0 {
+		r.Server = make(map[string]num, len(iv.Server))
+		for k, v := range iv.Server {
+			g, u := serverGroup(k)
+			key := g + "|" + u + "|" + k
+			if u == "per second" {
+				prev, ok := tl.prevServer[k]
+				dt := float64(r.T) - tl.prevT
+				if !ok || dt <= 0 || v < prev {
+					continue // the first sample of a counter (or a restart) has no rate yet
+				}
+				r.Server[key] = num((v - prev) / dt)
+			} else {
+				r.Server[key] = num(v)
+			}
+		}
+		tl.prevServer, tl.prevT = iv.Server, float64(r.T)
+	}
+	return r
+}
+
+// columns folds rows into the run's series, padding series that start late with gaps.
+type columns struct {
+	rv      *RunView
+	n       int
+	lat     map[string]*LatencySeries
+	classes map[string]*Series
+	causes  map[string]*Series
+	ctrs    map[string]*Series
+	conns   map[string]*Series
+	srv     map[string]*Series
+	groups  map[string]*ServerGroup
+}
+
+func newColumns(rv *RunView) *columns {
+	return &columns{rv: rv, lat: map[string]*LatencySeries{}, classes: map[string]*Series{}, causes: map[string]*Series{},
+		ctrs: map[string]*Series{}, conns: map[string]*Series{}, srv: map[string]*Series{}, groups: map[string]*ServerGroup{}}
+}
+
+func pad(v nums, n int) nums {
+	for len(v) < n {
+		v = append(v, gap)
+	}
+	return v
+}
+
+func (c *columns) series(m map[string]*Series, list *[]*Series, name string) *Series {
+	s := m[name]
+	if s == nil {
+		s = &Series{Name: name, Values: make(nums, 0, c.n+1)}
+		m[name] = s
+		*list = append(*list, s)
+	}
+	return s
+}
+
+// gap adds a point at t where every series is empty, so that lines break there.
+func (c *columns) gap(t float64) {
+	c.rv.T = append(c.rv.T, t)
+	c.rv.Throughput = append(c.rv.Throughput, gap)
+	c.n++
+}
+
+// foldShortTail folds a last interval much shorter than the others (the run's end cut it) into the
+// one before, so that its few operations do not draw as a collapse of throughput at the end.
+func foldShortTail(ivs []result.Interval, nominal float64) []result.Interval {
+	n := len(ivs)
+	if nominal <= 0 {
+		nominal = 1
+	}
+	if n < 2 || ivs[n-1].Secs >= nominal/2 {
+		return ivs
+	}
+	a, b := ivs[n-2], ivs[n-1]
+	f := result.Interval{T: a.T, Secs: a.Secs + b.Secs, Server: b.Server}
+	if f.Server == nil {
+		f.Server = a.Server
+	}
+	f.Counts = sumCounts(a.Counts, b.Counts)
+	f.Causes = sumCounts(a.Causes, b.Causes)
+	f.Counters = sumCounts(a.Counters, b.Counters)
+	f.Latency = map[string]*hist.Histogram{}
+	for _, m := range []map[string]*hist.Histogram{a.Latency, b.Latency} {
+		for k, h := range m {
+			if f.Latency[k] == nil {
+				f.Latency[k] = hist.New()
+			}
+			f.Latency[k].Merge(h)
+		}
+	}
+	return append(ivs[:n-2:n-2], f)
+}
+
+func sumCounts(a, b map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(a)+len(b))
+	for _, m := range []map[string]int64{a, b} {
+		for k, v := range m {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+func (c *columns) add(r Row) {
+	rv := c.rv
+	rv.T = append(rv.T, float64(r.T))
+	rv.Throughput = append(rv.Throughput, float64(r.Throughput))
+	for kind, v := range r.Latency {
+		ls := c.lat[kind]
+		if ls == nil {
+			ls = &LatencySeries{Kind: kind}
+			c.lat[kind] = ls
+			rv.Latency = append(rv.Latency, ls)
+		}
+		for i, p := range []*nums{&ls.P50, &ls.P90, &ls.P99, &ls.P999, &ls.Max} {
+			*p = append(pad(*p, c.n), float64(v[i]))
+		}
+	}
+	put := func(m map[string]*Series, list *[]*Series, vals map[string]num) {
+		for k, v := range vals {
+			s := c.series(m, list, k)
+			s.Values = append(pad(s.Values, c.n), float64(v))
+		}
+	}
+	put(c.classes, &rv.Classes, r.Classes)
+	put(c.causes, &rv.CauseSeries, r.Causes)
+	put(c.ctrs, &rv.Counters, r.Counters)
+	put(c.conns, &rv.Connections, r.Connections)
+	for key, v := range r.Server {
+		g, rest, _ := strings.Cut(key, "|")
+		unit, name, _ := strings.Cut(rest, "|")
+		grp := c.groups[g+"|"+unit]
+		if grp == nil {
+			grp = &ServerGroup{Group: g, Unit: unit}
+			c.groups[g+"|"+unit] = grp
+			rv.Server = append(rv.Server, grp)
+		}
+		s := c.srv[key]
+		if s == nil {
+			s = &Series{Name: name}
+			c.srv[key] = s
+			grp.Series = append(grp.Series, s)
+		}
+		s.Values = append(pad(s.Values, c.n), float64(v))
+	}
+	c.n++
+}
+
+// finish pads every series to the full length and puts series in a stable order: classes in the
+// harness's order, the rest by name; causes keep the most frequent few.
+func (c *columns) finish(classOrder []string, causeTotals map[string]int64) {
+	rv, n := c.rv, c.n
+	for _, ls := range rv.Latency {
+		ls.P50, ls.P90, ls.P99, ls.P999, ls.Max = pad(ls.P50, n), pad(ls.P90, n), pad(ls.P99, n), pad(ls.P999, n), pad(ls.Max, n)
+	}
+	slices.SortFunc(rv.Latency, func(a, b *LatencySeries) int { return cmp.Compare(kindRank(a.Kind), kindRank(b.Kind)) })
+	padAll := func(list []*Series) {
+		for _, s := range list {
+			s.Values = pad(s.Values, n)
+		}
+		slices.SortFunc(list, func(a, b *Series) int { return strings.Compare(a.Name, b.Name) })
+	}
+	padAll(rv.Classes)
+	slices.SortStableFunc(rv.Classes, func(a, b *Series) int {
+		return cmp.Compare(orderOf(classOrder, a.Name), orderOf(classOrder, b.Name))
+	})
+	padAll(rv.CauseSeries)
+	padAll(rv.Counters)
+	padAll(rv.Connections)
+	// Keep the causes that matter: the most frequent ones, the rest folded into "other causes".
+	const maxCauses = 10
+	if len(rv.CauseSeries) > maxCauses {
+		slices.SortStableFunc(rv.CauseSeries, func(a, b *Series) int { return cmp.Compare(causeTotals[b.Name], causeTotals[a.Name]) })
+		other := &Series{Name: "other causes", Values: make(nums, n)}
+		for _, s := range rv.CauseSeries[maxCauses-1:] {
+			for i, v := range s.Values {
+				if !math.IsNaN(v) {
+					other.Values[i] += v
+				}
+			}
+		}
+		rv.CauseSeries = append(rv.CauseSeries[:maxCauses-1:maxCauses-1], other)
+	}
+	slices.SortFunc(rv.Server, func(a, b *ServerGroup) int {
+		return cmp.Or(cmp.Compare(orderOf(groupOrder, a.Group), orderOf(groupOrder, b.Group)), strings.Compare(a.Unit, b.Unit))
+	})
+	for _, g := range rv.Server {
+		padAll(g.Series)
+	}
+	// "other" server samples can be many (runtime gauges); keep the ones that move.
+	for _, g := range rv.Server {
+		if g.Group == "other" {
+			g.Series = slices.DeleteFunc(g.Series, func(s *Series) bool { return flat(s.Values) })
+			if len(g.Series) > 12 {
+				g.Series = g.Series[:12]
+			}
+		}
+	}
+	rv.Server = slices.DeleteFunc(rv.Server, func(g *ServerGroup) bool { return len(g.Series) == 0 })
+}
+
+var groupOrder = []string{"memory", "connections", "buffers", "shedding", "other"}
+
+func flat(v nums) bool {
+	first := math.NaN()
+	for _, x := range v {
+		if math.IsNaN(x) {
+			continue
+		}
+		if math.IsNaN(first) {
+			first = x
+		} else if x != first {
+			return false
+		}
+	}
+	return true
+}
+
+func orderOf(order []string, name string) int {
+	if i := slices.Index(order, name); i >= 0 {
+		return i
+	}
+	return len(order)
+}
+
+// kindRank puts the primary latency kind first.
+func kindRank(kind string) string {
+	if kind == "latency" {
+		return ""
+	}
+	return kind
+}
+
+// primaryKind is the latency kind the headline quotes.
+func primaryKind(h map[string]*hist.Histogram) string {
+	if _, ok := h["latency"]; ok {
+		return "latency"
+	}
+	keys := slices.Sorted(maps.Keys(h))
+	if len(keys) > 0 {
+		return keys[0]
+	}
+	return ""
+}
+
+func headlineOf(totals map[string]int64, hs map[string]*hist.Histogram, elapsed time.Duration, stop *result.StopEvent) Headline {
+	var h Headline
+	for _, v := range totals {
+		h.Operations += v
+	}
+	h.Failures = h.Operations - totals[result.ClassSuccess]
+	h.DurationS = num(elapsed.Seconds())
+	if elapsed > 0 {
+		h.Throughput = num(float64(h.Operations) / elapsed.Seconds())
+	}
+	h.SuccessRate = num(gap)
+	if h.Operations > 0 {
+		h.SuccessRate = num(float64(totals[result.ClassSuccess]) / float64(h.Operations))
+	}
+	h.Kind = primaryKind(hs)
+	if lat := hs[h.Kind]; lat != nil && lat.Count() > 0 {
+		s := lat.Summary()
+		h.P50Ms, h.P90Ms, h.P99Ms, h.P999Ms, h.MaxMs, h.MeanMs = num(s.P50Ms), num(s.P90Ms), num(s.P99Ms), num(s.P999Ms), num(s.MaxMs), num(s.MeanMs)
+	}
+	h.Stop = stop
+	return h
+}
+
+func sortedCounts(m map[string]int64, order []string) [][2]any {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if order != nil {
+			return cmp.Or(cmp.Compare(orderOf(order, a), orderOf(order, b)), strings.Compare(a, b))
+		}
+		return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b))
+	})
+	out := make([][2]any, len(keys))
+	for i, k := range keys {
+		out[i] = [2]any{k, m[k]}
+	}
+	return out
+}
+
+func distributions(hs map[string]*hist.Histogram) []*Distribution {
+	var out []*Distribution
+	for _, kind := range slices.SortedFunc(maps.Keys(hs), func(a, b string) int { return strings.Compare(kindRank(a), kindRank(b)) }) {
+		h := hs[kind]
+		if h == nil || h.Count() == 0 {
+			continue
+		}
+		d := &Distribution{Kind: kind}
+		for _, p := range h.Distribution(5) {
+			if p.Percentile >= 1 {
+				continue // 1/(1-p) is infinite: the plotter leaves the 100 % step out too
+			}
+			d.Percentile = append(d.Percentile, p.Percentile)
+			d.Ms = append(d.Ms, float64(p.ValueUs)/1000)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func timeString(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// part is one piece of a run's time axis: an envelope whose intervals start offset seconds in.
+type part struct {
+	env    *result.Envelope
+	offset float64
+}
+
+// runView draws one run from the parts of its time axis; env holds the run's whole figures.
+func runView(label string, env *result.Envelope, parts []part, stop *result.StopEvent) *RunView {
+	rv := &RunView{
+		Label: label, Harness: env.Harness, Command: env.Command, Target: env.Target, Flags: env.Flags,
+		Machines: env.Machines, StartedAt: timeString(env.StartedAt), EndedAt: timeString(env.EndedAt),
+		Totals: sortedCounts(env.Totals, env.Classes), Causes: sortedCounts(env.Causes, nil),
+		Headline: headlineOf(env.Totals, env.Histograms, env.Elapsed(), stop),
+	}
+	for _, s := range env.Segments {
+		rv.Segments = append(rv.Segments, s.String())
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p.env.Intervals)
+	}
+	rv.T, rv.Throughput = make(nums, 0, n), make(nums, 0, n)
+	cols := newColumns(rv)
+	cols.n = 0
+	for i, p := range parts {
+		if i > 0 {
+			cols.gap(p.offset) // a pause between phases is a gap, not a line across it
+		}
+		tl := timeline{attempts: attemptRun(env.Harness, env.Command, env.Classes)}
+		running := map[string]float64{}
+		ivs := foldShortTail(p.env.Intervals, p.env.IntervalSecs)
+		for j := range ivs {
+			cols.add(tl.row(&ivs[j], p.offset, running))
+		}
+	}
+	cols.finish(env.Classes, env.Causes)
+	rv.Dist = distributions(env.Histograms)
+	return rv
+}
+
+// keycastExtra lists a Keycast results file's own figures for the run's details.
+func keycastExtra(r *keycastresult.Results) [][2]string {
+	m := r.Metadata
+	out := [][2]string{{"Scenario", m.Scenario}, {"Method", m.Method}, {"Concurrency", strconv.Itoa(m.Concurrency)},
+		{"Users", strconv.Itoa(m.UserCount)}, {"Seed", strconv.FormatUint(m.Seed, 10)}}
+	if om := r.OpenModel; om != nil {
+		out = append(out, [2]string{"Target rate", f1(om.TargetRate) + " req/s"},
+			[2]string{"Late sends", strconv.FormatUint(om.LateSends, 10)}, [2]string{"Dropped", strconv.FormatUint(om.Dropped, 10)})
+	}
+	out = append(out, [2]string{"Cache hit ratio (estimated)", f1(r.Summary.CacheHitRatio*100) + " %"},
+		[2]string{"Unintentional error rate", f1(r.Summary.UnintentionalErrorRate*100) + " %"},
+		[2]string{"Intentional shedding (503)", fmt.Sprintf("%d (%s %%)", r.Summary.IntentionalRejections, f1(r.Summary.IntentionalRejectionRate*100))})
+	return out
+}
+
+// difference builds the comparison rows of two runs' headlines.
+func differences(a, b Headline) []Difference {
+	row := func(figure string, x, y num, better string) Difference {
+		d := Difference{Figure: figure, A: x, B: y, ChangePct: num(gap), Better: better}
+		if x != 0 && !math.IsNaN(float64(x)) {
+			d.ChangePct = (y - x) / x * 100
+		}
+		return d
+	}
+	return []Difference{
+		row("Operations", num(a.Operations), num(b.Operations), "higher"),
+		row("Throughput (ops/s)", a.Throughput, b.Throughput, "higher"),
+		row("Success rate (%)", a.SuccessRate*100, b.SuccessRate*100, "higher"),
+		row("Failures", num(a.Failures), num(b.Failures), "lower"),
+		row("Latency p50 (ms)", a.P50Ms, b.P50Ms, "lower"),
+		row("Latency p90 (ms)", a.P90Ms, b.P90Ms, "lower"),
+		row("Latency p99 (ms)", a.P99Ms, b.P99Ms, "lower"),
+		row("Latency p99.9 (ms)", a.P999Ms, b.P999Ms, "lower"),
+		row("Latency max (ms)", a.MaxMs, b.MaxMs, "lower"),
+	}
+}
+
+// encodeModel writes the model as JSON safe to embed in a <script> element (json.Marshal escapes
+// <, > and &).
+func encodeModel(m *Model) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("report: encoding the page's data: %w", err)
+	}
+	return b, nil
+}
