@@ -182,6 +182,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	attachDashboard(c, env, dashboardRun{harness: "linkkeys", command: "connections", targetFlag: "info-file", outputs: flagFiles("json")})
 	common.bind(f)
 	f.Uint32Var(&count, "count", 1000, "target number of established connections to open and hold")
 	f.Uint32Var(&conc, "concurrency", 2000, "maximum connection attempts in flight (does not bound how many are held)")
@@ -229,6 +230,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	attachDashboard(c, env, dashboardRun{harness: "linkkeys", command: "handshake-bench", targetFlag: "info-file", outputs: flagFiles("json")})
 	common.bind(f)
 	f.Uint64Var(&duration, "duration-secs", 10, "how long to run the benchmark")
 	f.Uint32Var(&conc, "concurrency", 64, "concurrent connect+handshake+close loops")
@@ -286,6 +288,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	attachDashboard(c, env, dashboardRun{harness: "linkkeys", command: "request-bench", targetFlag: "info-file", outputs: flagFiles("json")})
 	common.bind(f)
 	f.Uint32Var(&conns, "connections", 32, "persistent connections to open once and reuse")
 	f.Uint64Var(&duration, "duration-secs", 10, "how long to send requests")
@@ -355,6 +358,7 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
+	attachDashboard(c, env, dashboardRun{harness: "linkkeys", command: "ddos", targetFlag: "info-file", outputs: flagFiles("json")})
 	common.bind(f)
 	f.Uint32Var(&sources, "sources", 12000, "distinct simulated sources, one attempt each; the default is above the 10,000 distinct-source threshold")
 	f.Uint32Var(&conc, "concurrency", 1000, "attempts in flight")
