@@ -4,19 +4,27 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
-// writeDemoReport writes out/report.html: one self-contained page with a tab for the Keycast run
+// writeDemoReport writes out/report.html: one self-contained page with a tab for each LinkKeys smoke
+// step (lkResults, its result files), the Keycast run
 // and one for the capacity profile, drawn from the files the demo wrote.
-func writeDemoReport(out, resultsPath, evidenceDir string) (string, error) {
+func writeDemoReport(out, resultsPath, evidenceDir string, lkResults []string) (string, error) {
 	var parts []report.Part
-	for _, p := range []struct{ name, path, title string }{
-		{"Keycast run", resultsPath, "Keycast run (get_public_key, warm cache)"},
-		{"Capacity profile", filepath.Join(evidenceDir, "evidence.json"), ""},
-	} {
+	type part struct{ name, path, title string }
+	var all []part
+	for _, p := range lkResults {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "linkkeys-"), ".json")
+		all = append(all, part{"LinkKeys " + name, p, "LinkKeys smoke run: " + name})
+	}
+	all = append(all,
+		part{"Keycast run", resultsPath, "Keycast run (get_public_key, warm cache)"},
+		part{"Capacity profile", filepath.Join(evidenceDir, "evidence.json"), ""})
+	for _, p := range all {
 		b, err := os.ReadFile(p.path)
 		if err != nil {
 			continue // a part the demo did not get to

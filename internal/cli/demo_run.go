@@ -52,6 +52,7 @@ func runDemo(ctx context.Context, env *Env, opt demoOptions) error {
 	started := time.Now()
 
 	var lkSummary linkkeysload.Summary
+	var lkResults []string // the smoke run's result files, one per client command
 	if !opt.SkipLinkKey {
 		fmt.Fprintln(w, "== LinkKeys: smoke run against a reference server process")
 		exe, err := os.Executable()
@@ -64,6 +65,16 @@ func runDemo(ctx context.Context, env *Env, opt demoOptions) error {
 		})
 		if err != nil {
 			return fmt.Errorf("demo: LinkKeys smoke run: %w", err)
+		}
+		for _, st := range lkSummary.Steps {
+			if st.Result == nil {
+				continue
+			}
+			path := filepath.Join(out, "linkkeys-"+st.Name+".json")
+			if err := writeJSONFile(path, st.Result); err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+			lkResults = append(lkResults, path)
 		}
 		fmt.Fprintln(w)
 	}
@@ -147,12 +158,15 @@ func runDemo(ctx context.Context, env *Env, opt demoOptions) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Files:")
+	for _, p := range lkResults {
+		fmt.Fprintf(w, "  %s  LinkKeys smoke step result (redraw with: loadproof report %s)\n", p, p)
+	}
 	fmt.Fprintf(w, "  %s  Keycast users (tokens: keep private)\n", usersPath)
 	fmt.Fprintf(w, "  %s  Keycast run results (redraw with: loadproof keycast report --input %s)\n", resultsPath, resultsPath)
 	fmt.Fprintf(w, "  %s  capacity evidence bundle (evidence.json, manifest.json, one results file per phase)\n", evidenceDir)
 	fmt.Fprintf(w, "  %s  Keycast server data (SQLite, master key, server key)\n", dataDir)
 	fmt.Fprintf(w, "demo finished in %s\n", time.Since(started).Round(time.Second))
-	if path, err := writeDemoReport(out, resultsPath, evidenceDir); err != nil {
+	if path, err := writeDemoReport(out, resultsPath, evidenceDir, lkResults); err != nil {
 		fmt.Fprintf(w, "no report.html: %v\n", err)
 	} else {
 		fmt.Fprintf(w, "Report of everything the demo ran (open in a browser; works offline): %s\n", path)

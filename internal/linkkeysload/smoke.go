@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -154,9 +155,12 @@ func Smoke(ctx context.Context, opt SmokeOptions) (Summary, error) {
 	}
 	log.Info("smoke: server ready", "pid", sum.ServerPID, "port", target.Addr.Port(), "dir", dir)
 	metrics := &MetricsSource{Location: logPath}
-	run := func(m *MetricsSource) Run {
-		return Run{Stdout: out, Stderr: errOut, Metrics: m, SettleWait: 10 * time.Second, Log: log}
+	// Each step records the flags it would have on the command line, so its result redraws from
+	// the file alone (loadproof report) with the same header line.
+	run := func(m *MetricsSource, flags map[string]string) Run {
+		return Run{Stdout: out, Stderr: errOut, Metrics: m, SettleWait: 10 * time.Second, Log: log, Flags: flags}
 	}
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	timeout := func(s int) time.Duration { return time.Duration(s) * time.Second }
 
 	step := func(name string, res Result, err error, ok bool, detail string) {
@@ -184,7 +188,8 @@ func Smoke(ctx context.Context, opt SmokeOptions) (Summary, error) {
 	// 1. connections --count 500 --concurrency 250 --hold-secs 5
 	cc := ConnectionsConfig{Target: target, Count: 500, Concurrency: 250, HoldSecs: 5, AttemptTimeout: timeout(DefaultAttemptTimeoutSecs),
 		Sources: SourceAddrs{Base: mustParse(DefaultConnectionsBase), Count: DefaultClientIPCount}, ProgressEvery: DefaultProgressEvery}
-	res, err := Connections(ctx, cc, run(metrics))
+	res, err := Connections(ctx, cc, run(metrics, map[string]string{"count": u(uint64(cc.Count)), "concurrency": u(uint64(cc.Concurrency)),
+		"hold-secs": u(cc.HoldSecs), "client-ip-base": DefaultConnectionsBase, "client-ip-count": u(DefaultClientIPCount)}))
 	if err == nil {
 		ok, acct := accountingOK(res)
 		n := res.Attempts.Succeeded
@@ -196,7 +201,8 @@ func Smoke(ctx context.Context, opt SmokeOptions) (Summary, error) {
 	// 2. handshake-bench --duration-secs 5 --concurrency 32
 	hc := HandshakeConfig{Target: target, DurationSecs: 5, Concurrency: 32, AttemptTimeout: timeout(DefaultAttemptTimeoutSecs),
 		Sources: SourceAddrs{Base: mustParse(DefaultHandshakeBase), Count: DefaultClientIPCount}}
-	res, err = HandshakeBench(ctx, hc, run(nil))
+	res, err = HandshakeBench(ctx, hc, run(nil, map[string]string{"duration-secs": u(hc.DurationSecs), "concurrency": u(uint64(hc.Concurrency)),
+		"client-ip-base": DefaultHandshakeBase, "client-ip-count": u(DefaultClientIPCount)}))
 	if err == nil {
 		h := res.Handshakes
 		step("handshake-bench", res, nil, h.Completed > 0,
@@ -208,7 +214,8 @@ func Smoke(ctx context.Context, opt SmokeOptions) (Summary, error) {
 	// 3. request-bench --connections 16 --duration-secs 5
 	rc := RequestConfig{Target: target, Connections: 16, DurationSecs: 5, Op: OpDomainKeys, AttemptTimeout: timeout(DefaultAttemptTimeoutSecs),
 		Sources: SourceAddrs{Base: mustParse(DefaultRequestBase), Count: DefaultClientIPCount}}
-	res, err = RequestBench(ctx, rc, run(nil))
+	res, err = RequestBench(ctx, rc, run(nil, map[string]string{"connections": u(uint64(rc.Connections)), "duration-secs": u(rc.DurationSecs),
+		"op": rc.Op, "client-ip-base": DefaultRequestBase, "client-ip-count": u(DefaultClientIPCount)}))
 	if err == nil {
 		q := res.Requests
 		step("request-bench", res, nil, q.Completed > 0,
@@ -220,7 +227,8 @@ func Smoke(ctx context.Context, opt SmokeOptions) (Summary, error) {
 	// 4. ddos --sources 500 --concurrency 200
 	dc := DDoSConfig{Target: target, Sources: 500, Concurrency: 200, AttemptTimeout: timeout(DefaultDDoSTimeoutSecs),
 		Base: mustParse(DefaultDDoSBase), ProgressEvery: DefaultProgressEvery}
-	res, err = DDoS(ctx, dc, run(metrics))
+	res, err = DDoS(ctx, dc, run(metrics, map[string]string{"sources": u(uint64(dc.Sources)), "concurrency": u(uint64(dc.Concurrency)),
+		"client-ip-base": DefaultDDoSBase}))
 	if err == nil {
 		ok, acct := accountingOK(res)
 		a := res.Attempts
