@@ -782,4 +782,3 @@ func (c CombinedConfig) CombinedNames() []string {
 	}
 	return out
 }
-
