@@ -155,6 +155,7 @@ func newLinkKeysCmd(env *Env, use string) *cobra.Command {
 		newLinkKeysHandshakeBenchCmd(env),
 		newLinkKeysRequestBenchCmd(env),
 		newLinkKeysDDoSCmd(env),
+		newLinkKeysCombinedCmd(env),
 		newLinkKeysSmokeCmd(env),
 	)
 	for _, w := range linkKeysHiddenCmds(env) {
