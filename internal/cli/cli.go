@@ -156,6 +156,7 @@ func newLinkKeysCmd(env *Env, use string) *cobra.Command {
 		newLinkKeysRequestBenchCmd(env),
 		newLinkKeysDDoSCmd(env),
 		newLinkKeysCombinedCmd(env),
+		newLinkKeysCapacityCmd(env),
 		newLinkKeysSmokeCmd(env),
 	)
 	for _, w := range linkKeysHiddenCmds(env) {
