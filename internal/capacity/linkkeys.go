@@ -747,4 +747,3 @@ func abs64(v int64) int64 {
 	}
 	return v
 }
-

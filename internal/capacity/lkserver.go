@@ -339,4 +339,3 @@ func readFrom(path string, offset int64, limit int64) ([]byte, error) {
 	}
 	return io.ReadAll(io.LimitReader(f, limit))
 }
-
