@@ -677,7 +677,9 @@ func (v *validator) linkKeysPhase(i int, ph *LinkKeysPhase, pl *LinkKeysPlan, se
 	names, kinds := v.workload(path+".workload", ph)
 	kindOf := map[string]string{StreamKindServer: StreamKindServer}
 	for j, n := range names {
-		kindOf[n] = kinds[j]
+		if _, taken := kindOf[n]; !taken { // a wave named like another stream is reported by workload
+			kindOf[n] = kinds[j]
+		}
 	}
 	for j, c := range ph.Checks {
 		cp := fmt.Sprintf("%s.checks[%d]", path, j)
