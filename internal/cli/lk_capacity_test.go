@@ -99,7 +99,18 @@ func TestLinkKeysCapacityEndToEnd(t *testing.T) {
 	if code := Run(context.Background(), Loadproof, []string{"report", out}, renv); code != ExitOK {
 		t.Fatalf("report: exit %d %s", code, rerr)
 	}
-	if !strings.Contains(rout.String(), "certification_ready: true") {
-		t.Fatalf("report:\n%s", rout)
+	for _, want := range []string{"Capacity evidence (linkkeys harness): seed-000-scaled", "server: started, profile scale, environment verified",
+		"passed     ddos.shed_overflow", "manifest: every file of", "---- phase 5 combined: phase-05-combined.json", "[held] survival: 1000 of 1000",
+		"certification_ready: true"} {
+		if !strings.Contains(rout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, rout)
+		}
+	}
+	renv, rout, rerr = lkTestEnv()
+	if code := Run(context.Background(), Loadproof, []string{"report", "--format", "csv", filepath.Join(out, comb.ResultsFile)}, renv); code != ExitOK {
+		t.Fatalf("report csv: exit %d %s", code, rerr)
+	}
+	if !strings.Contains(rout.String(), "\ncombined,held,connections,1000,1000,0,") || !strings.Contains(rout.String(), "\ncombined,ddos,ddos,1200,") {
+		t.Fatalf("csv:\n%s", rout)
 	}
 }
