@@ -493,8 +493,7 @@ func assembleCombined(t Target, seg engine.Segment, start time.Time, runs []*str
 		}
 		if sr.lostAt != nil {
 			for len(env.Intervals) < len(sr.lostAt) {
-				n := len(env.Intervals)
-				env.Intervals = append(env.Intervals, result.Interval{T: float64(n), Secs: 1})
+				env.Intervals = appendInterval(env.Intervals)
 			}
 			for i, n := range sr.lostAt {
 				if n == 0 {
@@ -525,6 +524,7 @@ func assembleCombined(t Target, seg engine.Segment, start time.Time, runs []*str
 		s := &out.Combined.Streams[i]
 		s.SourceFirst, s.SourceCount = sourceOf(s)
 	}
+	monotone(env.Intervals)
 	out.Envelope = env
 	out.Segments = []result.Segment{seg}
 	out.Machines = append(out.Machines[:0:0], collectMachine())
@@ -642,10 +642,31 @@ func attachSamples(res *Result, start time.Time, samples []timedSample) {
 			continue
 		}
 		for len(res.Intervals) <= i {
-			n := len(res.Intervals)
-			res.Intervals = append(res.Intervals, result.Interval{T: float64(n), Secs: 1})
+			res.Intervals = appendInterval(res.Intervals)
 		}
 		res.Intervals[i].Server = s.m
+	}
+	monotone(res.Intervals)
+}
+
+// appendInterval adds an empty one-second interval after the last. Intervals are placed by index
+// (one a second); under load an engine's ticks fall behind the wall clock, so the new one starts
+// where the last one ends rather than at its index.
+func appendInterval(ivs []result.Interval) []result.Interval {
+	t := 0.0
+	if n := len(ivs); n > 0 {
+		t = ivs[n-1].T + max(ivs[n-1].Secs, 1)
+	}
+	return append(ivs, result.Interval{T: t, Secs: 1})
+}
+
+// monotone makes interval start times non-decreasing: streams merged by index may each have fallen
+// behind the wall clock by a different amount.
+func monotone(ivs []result.Interval) {
+	for i := 1; i < len(ivs); i++ {
+		if ivs[i].T < ivs[i-1].T {
+			ivs[i].T = ivs[i-1].T
+		}
 	}
 }
 
