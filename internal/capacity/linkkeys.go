@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -532,13 +533,18 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 			return nil, log, err
 		}
 		defer srv.stop()
+		// A started server's log is the phase's whole; a running server's is its last config: line
+		// (printed when it started, maybe long ago) and what it wrote during the phase.
 		keepLog := func() []byte {
-			b, _ := readFrom(srv.logPath, srv.logFrom, 64<<20)
-			if pl.Target.Mode == plan.TargetRunning {
-				return b
+			if pl.Target.Mode != plan.TargetRunning {
+				full, _ := readFrom(srv.logPath, 0, 64<<20)
+				return full
 			}
-			full, _ := readFrom(srv.logPath, 0, 64<<20)
-			return full
+			b, _ := readFrom(srv.logPath, srv.logFrom, 64<<20)
+			if line := run.Server.ConfigLine; line != "" && !bytes.Contains(b, []byte(line)) {
+				b = append([]byte(line+"\n"), b...)
+			}
+			return b
 		}
 		if err := verify(ctx, srv, run.Server, opts.Environ); err != nil {
 			return nil, keepLog(), err

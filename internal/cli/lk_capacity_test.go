@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/capacity/plan"
@@ -113,4 +115,137 @@ func TestLinkKeysCapacityEndToEnd(t *testing.T) {
 	if !strings.Contains(rout.String(), "\ncombined,held,connections,1000,1000,0,") || !strings.Contains(rout.String(), "\ncombined,ddos,ddos,1200,") {
 		t.Fatalf("csv:\n%s", rout)
 	}
+}
+
+// startLinkKeysServer starts this test binary's server subcommand with vars in its environment,
+// its stdout in a log file, and returns the info file and the log.
+func startLinkKeysServer(t *testing.T, vars map[string]string) (info, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	info, log = filepath.Join(dir, "info.json"), filepath.Join(dir, "server.log")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "server", "--info-file", info, "--db-path", filepath.Join(dir, "db.sqlite3"), "--metrics-interval-secs", "1")
+	cmd.Stdout, cmd.Stderr = f, f
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TCP_") && !strings.HasPrefix(kv, "PUBLIC_READ_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, childTreeEnv+"=linkkeys")
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		f.Close()
+	})
+	for range 200 {
+		if fi, err := os.Stat(info); err == nil && fi.Size() > 0 {
+			return info, log
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(log)
+	t.Fatalf("the server did not start:\n%s", b)
+	return "", ""
+}
+
+// runningPlan is the scaled plan's first phase, 200 held connections, against a running server.
+func runningPlan(t *testing.T, info, log string) string {
+	t.Helper()
+	p, err := capacity.ReadLinkKeysPlan("testdata/linkkeys-capacity-scaled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Target = plan.LinkKeysTarget{Mode: plan.TargetRunning, InfoFile: info, ServerLog: log}
+	p.Phases = p.Phases[:1]
+	p.Phases[0].Workload.Held.Count = 200
+	p.Phases[0].Checks = p.Phases[0].Checks[:1]
+	p.Phases[0].Checks[0].Limit = 200
+	p.Phases[0].ExpectedShedding = &plan.ExpectedShedding{Stream: "server", Reasons: []string{"global"}, ExactAccounting: true}
+	b, err := p.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Against a running server the profile is verified, not trusted: a server running the declared
+// profile is measured; one running other limits is not, and the evidence says why.
+func TestLinkKeysCapacityAgainstARunningServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	p, err := capacity.ReadLinkKeysPlan("testdata/linkkeys-capacity-scaled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := p.EnvironmentProfiles["scale"].Variables
+
+	t.Run("as declared", func(t *testing.T) {
+		info, log := startLinkKeysServer(t, scale)
+		out := filepath.Join(t.TempDir(), "ev")
+		env, stdout, stderr := lkTestEnv()
+		code := Run(context.Background(), LinkKeys, []string{"capacity", "-p", runningPlan(t, info, log), "-o", out}, env)
+		// The phase sheds nothing under the scale profile, so the declared global shedding fails.
+		if code != ExitFailure {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		b, _ := os.ReadFile(filepath.Join(out, capacity.EvidenceFile))
+		ev, err := capacity.ReadLinkKeysEvidence(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ph := ev.Phases[0]
+		if ph.Server.Mode != "running" || len(ph.Server.Mismatches) != 0 || !ph.Server.EnvironmentVerified || ph.Checks[0].Outcome != capacity.Passed ||
+			ph.Checks[1].Metric != "server.shed_global" || ph.Checks[1].Outcome != capacity.Failed {
+			t.Fatalf("phase %+v\nserver %+v", ph.Checks, ph.Server)
+		}
+		if err := capacity.VerifyBundle(out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("other limits", func(t *testing.T) {
+		info, log := startLinkKeysServer(t, map[string]string{"TCP_HANDSHAKE_GLOBAL_BURST": "5"})
+		out := filepath.Join(t.TempDir(), "ev")
+		env, stdout, stderr := lkTestEnv()
+		code := Run(context.Background(), LinkKeys, []string{"capacity", "-p", runningPlan(t, info, log), "-o", out}, env)
+		if code != ExitCouldNotRun || !strings.Contains(stdout.String(), "runs other limits than profile") {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		b, _ := os.ReadFile(filepath.Join(out, capacity.EvidenceFile))
+		ev, err := capacity.ReadLinkKeysEvidence(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := ev.Phases[0].Server
+		mm := strings.Join(s.Mismatches, "\n")
+		for _, want := range []string{"config: handshake_global_capacity=5, declared handshake_global_capacity=200000",
+			"environment: TCP_HANDSHAKE_GLOBAL_BURST=5, declared 200000", "environment: TCP_MAX_CONNECTIONS is unset, but the profile declares 220000"} {
+			if !strings.Contains(mm, want) {
+				t.Errorf("mismatches lack %q:\n%s", want, mm)
+			}
+		}
+		if ev.Phases[0].Results != nil || ev.StopReason != capacity.StopReasonPhaseError || s.Log == "" {
+			t.Fatalf("evidence %+v", ev)
+		}
+		if err := capacity.VerifyBundle(out); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

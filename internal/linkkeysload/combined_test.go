@@ -12,6 +12,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/report"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // combinedConfig is a small combined run: 200 held, 4 handshake loops and 4 request connections
@@ -172,5 +173,32 @@ func TestCombinedFansOut(t *testing.T) {
 	}
 	if res.Server.Mismatch() || res.Combined.Stream("ddos-1").Result.Attempts.Attempted != 300 {
 		t.Fatalf("server %+v\n%s", res.Server, out.String())
+	}
+}
+
+// A live stop condition judged on the server's samples ends every stream at once and is the
+// result's stop.
+func TestCombinedLiveStop(t *testing.T) {
+	rs := startReal(t, config(t, scaleProfile))
+	cfg := linkkeysload.CombinedConfig{Target: rs.target, AttemptTimeout: 10 * time.Second,
+		Held:     &linkkeysload.HeldStream{Count: 20, Concurrency: 4, HoldSecs: 60, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.37.0"), Count: 2}},
+		Requests: &linkkeysload.RequestStream{Connections: 2, Op: linkkeysload.OpHello, DurationSecs: 60, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.38.0"), Count: 2}},
+	}
+	began := time.Now()
+	res, err := linkkeysload.Combined(context.Background(), cfg, linkkeysload.Run{Metrics: &linkkeysload.MetricsSource{Location: rs.log},
+		Stop: func(elapsed time.Duration, m map[string]float64) *result.StopEvent {
+			if m["established_connections"] >= 1 && elapsed >= time.Second {
+				return &result.StopEvent{Reason: "stop-condition", Metric: "server.rss_bytes", Observed: m["process_rss_bytes"], Limit: 1}
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop == nil || res.Stop.Reason != "stop-condition" || res.Stop.Metric != "server.rss_bytes" || time.Since(began) > 30*time.Second {
+		t.Fatalf("stop %+v after %v", res.Stop, time.Since(began))
+	}
+	if q := res.Combined.Stream(linkkeysresult.StreamRequests).Result.Requests; q.Completed == 0 {
+		t.Fatalf("requests %+v", q)
 	}
 }
