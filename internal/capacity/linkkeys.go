@@ -500,8 +500,9 @@ func scrubLinkKeysResult(r *linkkeysresult.Result) {
 		r.Attempts.Reasons = scrubCauses(r.Attempts.Reasons)
 	}
 	if r.Server != nil {
+		// The source is a log in a temporary directory (or a running server's log path, which
+		// the plan names); the note is loadproof's own text about a reading that failed.
 		r.Server.Source = filepath.Base(r.Server.Source)
-		r.Server.Note = ""
 	}
 	if r.Stop != nil && !safeKey.MatchString(r.Stop.Metric) && r.Stop.Metric != "" {
 		r.Stop.Metric = "unnamed"
