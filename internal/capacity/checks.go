@@ -86,14 +86,49 @@ func atMost(metric string, observed, limit float64) Check {
 	return Check{Metric: metric, Comparison: AtMost, Observed: Number(observed), Limit: Number(limit), Outcome: outcome(observed <= limit)}
 }
 
-func atLeast(metric string, observed, limit float64) Check {
-	return Check{Metric: metric, Comparison: AtLeast, Observed: Number(observed), Limit: Number(limit), Outcome: outcome(observed >= limit)}
-}
-
 // AvailabilityPercent is the availability a phase showed: (1 − error_rate) × 100 over every failed
 // request, so intentional rejections and 429s lower it too (a healthy phase should see neither).
 func AvailabilityPercent(s keycastresult.Summary) float64 {
 	return (1 - s.ErrorRate) * 100
+}
+
+// KeycastMetrics are the named figures of a Keycast phase's results summary that its checks read:
+// total_requests, unintentional_error_rate, latency_p95_ms, intentional_rejection_rate and
+// availability_percent.
+func KeycastMetrics(s keycastresult.Summary) Metrics {
+	return Metrics{
+		MetricTotalRequests:            float64(s.TotalRequests),
+		MetricUnintentionalErrorRate:   s.UnintentionalErrorRate,
+		MetricLatencyP95:               s.LatencyP95Ms,
+		MetricIntentionalRejectionRate: s.IntentionalRejectionRate,
+		MetricAvailabilityPercent:      AvailabilityPercent(s),
+	}
+}
+
+// keycastCheckSpecs are upstream's checks and stop checks of a Keycast phase (see PhaseChecks).
+func keycastCheckSpecs(plan *Plan, phase *Phase) (checks, stopChecks []CheckSpec) {
+	checks = []CheckSpec{
+		// At least one request: the count is whole, so ">= 1" is upstream's "> 0".
+		{Metric: MetricTotalRequests, Comparison: AtLeast, Limit: 1},
+		{Metric: MetricUnintentionalErrorRate, Comparison: AtMost, Limit: phase.MaxErrorRate},
+		{Metric: MetricLatencyP95, Comparison: AtMost, Limit: phase.MaxLatencyP95Ms},
+	}
+	if sh := phase.IntentionalShedding; sh != nil {
+		checks = append(checks, CheckSpec{Metric: MetricIntentionalRejectionRate, Comparison: AtLeast, Limit: sh.MinRate})
+	} else {
+		checks = append(checks, CheckSpec{Metric: MetricIntentionalRejectionRate, Comparison: AtLeast, Limit: 0, NotTested: true})
+	}
+	if phase.SLOApplies {
+		checks = append(checks,
+			CheckSpec{Metric: MetricAvailabilityPercent, Comparison: AtLeast, Limit: plan.Objectives.AvailabilityPercent},
+			CheckSpec{Metric: MetricSLOLatencyP95, From: MetricLatencyP95, Comparison: AtMost, Limit: plan.Objectives.LatencyP95Ms},
+		)
+	}
+	stopChecks = []CheckSpec{
+		{Metric: MetricStopUnintentionalErrorRate, From: MetricUnintentionalErrorRate, Comparison: AtMost, Limit: plan.StopConditions.MaxErrorRate},
+		{Metric: MetricStopLatencyP95, From: MetricLatencyP95, Comparison: AtMost, Limit: plan.StopConditions.MaxLatencyP95Ms},
+	}
+	return checks, stopChecks
 }
 
 // PhaseChecks computes a phase's checks and stop checks from its results summary, exactly as
@@ -101,35 +136,11 @@ func AvailabilityPercent(s keycastresult.Summary) float64 {
 // latency_p95_ms, intentional_rejection_rate (not-tested with limit 0 when the phase declares no
 // shedding), then, when the SLO applies, availability_percent and slo_latency_p95_ms; stop checks
 // are stop_unintentional_error_rate and stop_latency_p95_ms against the plan's stop conditions.
+// They are CheckSpecs evaluated by metric name against KeycastMetrics.
 func PhaseChecks(plan *Plan, phase *Phase, s keycastresult.Summary) (checks, stopChecks []Check) {
-	total := Check{
-		Metric: MetricTotalRequests, Comparison: AtLeast,
-		Observed: Number(float64(s.TotalRequests)), Limit: 1, Outcome: outcome(s.TotalRequests > 0),
-	}
-	checks = []Check{
-		total,
-		atMost(MetricUnintentionalErrorRate, s.UnintentionalErrorRate, phase.MaxErrorRate),
-		atMost(MetricLatencyP95, s.LatencyP95Ms, phase.MaxLatencyP95Ms),
-	}
-	if sh := phase.IntentionalShedding; sh != nil {
-		checks = append(checks, atLeast(MetricIntentionalRejectionRate, s.IntentionalRejectionRate, sh.MinRate))
-	} else {
-		checks = append(checks, Check{
-			Metric: MetricIntentionalRejectionRate, Comparison: AtLeast,
-			Observed: Number(s.IntentionalRejectionRate), Limit: 0, Outcome: NotTested,
-		})
-	}
-	if phase.SLOApplies {
-		checks = append(checks,
-			atLeast(MetricAvailabilityPercent, AvailabilityPercent(s), plan.Objectives.AvailabilityPercent),
-			atMost(MetricSLOLatencyP95, s.LatencyP95Ms, plan.Objectives.LatencyP95Ms),
-		)
-	}
-	stopChecks = []Check{
-		atMost(MetricStopUnintentionalErrorRate, s.UnintentionalErrorRate, plan.StopConditions.MaxErrorRate),
-		atMost(MetricStopLatencyP95, s.LatencyP95Ms, plan.StopConditions.MaxLatencyP95Ms),
-	}
-	return checks, stopChecks
+	cs, ss := keycastCheckSpecs(plan, phase)
+	m := KeycastMetrics(s)
+	return EvaluateAll(cs, m), EvaluateAll(ss, m)
 }
 
 // PhaseOutcome is upstream's continue/stop rule: the stop is breached when any stop check failed;

@@ -1,6 +1,15 @@
-// Package capacity runs Keycast capacity-readiness profiles: a plan declares six phases (ramp, spike,
-// soak, recovery, rollout, scale-down, in that order) with their limits before anything runs, and the
-// run turns them into an evidence bundle that says, check by check, whether the target met them.
+// Package capacity runs capacity-readiness profiles of either harness: a plan declares its phases
+// with their limits before anything runs, and the run turns them into an evidence bundle that says,
+// check by check, whether the target met them. A Keycast plan declares six HTTP phases (ramp,
+// spike, soak, recovery, rollout, scale-down, in that order); a LinkKeys plan declares ordered
+// phases, each a workload of the combined command's TCP streams against a server started (or
+// verified) with a declared environment profile (ExecuteLinkKeys, linkkeys.go).
+//
+// Both run on one executor (harness.go): a harness lists its phases, runs one when asked (a
+// PhaseRunner returning the phase's results, their envelope and named metrics) and says which
+// checks judge it; checks are CheckSpecs evaluated by metric name. The phase loop, phase errors,
+// live stops, signals, the continue/stop rule, the verdict and its blockers, the bundle, the
+// manifest and the mapping of the outcome to an error are shared.
 //
 // The plan schema, the validation rules and their messages, the checks and the evidence format
 // follow the newest upstream Keycast tool (commit a8d40c9; docs/protocol-keycast.md, Capacity

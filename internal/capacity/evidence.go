@@ -96,84 +96,25 @@ type Conclusion struct {
 // keeps certification_ready false (it is empty exactly when certification_ready is true). stopReason
 // is Evidence.StopReason.
 func Conclude(plan *Plan, phases []PhaseEvidence, stopReason string) Conclusion {
-	var c Conclusion
-	c.Passed = len(phases) == len(plan.Phases)
-	for _, ph := range phases {
-		if !ph.Passed {
-			c.Passed = false
-		}
-	}
+	planned := make([]string, len(plan.Phases))
 	declared := false
-	for _, ph := range plan.Phases {
+	for i, ph := range plan.Phases {
+		planned[i] = ph.Name
 		if ph.IntentionalShedding != nil {
 			declared = true
 		}
 	}
-	sheddingFailed := false
-	for _, ph := range phases {
-		for _, ch := range ph.Checks {
-			if ch.Metric == MetricIntentionalRejectionRate && ch.Outcome == Failed {
-				sheddingFailed = true
-			}
-		}
+	vs := make([]verdictPhase, len(phases))
+	for i, ph := range phases {
+		vs[i] = verdictPhase{Name: ph.Name, Passed: ph.Passed, Error: ph.Error, Interrupted: ph.Interrupted, Checks: ph.Checks,
+			StopChecks: ph.StopChecks, LiveStop: ph.LiveStop}
 	}
-	c.CertificationReady = c.Passed && declared && !sheddingFailed
-
-	var b []string
-	for _, ph := range phases {
-		switch {
-		case ph.Error != nil:
-			b = append(b, strings.TrimPrefix(*ph.Error, "capacity: "))
-		case ph.Interrupted:
-			b = append(b, fmt.Sprintf("phase %q was interrupted by a signal before its planned end", ph.Name))
-		}
-		for _, ch := range ph.Checks {
-			if ch.Outcome == Failed {
-				b = append(b, fmt.Sprintf("phase %q failed check %s", ph.Name, describeCheck(ch)))
-			}
-		}
-		for _, ch := range ph.StopChecks {
-			if ch.Outcome == Failed {
-				b = append(b, fmt.Sprintf("phase %q breached stop condition %s", ph.Name, describeCheck(ch)))
-			}
-		}
-		if s := ph.LiveStop; s != nil {
-			b = append(b, fmt.Sprintf("phase %q was ended early by a live stop condition: %s", ph.Name, describeStop(s)))
-		}
-	}
-	if len(phases) < len(plan.Phases) {
-		var names []string
-		for _, ph := range plan.Phases[len(phases):] {
-			names = append(names, strconv.Quote(ph.Name))
-		}
-		why := "the run ended early"
-		switch stopReason {
-		case StopReasonSignal:
-			why = "the run was interrupted by a signal"
-		case StopReasonPhaseError:
-			why = "a phase could not run"
-		case StopReasonWriteError:
-			why = "a phase's results could not be written"
-		case StopReasonStopCondition:
-			why = "a stop condition was breached"
-		}
-		b = append(b, fmt.Sprintf("%d of %d planned phases did not run because %s: %s", len(names), len(plan.Phases), why, strings.Join(names, ", ")))
-	}
-	if !declared {
-		b = append(b, "no phase declares intentional_shedding, so shedding was not tested; declare it on the spike phase "+
-			"(status 503, error_code admission_rejected, min_rate above 0) against a target that sheds")
-	}
-	if c.CertificationReady {
-		b = nil
-	} else if len(b) == 0 {
-		// Conclude's rules above cover every way to be not ready; keep the list honest if they drift.
-		b = append(b, "certification is not ready for a reason this version does not describe; see the phases")
-	}
-	c.Blockers = b
-	if c.Blockers == nil {
-		c.Blockers = []string{}
-	}
-	return c
+	return conclude(planned, vs, stopReason, certification{
+		Declared:   declared,
+		IsShedding: func(c Check) bool { return c.Metric == MetricIntentionalRejectionRate },
+		NotDeclared: "no phase declares intentional_shedding, so shedding was not tested; declare it on the spike phase " +
+			"(status 503, error_code admission_rejected, min_rate above 0) against a target that sheds",
+	})
 }
 
 func describeCheck(c Check) string {

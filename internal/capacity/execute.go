@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -169,125 +168,54 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	rec = scrubMachine(rec)
 
 	b := &bundle{dir: dir}
-	var (
-		phases       []PhaseEvidence
-		stoppedAfter *string
-		stopReason   string
-		users        []keycast.TestUser
-	)
-	stop := func(name, reason string) {
-		n := name
-		stoppedAfter, stopReason = &n, reason
+	var users []keycast.TestUser
+	h := Harness[*keycastresult.Results]{
+		Prepare: func(context.Context) error {
+			u, err := loadUsers(plan.UsersFile)
+			users = u
+			return err
+		},
+		Run: func(ctx context.Context, i int) (*PhaseResult[*keycastresult.Results], error) {
+			ph := &plan.Phases[i]
+			res, err := runner(ctx, PhaseRun{
+				Index: i, Phase: ph, URL: plan.TargetURL, Users: users, UsersFile: plan.UsersFile, Seed: plan.Seed,
+				ReportInterval: time.Duration(min(max(ph.DurationSeconds, 1), 5)) * time.Second,
+				Stop: LiveStop{
+					MaxUnintentionalErrorRate: plan.StopConditions.MaxErrorRate,
+					MaxLatencyP95Ms:           plan.StopConditions.MaxLatencyP95Ms,
+					Window:                    window,
+					MinRequests:               opts.StopMinRequests,
+				},
+			})
+			if err != nil || res == nil {
+				return nil, err
+			}
+			s := res.Summary
+			return &PhaseResult[*keycastresult.Results]{
+				Results: res, Envelope: res.Envelope, Metrics: KeycastMetrics(s), Stop: res.Stop, ElapsedSecs: s.DurationSecs,
+				Summary: fmt.Sprintf("%d requests, p95 %.1f ms, unintentional errors %.2f%%, shedding %.2f%%",
+					s.TotalRequests, s.LatencyP95Ms, s.UnintentionalErrorRate*100, s.IntentionalRejectionRate*100),
+			}, nil
+		},
+		Checks: func(i int) ([]CheckSpec, []CheckSpec) { return keycastCheckSpecs(plan, &plan.Phases[i]) },
+		Scrub:  scrubResults,
 	}
 	for i := range plan.Phases {
 		ph := &plan.Phases[i]
-		if ctx.Err() != nil {
-			stopReason = StopReasonSignal
-			if len(phases) > 0 {
-				n := phases[len(phases)-1].Name
-				stoppedAfter = &n
-			}
-			fmt.Fprintf(progress, "capacity: interrupted before phase %d/%d %s\n", i+1, len(plan.Phases), ph.Name)
-			break
-		}
-		fmt.Fprintf(progress, "capacity: phase %d/%d %s (%s, %s, %s, concurrency %d, %d s, ramp-up %d s)\n",
-			i+1, len(plan.Phases), ph.Name, ph.Kind, ph.Method, ph.Scenario, ph.Concurrency, ph.DurationSeconds, ph.RampUpSeconds)
-		pe := PhaseEvidence{Name: ph.Name, Kind: ph.Kind, Checks: []Check{}, StopChecks: []Check{}}
-		phaseError := func(err error, interrupted bool) {
-			logger.Error("capacity phase could not run", "phase", ph.Name, "error", err)
-			msg := fmt.Sprintf("capacity: phase %q could not run: %s", ph.Name, ScrubError(err))
-			pe.Error = &msg
-			pe.Interrupted = interrupted
-			phases = append(phases, pe)
-			if interrupted {
-				stop(ph.Name, StopReasonSignal)
-			} else {
-				stop(ph.Name, StopReasonPhaseError)
-			}
-			fmt.Fprintf(progress, "capacity: phase %s could not run: %s\n", ph.Name, ScrubError(err))
-		}
-		if users == nil {
-			u, err := loadUsers(plan.UsersFile)
-			if err != nil {
-				phaseError(err, false)
-				break
-			}
-			users = u
-		}
-		res, err := runner(ctx, PhaseRun{
-			Index: i, Phase: ph, URL: plan.TargetURL, Users: users, UsersFile: plan.UsersFile, Seed: plan.Seed,
-			ReportInterval: time.Duration(min(max(ph.DurationSeconds, 1), 5)) * time.Second,
-			Stop: LiveStop{
-				MaxUnintentionalErrorRate: plan.StopConditions.MaxErrorRate,
-				MaxLatencyP95Ms:           plan.StopConditions.MaxLatencyP95Ms,
-				Window:                    window,
-				MinRequests:               opts.StopMinRequests,
-			},
-		})
-		if err == nil && res == nil {
-			err = &SafeError{Msg: "the load engine returned no results and no error"}
-		}
-		if err != nil {
-			phaseError(err, ctx.Err() != nil)
-			break
-		}
-		scrubResults(res)
-		name := PhaseFileName(i, ph.Name)
-		rb, err := json.MarshalIndent(res, "", "  ")
-		if err == nil {
-			err = b.write(name, append(rb, '\n'))
-		}
-		pe.Results = res
-		pe.Checks, pe.StopChecks = PhaseChecks(plan, ph, res.Summary)
-		pe.Passed, pe.StopBreached = PhaseOutcome(pe.Checks, pe.StopChecks)
-		if err != nil {
-			// The phase ran: its figures go into the evidence (if that can still be written), and
-			// the message must not say it could not run.
-			logger.Error("capacity phase results could not be written", "phase", ph.Name, "file", name, "error", err)
-			why := ScrubError(&SafeError{Msg: "writing " + name, Err: err})
-			msg := fmt.Sprintf("capacity: phase %q ran, but its results could not be written: %s", ph.Name, why)
-			pe.Error, pe.Passed = &msg, false
-			phases = append(phases, pe)
-			stop(ph.Name, StopReasonWriteError)
-			fmt.Fprintf(progress, "capacity: phase %s ran, but its results could not be written: %s\n", ph.Name, why)
-			break
-		}
-		pe.ResultsFile = name
-		interrupted := false
-		if s := res.Stop; s != nil {
-			switch s.Reason {
-			case keycastload.StopCondition:
-				ls := *s
-				pe.LiveStop = &ls
-				pe.Passed, pe.StopBreached = false, true
-			case keycastload.StopSignal:
-				interrupted = true
-			}
-		}
-		if ctx.Err() != nil {
-			interrupted = true
-		}
-		if interrupted {
-			msg := fmt.Sprintf("capacity: phase %q was interrupted by a signal after %.1f s of its %d s", ph.Name, res.Summary.DurationSecs, ph.DurationSeconds)
-			pe.Error, pe.Interrupted, pe.Passed = &msg, true, false
+		h.Phases = append(h.Phases, PhasePlan{Name: ph.Name, Kind: string(ph.Kind), DurationSeconds: ph.DurationSeconds,
+			Describe: fmt.Sprintf("%s, %s, %s, concurrency %d, %d s, ramp-up %d s", ph.Kind, ph.Method, ph.Scenario, ph.Concurrency, ph.DurationSeconds, ph.RampUpSeconds)})
+	}
+	out := execute(ctx, h, b, progress, logger)
+	phases := make([]PhaseEvidence, 0, len(out.Phases))
+	for _, r := range out.Phases {
+		pe := PhaseEvidence{Name: r.Name, Kind: Kind(r.Kind), Passed: r.Passed, Checks: r.Checks, StopBreached: r.StopBreached,
+			StopChecks: r.StopChecks, Error: r.Error, ResultsFile: r.ResultsFile, LiveStop: r.LiveStop, Interrupted: r.Interrupted}
+		if r.HasResults {
+			pe.Results = r.Results
 		}
 		phases = append(phases, pe)
-		fmt.Fprintf(progress, "capacity: phase %s %s: %d requests, p95 %.1f ms, unintentional errors %.2f%%, shedding %.2f%%\n",
-			ph.Name, verdictWord(pe), res.Summary.TotalRequests, res.Summary.LatencyP95Ms,
-			res.Summary.UnintentionalErrorRate*100, res.Summary.IntentionalRejectionRate*100)
-		if interrupted {
-			stop(ph.Name, StopReasonSignal)
-			break
-		}
-		if pe.StopBreached {
-			stop(ph.Name, StopReasonStopCondition)
-			break
-		}
 	}
-	if phases == nil {
-		phases = []PhaseEvidence{}
-	}
-	c := Conclude(plan, phases, stopReason)
+	c := Conclude(plan, phases, out.StopReason)
 	ev := &Evidence{
 		SchemaVersion:         SchemaVersion,
 		EvidenceScope:         EvidenceScope,
@@ -296,10 +224,10 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 		Plan:                  plan,
 		Passed:                c.Passed,
 		CertificationReady:    c.CertificationReady,
-		StoppedAfterPhase:     stoppedAfter,
+		StoppedAfterPhase:     out.StoppedAfter,
 		Phases:                phases,
 		CertificationBlockers: c.Blockers,
-		StopReason:            stopReason,
+		StopReason:            out.StopReason,
 		Machine:               &rec,
 		TargetTLS:             opts.TLS.Record(),
 	}
@@ -307,41 +235,13 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := b.write(EvidenceFile, eb); err != nil {
-		return nil, err
-	}
-	if err := WriteManifest(dir, b.files, now()); err != nil {
-		return nil, err
-	}
-	if c.Passed {
-		return ev, nil
-	}
-	if stopReason == StopReasonPhaseError || stopReason == StopReasonSignal || stopReason == StopReasonWriteError {
-		detail := "interrupted by a signal before the first phase"
-		if n := len(phases); n > 0 {
-			detail = "interrupted by a signal after phase " + strconv.Quote(phases[n-1].Name)
-			if e := phases[n-1].Error; e != nil {
-				detail = *e
-			}
+	if err := finishBundle(b, eb, out, c.Passed, now); err != nil {
+		if errors.Is(err, ErrLimitsExceeded) {
+			return ev, err
 		}
-		return ev, &incompleteError{detail: strings.TrimPrefix(detail, "capacity: "), limits: stopReason == StopReasonPhaseError}
+		return nil, err
 	}
-	return ev, ErrLimitsExceeded
-}
-
-func verdictWord(pe PhaseEvidence) string {
-	switch {
-	case pe.Interrupted:
-		return "interrupted"
-	case pe.LiveStop != nil:
-		return "stopped by a live stop condition"
-	case pe.StopBreached:
-		return "breached a stop condition"
-	case pe.Passed:
-		return "passed"
-	default:
-		return "failed"
-	}
+	return ev, nil
 }
 
 // prepareDir creates dir, or accepts it when it exists and is empty.

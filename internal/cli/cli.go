@@ -155,6 +155,8 @@ func newLinkKeysCmd(env *Env, use string) *cobra.Command {
 		newLinkKeysHandshakeBenchCmd(env),
 		newLinkKeysRequestBenchCmd(env),
 		newLinkKeysDDoSCmd(env),
+		newLinkKeysCombinedCmd(env),
+		newLinkKeysCapacityCmd(env),
 		newLinkKeysSmokeCmd(env),
 		newLinkKeysProfileCmd(env),
 	)

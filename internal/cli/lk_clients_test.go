@@ -45,6 +45,10 @@ func TestLinkKeysClientUsageErrors(t *testing.T) {
 		{[]string{"connections", "--info-file", info, "--concurrency", "0"}, ExitUsage, "--concurrency 0: must be at least 1"},
 		{[]string{"connections", "--count", "-1"}, ExitUsage, "invalid argument"},
 		{[]string{"worker"}, ExitUsage, "--spec and --result are required"},
+		{[]string{"combined", "--info-file", info}, ExitUsage, "no stream"},
+		{[]string{"combined", "--info-file", info, "--held", "10", "--held-ip-count", "300", "--handshake-concurrency", "1", "--handshake-ip-base", "127.0.1.200"},
+			ExitUsage, "share source addresses"},
+		{[]string{"combined", "--info-file", info, "--ddos-wave", "at=x,sourcez=1"}, ExitUsage, `at="x": want seconds from 0 to 86400; unknown key "sourcez"`},
 	}
 	for _, c := range cases {
 		env, _, errOut := lkTestEnv()
@@ -113,6 +117,9 @@ func TestLinkKeysClientsRunAgainstServer(t *testing.T) {
 		{[]string{"request-bench", "--connections", "2", "--duration-secs", "1", "--pipeline", "4"}, "request-bench: op=domain-keys connections=2 duration_secs=1"},
 		{[]string{"request-bench", "--connections", "2", "--duration-secs", "1", "--rate", "500", "--op", "hello"}, "request-bench: op=hello connections=2 duration_secs=1"},
 		{[]string{"ddos", "--sources", "30", "--concurrency", "5"}, "ddos: sources=30 concurrency=5 (one connection attempt per distinct source address)"},
+		{[]string{"combined", "--held", "20", "--held-concurrency", "4", "--handshake-concurrency", "2", "--duration-secs", "1",
+			"--request-connections", "2", "--ddos-wave", "sources=20,at=0.2,concurrency=4"},
+			"combined: streams held=127.0.1.0+64 handshakes=127.0.2.0+128 requests=127.0.3.0+32 ddos-1=127.5.0.0+20 (each from its own source range, all at once)"},
 	}
 	for i, c := range cases {
 		env, out, errOut := lkTestEnv()
@@ -265,4 +272,23 @@ func TestLinkKeysFlagHelp(t *testing.T) {
 		}
 		walk(root)
 	}
+}
+
+func FuzzParseDDoSWave(f *testing.F) {
+	for _, s := range []string{"sources=100", "sources=12000,at=5,concurrency=500,base=127.9.0.0,name=late", "at=1", "sources=0",
+		"sources=1,sources=2", "base=::1,sources=3", "sources=4,at=-1", "sources=5,at=NaN", "", ",", "sources"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		w, err := ParseDDoSWave(s, 0)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		if w.Sources == 0 || w.Concurrency == 0 || !(w.StartSecs >= 0 && w.StartSecs <= 86400) {
+			t.Fatalf("accepted %q as %+v", s, w)
+		}
+	})
 }

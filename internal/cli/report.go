@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/report"
@@ -22,10 +25,14 @@ func newReportCmd(env *Env) *cobra.Command {
 	var page pageOptions
 	c := &cobra.Command{
 		Use:   "report FILE...",
-		Short: "Report (and merge) result files of either harness, from the files alone",
-		Long: "report reads LinkKeys client results (--json) or Keycast run results, merges several files\n" +
-			"that are segments of one run (worker processes or machines) exactly, and prints the report.\n" +
-			"--format json prints the merged result; --output writes it to a file.\n" +
+		Short: "Report (and merge) result files or evidence bundles of either harness, from the files alone",
+		Long: "report reads LinkKeys client results (--json, combined results included) or Keycast run results,\n" +
+			"merges several files that are segments of one run (worker processes or machines) exactly, and\n" +
+			"prints the report. Given a capacity evidence bundle (its directory, or its evidence.json) of either\n" +
+			"harness, it checks the bundle against its manifest and reports the verdict, every phase's checks,\n" +
+			"its server's verified limits (LinkKeys) and each phase's results file.\n" +
+			"--format json prints the merged result (or the evidence); csv one row per command, stream or check;\n" +
+			"--output writes the JSON to a file.\n" +
 			"--format html draws the files as one self-contained page (no network needed to open it):\n" +
 			"merged segments, --compare two runs, or a capacity bundle directory; -o writes it to a file.\n" +
 			"--format hgrm writes the HdrHistogram percentile distribution for the HdrHistogram plotter.",
@@ -34,13 +41,19 @@ func newReportCmd(env *Env) *cobra.Command {
 			if format == report.FormatHTML || format == report.FormatHGRM {
 				return runReportPage(env, args, format, output, page)
 			}
-			if format != "text" && format != "json" {
-				return usageError("report: --format %q: must be text or json", format)
+			if format != "text" && format != "json" && format != "csv" {
+				return usageError("report: --format %q: must be text, json, csv, html or hgrm", format)
+			}
+			if ev, dir, ok, err := evidenceArg(args); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return runEvidenceReport(env, ev, dir, format, output)
 			}
 			return runReport(env, args, format, output)
 		},
 	}
-	c.Flags().StringVarP(&format, "format", "f", "text", "text, json, html (a self-contained page; -o names it) or hgrm (HdrHistogram percentile distribution)")
+	c.Flags().StringVarP(&format, "format", "f", "text", "text, json, csv, html (a self-contained page; -o names it) or hgrm (HdrHistogram percentile distribution)")
 	addPageFlags(c, &page)
 	c.Flags().StringVarP(&output, "output", "o", "", "also write the merged result as JSON to this file")
 	return c
@@ -118,6 +131,10 @@ func runReport(env *Env, paths []string, format, output string) error {
 		}
 		merged = r
 		text = func() error { return report.LinkKeysText(env.Stdout, &r) }
+		if format == "csv" {
+			fmt.Fprintln(env.Stdout, report.LinkKeysCSV(&r))
+			return writeMerged(output, merged)
+		}
 	} else {
 		r := kc[0]
 		if len(kc) > 1 {
@@ -127,6 +144,10 @@ func runReport(env *Env, paths []string, format, output string) error {
 			}
 		}
 		merged = r
+		if format == "csv" {
+			fmt.Fprintln(env.Stdout, report.CSV(r))
+			return writeMerged(output, merged)
+		}
 		text = func() error {
 			out, err := report.Render(r, "text")
 			if err != nil {
@@ -136,14 +157,8 @@ func runReport(env *Env, paths []string, format, output string) error {
 			return nil
 		}
 	}
-	if output != "" {
-		b, err := json.MarshalIndent(merged, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := atomicfile.Write(output, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
+	if err := writeMerged(output, merged); err != nil {
+		return err
 	}
 	if format == "json" {
 		b, err := json.MarshalIndent(merged, "", "  ")
@@ -154,4 +169,111 @@ func runReport(env *Env, paths []string, format, output string) error {
 		return nil
 	}
 	return text()
+}
+
+// writeMerged writes the merged result (or evidence) as JSON to output, when given.
+func writeMerged(output string, merged any) error {
+	if output == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(merged, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(output, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// evidenceArg reports whether the arguments name one capacity evidence bundle: a directory holding
+// evidence.json, or an evidence file. ok is false for result files.
+func evidenceArg(args []string) (ev []byte, dir string, ok bool, err error) {
+	for _, p := range args {
+		fi, serr := os.Stat(p)
+		isDir := serr == nil && fi.IsDir()
+		var b []byte
+		if isDir {
+			b, err = os.ReadFile(filepath.Join(p, capacity.EvidenceFile))
+			if err != nil {
+				return nil, "", false, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s is a directory without a readable %s: %w", p, capacity.EvidenceFile, err)}
+			}
+		} else if b, err = os.ReadFile(p); err != nil {
+			return nil, "", false, nil // runReport names the problem
+		}
+		if !report.IsEvidence(b) {
+			continue
+		}
+		if len(args) > 1 {
+			return nil, "", false, usageError("report: %s is a capacity evidence file; report one bundle at a time (bundles do not merge)", p)
+		}
+		if isDir {
+			return b, p, true, nil
+		}
+		return b, filepath.Dir(p), true, nil
+	}
+	return nil, "", false, nil
+}
+
+// runEvidenceReport reports an evidence bundle: the manifest check, the verdict and checks, and,
+// in text, each phase's results file drawn as the report of a result file would draw it.
+func runEvidenceReport(env *Env, b []byte, dir, format, output string) error {
+	ev, err := report.ReadEvidence(b)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	var raw any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
+	}
+	if err := writeMerged(output, raw); err != nil {
+		return err
+	}
+	switch format {
+	case "json":
+		fmt.Fprintln(env.Stdout, strings.TrimRight(string(b), "\n"))
+		return nil
+	case "csv":
+		fmt.Fprintln(env.Stdout, report.EvidenceCSV(ev))
+		return nil
+	}
+	report.EvidenceText(env.Stdout, ev)
+	if _, err := os.Stat(filepath.Join(dir, capacity.ManifestFile)); err == nil {
+		if verr := capacity.VerifyBundle(dir); verr != nil {
+			fmt.Fprintf(env.Stdout, "manifest: DOES NOT MATCH the bundle:\n%v\n", verr)
+		} else {
+			fmt.Fprintf(env.Stdout, "manifest: every file of %s matches its SHA-256\n", dir)
+		}
+	} else {
+		fmt.Fprintf(env.Stdout, "manifest: none beside the evidence file; its integrity is not checked\n")
+	}
+	for i, ph := range ev.Phases {
+		if ph.ResultsFile == "" {
+			continue
+		}
+		rb, err := os.ReadFile(filepath.Join(dir, ph.ResultsFile))
+		if err != nil {
+			fmt.Fprintf(env.Stdout, "\nphase %d %s: results file %s unreadable: %v\n", i+1, ph.Name, ph.ResultsFile, err)
+			continue
+		}
+		fmt.Fprintf(env.Stdout, "\n---- phase %d %s: %s\n", i+1, ph.Name, ph.ResultsFile)
+		if ev.HarnessName() == linkkeysresult.Harness {
+			r, err := linkkeysresult.Read(rb)
+			if err == nil {
+				err = report.LinkKeysText(env.Stdout, &r)
+			}
+			if err != nil {
+				fmt.Fprintf(env.Stdout, "  unreadable: %v\n", err)
+			}
+			continue
+		}
+		r, err := keycastresult.Parse(rb)
+		if err != nil {
+			fmt.Fprintf(env.Stdout, "  unreadable: %v\n", err)
+			continue
+		}
+		out, _ := report.Render(r, "text")
+		fmt.Fprintln(env.Stdout, out)
+	}
+	return nil
 }

@@ -88,7 +88,7 @@ func TestReportRejectsBadInput(t *testing.T) {
 		{[]string{"report", hollow}, "lacks metadata.url"},
 		{[]string{"report", kc, hollow}, "lacks metadata.url"},
 		{[]string{"report", filepath.Join(dir, "missing.json")}, "no such file"},
-		{[]string{"report", kc, "--format", "csv"}, "must be text or json"},
+		{[]string{"report", kc, "--format", "xml"}, "must be text, json, csv, html or hgrm"},
 	} {
 		env, _, errb := lkTestEnv()
 		if code := Run(context.Background(), Loadproof, c.args, env); code != ExitUsage || !strings.Contains(errb.String(), c.msg) {
@@ -107,4 +107,48 @@ func FuzzResultKind(f *testing.F) {
 			t.Fatalf("kind %q with error %v", k, err)
 		}
 	})
+}
+
+// TestReportReadsAKeycastBundle reports a Keycast evidence bundle from its files alone: the
+// directory or its evidence.json, as text (verdict, checks, manifest, each phase's results), csv
+// (one row per check) and json (the evidence as written).
+func TestReportReadsAKeycastBundle(t *testing.T) {
+	dir, plan := capacityFixture(t)
+	out := filepath.Join(dir, "ev")
+	if code, stdout, stderr := runCapacity(t, cannedRunner(-1, 0), "-p", plan, "-o", out); code != ExitFailure {
+		t.Fatalf("capacity exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"report", out}, []string{"Capacity evidence (keycast harness)", "phase 1 warm-up-ramp (ramp): failed",
+			"failed     latency_p95_ms", "manifest: every file of", "Keycast Load Test Results", "passed: false  certification_ready: false"}},
+		{[]string{"report", filepath.Join(out, "evidence.json"), "--format", "csv"}, []string{
+			"harness,phase,kind,phase_passed,check,metric,comparison,observed,limit,outcome\n", "keycast,warm-up-ramp,ramp,false,check,latency_p95_ms,at-most,"}},
+		{[]string{"report", out, "--format", "json"}, []string{`"evidence_scope": "synthetic non-production capacity rehearsal"`}},
+	} {
+		env, stdout, stderr := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, c.args, env); code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("%v: output lacks %q:\n%s", c.args, w, stdout)
+			}
+		}
+	}
+	// A tampered bundle is reported as such.
+	if err := os.WriteFile(filepath.Join(out, "evidence.json.extra"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env, stdout, _ := lkTestEnv()
+	if code := Run(context.Background(), Loadproof, []string{"report", out}, env); code != ExitOK || !strings.Contains(stdout.String(), "manifest: DOES NOT MATCH") {
+		t.Fatalf("tampered bundle: exit %d\n%s", code, stdout)
+	}
+	// Bundles do not merge.
+	env, _, errb := lkTestEnv()
+	if code := Run(context.Background(), Loadproof, []string{"report", out, out}, env); code != ExitUsage || !strings.Contains(errb.String(), "one bundle at a time") {
+		t.Fatalf("two bundles: exit %d %s", code, errb)
+	}
 }

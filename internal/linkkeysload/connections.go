@@ -28,6 +28,9 @@ type ConnectionsConfig struct {
 	AttemptTimeout time.Duration `json:"attempt_timeout"`
 	Sources        SourceAddrs   `json:"sources"`
 	ProgressEvery  uint32        `json:"progress_every"`
+	// Rate, when > 0, paces the attempts at this total rate per second (a ramp of Count/Rate
+	// seconds) with at most Concurrency in flight; 0 makes them Concurrency at a time, as the seed.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // holdFunc blocks while the connections are held (this process's share); gone is closed when every
@@ -55,6 +58,9 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	}
 	ec := attemptConfig(d, int(min(conc, max(count, 1))), count, p)
 	ec.Sample = serverSampler(sample)
+	if cfg.Rate > 0 {
+		ec.Rate, ec.Phase, ec.LateThreshold = seg.Rate(cfg.Rate), seg.Offset(), LateThreshold
+	}
 	restoreGC := tuneGC(gcPercentRamp)
 	run, err := execute(ctx, ec, count == 0)
 	restoreGC()
@@ -257,13 +263,25 @@ func (r *Run) metricsBefore(ctx context.Context) (linkkeys.MetricsLine, error) {
 
 // accounting reads the server's counters after the run and prints them next to the client's.
 func (r *Run) accounting(ctx context.Context, res *Result, before linkkeys.MetricsLine, beforeErr error) {
+	r.readAccounting(ctx, res, before, beforeErr)
+	if res.Server == nil {
+		return
+	}
+	if len(res.Server.Checks) == 0 && res.Server.Note != "" {
+		WriteAccountingError(r.stdout(), res.Server)
+		return
+	}
+	WriteAccounting(r.stdout(), res.Server)
+}
+
+// readAccounting reads the server's counters after the run into res.Server: the deltas and their
+// checks against the client's attempts, or a note saying why they could not be read.
+func (r *Run) readAccounting(ctx context.Context, res *Result, before linkkeys.MetricsLine, beforeErr error) {
 	if r.Metrics == nil || res.Attempts == nil {
 		return
 	}
-	out := r.stdout()
 	fail := func(note string) {
 		res.Server = &ServerAccounting{Source: r.Metrics.Location, Note: note}
-		WriteAccountingError(out, res.Server)
 	}
 	if beforeErr != nil {
 		fail("no reading before the run: " + beforeErr.Error())
@@ -282,5 +300,4 @@ func (r *Run) accounting(ctx context.Context, res *Result, before linkkeys.Metri
 	}
 	a := res.Attempts
 	res.Server = NewServerAccounting(r.Metrics.Location, before, after, a.Attempted, a.Succeeded, a.Failed, settled)
-	WriteAccounting(out, res.Server)
 }

@@ -21,6 +21,15 @@
 // bench's setup, which opens its connections one after another and stops at the first failure as the
 // seed does, and connections' hold, which holds what the ramp established.
 //
+// # Combined runs
+//
+// Combined (combined.go) runs the four kinds of load at once, each stream its own engine run with
+// its own driver, source range, classes and histograms: a held population (connections' ramp, held
+// until the others end, its survival read from the sockets' TCP state), a handshake stream, a
+// request stream and ddos waves at offsets. Their results merge into one Result whose envelope
+// prefixes every figure with the stream's name, so a fanned-out combined run merges exactly like
+// the others.
+//
 // # Output
 //
 // Each command prints the seed's lines byte for byte, drawn by internal/report (output.go hands it

@@ -21,6 +21,10 @@ type HandshakeConfig struct {
 	// Resume gives each worker loop a TLS session cache, so after its first full handshake it
 	// offers resumption; the result splits completed handshakes into full and resumed.
 	Resume bool `json:"resume"`
+	// Rate, when > 0, paces the attempts at this total rate per second (the open model: latency
+	// counted from each attempt's intended start) with at most Concurrency in flight; 0 runs
+	// Concurrency loops back to back, as the seed does.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // ticketWait bounds how long a resuming loop waits, after a handshake, for the server's session
@@ -143,6 +147,9 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 	ec.Counters = []string{"full", "resumed"}
 	ec.Duration = time.Duration(cfg.DurationSecs) * time.Second
 	ec.Sample = serverSampler(sample)
+	if cfg.Rate > 0 {
+		ec.Rate, ec.Phase, ec.LateThreshold = seg.Rate(cfg.Rate), seg.Offset(), LateThreshold
+	}
 	ec.NewState = func(id int) any {
 		hw := &handshakeWorker{global: uint32(wstart) + uint32(id), tls: base}
 		if cfg.Resume {

@@ -1,6 +1,7 @@
 package linkkeysload
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
@@ -78,3 +79,16 @@ func WriteAccounting(w io.Writer, a *ServerAccounting) { report.LinkKeysAccounti
 
 // WriteAccountingError prints why the server's accounting could not be read.
 func WriteAccountingError(w io.Writer, a *ServerAccounting) { report.LinkKeysAccountingError(w, a) }
+
+// WriteCombinedHeader prints the combined command's header line.
+func WriteCombinedHeader(w io.Writer, cfg CombinedConfig) {
+	var parts []string
+	for _, r := range cfg.SourceRanges() {
+		parts = append(parts, fmt.Sprintf("%s=%s+%d", r.Stream, r.First, r.Count))
+	}
+	report.LinkKeysCombinedHeader(w, parts)
+}
+
+// WriteCombinedDone prints every stream's DONE lines, the held population's survival and the
+// server's accounting, whole-run and per stream.
+func WriteCombinedDone(w io.Writer, r Result) { report.LinkKeysCombinedDone(w, &r) }

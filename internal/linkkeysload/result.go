@@ -37,6 +37,7 @@ const (
 	CmdHandshakeBench = linkkeysresult.CmdHandshakeBench
 	CmdRequestBench   = linkkeysresult.CmdRequestBench
 	CmdDDoS           = linkkeysresult.CmdDDoS
+	CmdCombined       = linkkeysresult.CmdCombined
 )
 
 func newAttempts() *Attempts { return linkkeysresult.NewAttempts() }

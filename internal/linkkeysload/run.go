@@ -12,6 +12,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // Run is how a command runs and reports, beyond its own configuration.
@@ -36,6 +37,9 @@ type Run struct {
 	JSONPath string
 	// Log receives diagnostics; nil discards them.
 	Log *slog.Logger
+	// Stop, when set, is the combined command's live stop condition: it is judged on every server
+	// sample (once a second), and a non-nil event ends the run early and is recorded as its stop.
+	Stop func(elapsed time.Duration, sample map[string]float64) *result.StopEvent
 }
 
 func (r *Run) log() *slog.Logger {
@@ -84,6 +88,7 @@ type WorkerSpec struct {
 	Handshake     *HandshakeConfig   `json:"handshake,omitempty"`
 	Requests      *RequestConfig     `json:"requests,omitempty"`
 	DDoS          *DDoSConfig        `json:"ddos,omitempty"`
+	Combined      *CombinedConfig    `json:"combined,omitempty"`
 }
 
 // fanOut runs spec in n worker processes and returns their results merged. onLine receives every
@@ -187,6 +192,11 @@ func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Write
 			return errorf("worker: request-bench spec missing")
 		}
 		res, err = runRequestSegment(ctx, *spec.Requests, spec.Segment, os.Stderr, sample)
+	case CmdCombined:
+		if spec.Combined == nil {
+			return errorf("worker: combined spec missing")
+		}
+		res, err = runCombinedSegment(ctx, *spec.Combined, spec.Segment, os.Stderr)
 	default:
 		return errorf("worker: unknown command %q", spec.Command)
 	}

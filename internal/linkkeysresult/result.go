@@ -110,6 +110,12 @@ type Result struct {
 	// ServerCPU is the CPU time the server process (and its child processes) used during the run,
 	// read from /proc through the info file's pid; absent when it could not be read.
 	ServerCPU *Duration `json:"server_cpu,omitempty"`
+	// Combined is the combined command's streams (each with its own counts and histograms), the
+	// held population's survival and the per-stream server accounting. For a combined result the
+	// envelope's classes, causes, kinds and interval figures are prefixed with the stream's name
+	// ("held/success"), Attempts sums every stream's connection attempts and Server is the
+	// server's accounting of them all.
+	Combined *Combined `json:"combined,omitempty"`
 }
 
 // Duration is a time.Duration that marshals as nanoseconds plus Rust's Debug rendering.
@@ -482,6 +488,14 @@ func Merge(parts []Result) (Result, error) {
 			out.Stop = &s
 		}
 		out.mergeSections(&p)
+		if p.Combined != nil {
+			if out.Combined == nil {
+				out.Combined = &Combined{}
+			}
+			if err := out.Combined.merge(p.Combined); err != nil {
+				return Result{}, errorf("merging results: %w", err)
+			}
+		}
 	}
 	slices.SortStableFunc(out.Segments, func(a, b result.Segment) int { return a.Index - b.Index })
 	out.Finish()
@@ -582,6 +596,9 @@ func (r *Result) Finish() {
 		q.Rate = RustRate(q.Completed, q.DurationSecs)
 	}
 	r.CPUPer = r.CPUPerOp()
+	if c := r.Combined; c != nil {
+		c.finish()
+	}
 }
 
 // MarshalJSON writes the result with its derived figures; NaN and infinite rates (a zero duration)
@@ -602,7 +619,24 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		q := *c.Requests
 		c.Requests = &q
 	}
+	// Finish would finish the streams' results in place, and they are shared with r: the combined
+	// section is finished on a copy here, and each stream's Result finishes a copy of itself when
+	// it is marshalled.
+	var combined *Combined
+	if c.Combined != nil {
+		cc := *c.Combined
+		cc.Streams = slices.Clone(cc.Streams)
+		for i := range cc.Streams {
+			if s := cc.Streams[i].Survival.clone(); s != nil {
+				s.finish()
+				cc.Streams[i].Survival = s
+			}
+		}
+		slices.SortStableFunc(cc.Streams, func(a, b Stream) int { return streamOrder(a.Name) - streamOrder(b.Name) })
+		combined, c.Combined = &cc, nil
+	}
 	c.Finish()
+	c.Combined = combined
 	if h := c.Handshakes; h != nil {
 		h.Rate, h.FullRate, h.ResumedRate = finite(h.Rate), finite(h.FullRate), finite(h.ResumedRate)
 	}
@@ -650,6 +684,15 @@ func Read(b []byte) (Result, error) {
 	}
 	switch r.Command {
 	case CmdConnections, CmdHandshakeBench, CmdRequestBench, CmdDDoS:
+	case CmdCombined:
+		if r.Combined == nil {
+			return Result{}, errorf("reading result: a combined result without its combined section")
+		}
+		for i, s := range r.Combined.Streams {
+			if s.Name == "" || s.Result == nil {
+				return Result{}, errorf("reading result: combined stream %d has no name or no result", i)
+			}
+		}
 	default:
 		return Result{}, errorf("reading result: unknown command %q", r.Command)
 	}
@@ -670,15 +713,19 @@ func (r Result) String() string {
 // Params are the command-line figures the seed's header and DONE lines print. The clients fill them
 // from their configuration; a report reads them back from the flags a result recorded.
 type Params struct {
-	Count, Concurrency, Connections, Sources uint32
-	HoldSecs, DurationSecs                   uint64
+	Count        uint32 `json:"count,omitempty"`
+	Concurrency  uint32 `json:"concurrency,omitempty"`
+	Connections  uint32 `json:"connections,omitempty"`
+	Sources      uint32 `json:"sources,omitempty"`
+	HoldSecs     uint64 `json:"hold_secs,omitempty"`
+	DurationSecs uint64 `json:"duration_secs,omitempty"`
 	// ClientIPCount below 1 counts as 1, as in the seed; ClientIPBase is dotted decimal.
-	ClientIPCount uint32
-	ClientIPBase  string
-	Op            string
-	Pipeline      uint32
-	Rate          float64
-	Resume        bool
+	ClientIPCount uint32  `json:"client_ip_count,omitempty"`
+	ClientIPBase  string  `json:"client_ip_base,omitempty"`
+	Op            string  `json:"op,omitempty"`
+	Pipeline      uint32  `json:"pipeline,omitempty"`
+	Rate          float64 `json:"rate,omitempty"`
+	Resume        bool    `json:"resume,omitempty"`
 }
 
 // ParamsFromFlags reads Params from the flags a result recorded (by flag name, as given).

@@ -7,7 +7,9 @@
 //
 // The LinkKeys clients' lines live here too (linkkeys.go): the seed's header, DONE and accounting
 // lines, which the clients print while they run and LinkKeysText redraws from a result file
-// (package linkkeysresult) alone, merged over segments when there are several.
+// (package linkkeysresult) alone, merged over segments when there are several; a combined result's
+// streams are drawn with their survival and accounting (linkkeys_combined.go). Capacity evidence
+// files of either harness are drawn as text or CSV from the file alone (evidence.go).
 //
 // Numbers are formatted as Rust's `{:.1}` formats an f64: round half to even on the exact binary
 // value (as Go's strconv), and "inf", "-inf", "NaN" for the non-finite values a zero baseline gives.

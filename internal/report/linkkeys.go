@@ -85,8 +85,14 @@ func connectionsDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 	}
 	fmt.Fprintln(w, NoteLinkKeysConnections)
 	if h := r.Hold; h != nil {
-		fmt.Fprintf(w, "  held: %d connections at once for %ds after the last attempt (ramp %s, %d process(es)); %d still established at the end of the hold (%d closed by the server); client RSS %.2f KiB per held connection\n",
-			h.Held, h.HoldSecs, lkr.FormatRustDuration(time.Duration(h.RampTime)), max(len(r.Segments), 1), h.StillOpen, h.Held-h.StillOpen, h.BytesPerConn/1024)
+		// The seed's line always ends with the client RSS; a combined run's held stream, whose
+		// process also runs the other streams, has no RSS of its own and leaves it out.
+		fmt.Fprintf(w, "  held: %d connections at once for %ds after the last attempt (ramp %s, %d process(es)); %d still established at the end of the hold (%d closed by the server)",
+			h.Held, h.HoldSecs, lkr.FormatRustDuration(time.Duration(h.RampTime)), max(len(r.Segments), 1), h.StillOpen, h.Held-h.StillOpen)
+		if r.Command != lkr.CmdCombined && r.Combined == nil {
+			fmt.Fprintf(w, "; client RSS %.2f KiB per held connection", h.BytesPerConn/1024)
+		}
+		fmt.Fprintln(w)
 		writeHoldLoss(w, r.TargetInfo, h)
 	}
 	writeLatency(w, "connect+handshake latency", a.Latency)
@@ -277,6 +283,19 @@ func LinkKeysAccountingError(w io.Writer, a *lkr.ServerAccounting) {
 func LinkKeysText(w io.Writer, r *lkr.Result) error {
 	switch r.Command {
 	case lkr.CmdConnections, lkr.CmdHandshakeBench, lkr.CmdRequestBench, lkr.CmdDDoS:
+	case lkr.CmdCombined:
+		if r.Combined == nil {
+			return fmt.Errorf("report: a combined result without its combined section")
+		}
+		var streams []string
+		for _, s := range r.Combined.Streams {
+			streams = append(streams, fmt.Sprintf("%s=%s+%d", s.Name, s.SourceFirst, s.SourceCount))
+		}
+		LinkKeysCombinedHeader(w, streams)
+		LinkKeysCombinedDone(w, r)
+		writeTimeline(w, r)
+		writeMachine(w, r)
+		return nil
 	default:
 		return fmt.Errorf("report: cannot report a LinkKeys result of command %q", r.Command)
 	}
@@ -291,12 +310,16 @@ func LinkKeysText(w io.Writer, r *lkr.Result) error {
 		}
 	}
 	writeTimeline(w, r)
+	writeMachine(w, r)
+	return nil
+}
+
+func writeMachine(w io.Writer, r *lkr.Result) {
 	if len(r.Machines) > 0 {
 		m := r.Machines[0]
 		fmt.Fprintf(w, "machine: %s, %d cores, kernel %s, nofile %d/%d, %s, loadproof %s; segments %d, machine records %d\n",
 			m.CPUModel, m.Cores, m.Kernel, m.NofileSoft, m.NofileHard, m.GoVersion, m.LoadproofVersion, max(len(r.Segments), 1), len(r.Machines))
 	}
-	return nil
 }
 
 // writeTimeline summarises the interval snapshots: how many, the busiest interval's rate, and the

@@ -1,0 +1,401 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// The executor below is harness-generic: a harness (Keycast's HTTP phases, LinkKeys' TCP
+// workloads) describes its planned phases, runs one when asked and says which checks judge it;
+// the executor owns everything else the two share: the order of phases, the progress lines, phase
+// errors (scrubbed), a phase that ran but whose results could not be written, live stop
+// conditions, SIGINT/SIGTERM, the continue/stop rule, the per-phase results files, the verdict
+// with its certification blockers, the manifest, and the mapping of the outcome to an error.
+
+// Metrics are a phase's named figures; checks read them by name.
+type Metrics map[string]float64
+
+// CheckSpec is one declared check: the name it carries in the evidence, the metric it reads (From;
+// empty means Metric), a comparison and a limit. NotTested records the observation without judging
+// it (an undeclared expectation).
+type CheckSpec struct {
+	Metric     string
+	From       string
+	Comparison Comparison
+	Limit      float64
+	NotTested  bool
+}
+
+// Evaluate judges the check against m. A metric that m lacks is observed as NaN, which fails
+// every comparison: a figure that could not be measured never passes.
+func (s CheckSpec) Evaluate(m Metrics) Check {
+	from := s.From
+	if from == "" {
+		from = s.Metric
+	}
+	v, ok := m[from]
+	if !ok {
+		v = math.NaN()
+	}
+	c := Check{Metric: s.Metric, Comparison: s.Comparison, Observed: Number(v), Limit: Number(s.Limit)}
+	switch {
+	case s.NotTested:
+		c.Outcome = NotTested
+	case s.Comparison == AtLeast:
+		c.Outcome = outcome(v >= s.Limit)
+	default:
+		c.Outcome = outcome(v <= s.Limit)
+	}
+	return c
+}
+
+// EvaluateAll judges every spec against m, in order.
+func EvaluateAll(specs []CheckSpec, m Metrics) []Check {
+	out := make([]Check, 0, len(specs))
+	for _, s := range specs {
+		out = append(out, s.Evaluate(m))
+	}
+	return out
+}
+
+// PhasePlan is what the executor knows of one planned phase.
+type PhasePlan struct {
+	Name string
+	// Kind is the phase's kind as its evidence records it.
+	Kind string
+	// Describe is the rest of the phase's start line ("ramp, get-public-key, …").
+	Describe string
+	// DurationSeconds is the phase's planned length (for the interruption message).
+	DurationSeconds uint64
+}
+
+// PhaseResult is what a harness's runner returns for one phase.
+type PhaseResult[R any] struct {
+	// Results is the harness's result document of the phase: written to the phase's results file
+	// and embedded in the evidence.
+	Results R
+	// Envelope is the phase's shared result envelope (counts, histograms, timeline), when the
+	// results carry one.
+	Envelope *result.Envelope
+	// Metrics are the phase's named figures, which its checks read.
+	Metrics Metrics
+	// Stop says why the phase ended before its planned end: a live stop condition (reason
+	// "stop-condition") or a signal ("signal").
+	Stop *result.StopEvent
+	// ElapsedSecs is how long the phase ran.
+	ElapsedSecs float64
+	// Summary is the phase's one-line figures for the progress line.
+	Summary string
+}
+
+// PhaseRunner runs phase index of a harness. It returns results even when ctx ends early or a
+// live stop condition ends the phase (with Stop set), and an error only when the phase could not
+// be carried out; the error's text reaches the evidence only through ScrubError.
+type PhaseRunner[R any] func(ctx context.Context, index int) (*PhaseResult[R], error)
+
+// Harness is one harness's side of a capacity run.
+type Harness[R any] struct {
+	// Phases are the planned phases, in order.
+	Phases []PhasePlan
+	// Prepare, when set, runs before the first phase; its error is that phase's error.
+	Prepare func(ctx context.Context) error
+	// Run runs one phase.
+	Run PhaseRunner[R]
+	// Checks returns the phase's checks and stop checks.
+	Checks func(index int) (checks, stopChecks []CheckSpec)
+	// Scrub, when set, makes a phase's results safe for the bundle before they are written.
+	Scrub func(R)
+	// Extra, when set, returns more files for the bundle after a phase ran (a server log), by name.
+	Extra func(index int) map[string][]byte
+}
+
+// phaseRecord is one phase's outcome as the executor saw it.
+type phaseRecord[R any] struct {
+	Name         string
+	Kind         string
+	Results      R
+	HasResults   bool
+	Metrics      Metrics
+	Checks       []Check
+	StopChecks   []Check
+	Passed       bool
+	StopBreached bool
+	Error        *string
+	ResultsFile  string
+	LiveStop     *result.StopEvent
+	Interrupted  bool
+}
+
+// verdictPhase is the part of a phase's evidence the verdict reads.
+type verdictPhase struct {
+	Name        string
+	Passed      bool
+	Error       *string
+	Interrupted bool
+	Checks      []Check
+	StopChecks  []Check
+	LiveStop    *result.StopEvent
+}
+
+func (r *phaseRecord[R]) verdict() verdictPhase {
+	return verdictPhase{Name: r.Name, Passed: r.Passed, Error: r.Error, Interrupted: r.Interrupted, Checks: r.Checks,
+		StopChecks: r.StopChecks, LiveStop: r.LiveStop}
+}
+
+// runOutcome is what the executor hands back to the harness that assembles the evidence.
+type runOutcome[R any] struct {
+	Phases       []phaseRecord[R]
+	StoppedAfter *string
+	StopReason   string
+}
+
+// execute runs h's phases in order into the bundle b: the shared phase loop.
+func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Writer, logger *slog.Logger) runOutcome[R] {
+	var out runOutcome[R]
+	stop := func(name, reason string) {
+		n := name
+		out.StoppedAfter, out.StopReason = &n, reason
+	}
+	prepared := h.Prepare == nil
+	for i := range h.Phases {
+		ph := &h.Phases[i]
+		if ctx.Err() != nil {
+			out.StopReason = StopReasonSignal
+			if len(out.Phases) > 0 {
+				n := out.Phases[len(out.Phases)-1].Name
+				out.StoppedAfter = &n
+			}
+			fmt.Fprintf(progress, "capacity: interrupted before phase %d/%d %s\n", i+1, len(h.Phases), ph.Name)
+			break
+		}
+		fmt.Fprintf(progress, "capacity: phase %d/%d %s (%s)\n", i+1, len(h.Phases), ph.Name, ph.Describe)
+		rec := phaseRecord[R]{Name: ph.Name, Kind: ph.Kind, Checks: []Check{}, StopChecks: []Check{}}
+		phaseError := func(err error, interrupted bool) {
+			logger.Error("capacity phase could not run", "phase", ph.Name, "error", err)
+			msg := fmt.Sprintf("capacity: phase %q could not run: %s", ph.Name, ScrubError(err))
+			rec.Error = &msg
+			rec.Interrupted = interrupted
+			out.Phases = append(out.Phases, rec)
+			if interrupted {
+				stop(ph.Name, StopReasonSignal)
+			} else {
+				stop(ph.Name, StopReasonPhaseError)
+			}
+			fmt.Fprintf(progress, "capacity: phase %s could not run: %s\n", ph.Name, ScrubError(err))
+		}
+		if !prepared {
+			if err := h.Prepare(ctx); err != nil {
+				phaseError(err, false)
+				break
+			}
+			prepared = true
+		}
+		res, err := h.Run(ctx, i)
+		if err == nil && res == nil {
+			err = &SafeError{Msg: "the load engine returned no results and no error"}
+		}
+		if err != nil {
+			phaseError(err, ctx.Err() != nil)
+			break
+		}
+		if h.Scrub != nil {
+			h.Scrub(res.Results)
+		}
+		name := PhaseFileName(i, ph.Name)
+		rb, err := json.MarshalIndent(res.Results, "", "  ")
+		if err == nil {
+			err = b.write(name, append(rb, '\n'))
+		}
+		if err == nil && h.Extra != nil {
+			for extra, data := range h.Extra(i) {
+				if err = b.write(extra, data); err != nil {
+					break
+				}
+			}
+		}
+		rec.Results, rec.HasResults, rec.Metrics = res.Results, true, res.Metrics
+		checks, stopChecks := h.Checks(i)
+		rec.Checks, rec.StopChecks = EvaluateAll(checks, res.Metrics), EvaluateAll(stopChecks, res.Metrics)
+		rec.Passed, rec.StopBreached = PhaseOutcome(rec.Checks, rec.StopChecks)
+		if err != nil {
+			// The phase ran: its figures go into the evidence (if that can still be written), and
+			// the message must not say it could not run.
+			logger.Error("capacity phase results could not be written", "phase", ph.Name, "file", name, "error", err)
+			why := ScrubError(&SafeError{Msg: "writing " + name, Err: err})
+			msg := fmt.Sprintf("capacity: phase %q ran, but its results could not be written: %s", ph.Name, why)
+			rec.Error, rec.Passed = &msg, false
+			out.Phases = append(out.Phases, rec)
+			stop(ph.Name, StopReasonWriteError)
+			fmt.Fprintf(progress, "capacity: phase %s ran, but its results could not be written: %s\n", ph.Name, why)
+			break
+		}
+		rec.ResultsFile = name
+		interrupted := false
+		if s := res.Stop; s != nil {
+			switch s.Reason {
+			case StopReasonStopCondition:
+				ls := *s
+				rec.LiveStop = &ls
+				rec.Passed, rec.StopBreached = false, true
+			case StopReasonSignal:
+				interrupted = true
+			}
+		}
+		if ctx.Err() != nil {
+			interrupted = true
+		}
+		if interrupted {
+			msg := fmt.Sprintf("capacity: phase %q was interrupted by a signal after %.1f s of its %d s", ph.Name, res.ElapsedSecs, ph.DurationSeconds)
+			rec.Error, rec.Interrupted, rec.Passed = &msg, true, false
+		}
+		out.Phases = append(out.Phases, rec)
+		fmt.Fprintf(progress, "capacity: phase %s %s: %s\n", ph.Name, verdictWord(rec.verdict(), rec.StopBreached), res.Summary)
+		if interrupted {
+			stop(ph.Name, StopReasonSignal)
+			break
+		}
+		if rec.StopBreached {
+			stop(ph.Name, StopReasonStopCondition)
+			break
+		}
+	}
+	return out
+}
+
+func verdictWord(pe verdictPhase, stopBreached bool) string {
+	switch {
+	case pe.Interrupted:
+		return "interrupted"
+	case pe.LiveStop != nil:
+		return "stopped by a live stop condition"
+	case stopBreached:
+		return "breached a stop condition"
+	case pe.Passed:
+		return "passed"
+	default:
+		return "failed"
+	}
+}
+
+// certification says when a harness's evidence is certification-ready beyond passing: some phase
+// declares the expected shedding, and no check of it failed.
+type certification struct {
+	// Declared says a phase declares the expected shedding.
+	Declared bool
+	// IsShedding reports whether a check is one of the shedding checks.
+	IsShedding func(Check) bool
+	// NotDeclared is the blocker when no phase declares shedding.
+	NotDeclared string
+}
+
+// conclude applies the verdict: passed when every planned phase has an entry and every entry
+// passed; certification-ready when passed, shedding is declared and no shedding check failed;
+// the blockers say, one line each, why certification is not ready.
+func conclude(planned []string, phases []verdictPhase, stopReason string, cert certification) Conclusion {
+	var c Conclusion
+	c.Passed = len(phases) == len(planned)
+	for _, ph := range phases {
+		if !ph.Passed {
+			c.Passed = false
+		}
+	}
+	sheddingFailed := false
+	for _, ph := range phases {
+		for _, ch := range ph.Checks {
+			if cert.IsShedding(ch) && ch.Outcome == Failed {
+				sheddingFailed = true
+			}
+		}
+	}
+	c.CertificationReady = c.Passed && cert.Declared && !sheddingFailed
+
+	var b []string
+	for _, ph := range phases {
+		switch {
+		case ph.Error != nil:
+			b = append(b, strings.TrimPrefix(*ph.Error, "capacity: "))
+		case ph.Interrupted:
+			b = append(b, fmt.Sprintf("phase %q was interrupted by a signal before its planned end", ph.Name))
+		}
+		for _, ch := range ph.Checks {
+			if ch.Outcome == Failed {
+				b = append(b, fmt.Sprintf("phase %q failed check %s", ph.Name, describeCheck(ch)))
+			}
+		}
+		for _, ch := range ph.StopChecks {
+			if ch.Outcome == Failed {
+				b = append(b, fmt.Sprintf("phase %q breached stop condition %s", ph.Name, describeCheck(ch)))
+			}
+		}
+		if s := ph.LiveStop; s != nil {
+			b = append(b, fmt.Sprintf("phase %q was ended early by a live stop condition: %s", ph.Name, describeStop(s)))
+		}
+	}
+	if len(phases) < len(planned) {
+		var names []string
+		for _, n := range planned[len(phases):] {
+			names = append(names, strconv.Quote(n))
+		}
+		why := "the run ended early"
+		switch stopReason {
+		case StopReasonSignal:
+			why = "the run was interrupted by a signal"
+		case StopReasonPhaseError:
+			why = "a phase could not run"
+		case StopReasonWriteError:
+			why = "a phase's results could not be written"
+		case StopReasonStopCondition:
+			why = "a stop condition was breached"
+		}
+		b = append(b, fmt.Sprintf("%d of %d planned phases did not run because %s: %s", len(names), len(planned), why, strings.Join(names, ", ")))
+	}
+	if !cert.Declared {
+		b = append(b, cert.NotDeclared)
+	}
+	if c.CertificationReady {
+		b = nil
+	} else if len(b) == 0 {
+		// The rules above cover every way to be not ready; keep the list honest if they drift.
+		b = append(b, "certification is not ready for a reason this version does not describe; see the phases")
+	}
+	c.Blockers = b
+	if c.Blockers == nil {
+		c.Blockers = []string{}
+	}
+	return c
+}
+
+// finish writes the evidence and the manifest and maps the outcome to Execute's error: nil when
+// passed, an incompleteError when the run could not finish, ErrLimitsExceeded otherwise.
+func finishBundle[R any](b *bundle, evidence []byte, out runOutcome[R], passed bool, now func() time.Time) error {
+	if err := b.write(EvidenceFile, evidence); err != nil {
+		return err
+	}
+	if err := WriteManifest(b.dir, b.files, now()); err != nil {
+		return err
+	}
+	if passed {
+		return nil
+	}
+	switch out.StopReason {
+	case StopReasonPhaseError, StopReasonSignal, StopReasonWriteError:
+		detail := "interrupted by a signal before the first phase"
+		if n := len(out.Phases); n > 0 {
+			detail = "interrupted by a signal after phase " + strconv.Quote(out.Phases[n-1].Name)
+			if e := out.Phases[n-1].Error; e != nil {
+				detail = *e
+			}
+		}
+		return &incompleteError{detail: strings.TrimPrefix(detail, "capacity: "), limits: out.StopReason == StopReasonPhaseError}
+	}
+	return ErrLimitsExceeded
+}

@@ -1,0 +1,341 @@
+package capacity
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/capacity/plan"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/procexec"
+)
+
+// The LinkKeys server of a phase is verified, not trusted: whether the capacity command started it
+// or it was already running, its config: line (the limits it parsed, as it printed them at start)
+// must be the line the phase's environment profile gives, and its process's TCP_* and PUBLIC_READ_*
+// variables (read from /proc/<pid>/environ where the system allows) must be exactly the profile's.
+// A phase whose server runs other limits is not run: it is a phase error, and its evidence records
+// what the server runs next to what the plan declared.
+
+// ServerRecord is what the evidence records of a phase's server.
+type ServerRecord struct {
+	// Mode is "started" (this command started it with the declared profile) or "running".
+	Mode string `json:"mode"`
+	// EnvironmentProfile is the profile the phase declares.
+	EnvironmentProfile string `json:"environment_profile"`
+	// Declared are the profile's variables; Processes its server processes.
+	Declared  map[string]string `json:"declared_variables"`
+	Processes int               `json:"processes"`
+	// ExpectedConfigLine is the config: line a reference server prints for the declared variables.
+	ExpectedConfigLine string `json:"expected_config_line"`
+	// ConfigLine is the config: line the server printed.
+	ConfigLine string `json:"config_line"`
+	// Limits are ConfigLine's fields, by name.
+	Limits map[string]string `json:"limits,omitempty"`
+	// Environment are the server process's TCP_* and PUBLIC_READ_* variables, when they could be
+	// read (EnvironmentVerified).
+	Environment         map[string]string `json:"environment,omitempty"`
+	EnvironmentVerified bool              `json:"environment_verified"`
+	// EnvironmentNote says why the environment could not be read.
+	EnvironmentNote string `json:"environment_note,omitempty"`
+	// PID is the server's process id (from its info file).
+	PID uint32 `json:"pid"`
+	// Mismatches lists every difference between what was declared and what the server runs;
+	// empty when the server runs the declared limits.
+	Mismatches []string `json:"mismatches"`
+	// Log is the server log's file in the bundle, when it was kept.
+	Log string `json:"log,omitempty"`
+}
+
+// ServerLauncher starts the reference server of a phase: Executable (empty: this program) with
+// Args (the server subcommand: ["server"] for linkkeys-loadtest, ["linkkeys", "server"] for
+// loadproof) and the server's own flags, in an environment that is Env (nil: this process's)
+// without any TCP_* or PUBLIC_READ_* variable, plus the profile's.
+type ServerLauncher struct {
+	Executable string
+	Args       []string
+	Env        []string
+	// Ready bounds the wait for the server's info file; 0 means 60 s.
+	Ready time.Duration
+}
+
+// phaseServer is a phase's server, started or running.
+type phaseServer struct {
+	target  linkkeysload.Target
+	logPath string
+	// logFrom is where the phase's part of the log starts (a running server's earlier lines are
+	// not the phase's).
+	logFrom int64
+	stop    func()
+	exited  <-chan error
+}
+
+func serverEnv(base []string, vars map[string]string) []string {
+	if base == nil {
+		base = os.Environ()
+	}
+	var out []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "TCP_") || strings.HasPrefix(k, "PUBLIC_READ_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+vars[k])
+	}
+	return out
+}
+
+// start starts a fresh server for a profile in dir.
+func (l ServerLauncher) start(ctx context.Context, prof plan.EnvironmentProfile, dir string) (*phaseServer, error) {
+	info := filepath.Join(dir, "info.json")
+	logPath := filepath.Join(dir, "server.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, &SafeError{Msg: "creating the server log", Err: err}
+	}
+	args := append(slices.Clone(l.Args), "--info-file", info, "--db-path", filepath.Join(dir, "server.sqlite3"),
+		"--metrics-interval-secs", "1", "--processes", strconv.Itoa(max(prof.Processes, 1)))
+	cmd, err := procexec.Command(l.Executable, args...)
+	if err != nil {
+		logFile.Close()
+		return nil, &SafeError{Msg: "starting the reference server", Err: err}
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = serverEnv(l.Env, prof.Variables)
+	if err := procexec.Start(cmd, procexec.Options{}); err != nil {
+		logFile.Close()
+		return nil, &SafeError{Msg: "starting the reference server", Err: err}
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logFile.Close() }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	ready := l.Ready
+	if ready <= 0 {
+		ready = 60 * time.Second
+	}
+	if err := waitForFile(ctx, info, ready, exited); err != nil {
+		stop()
+		return nil, err
+	}
+	target, _, err := linkkeysload.LoadTarget(info)
+	if err != nil {
+		stop()
+		return nil, &SafeError{Msg: "reading the started server's info file", Err: err}
+	}
+	return &phaseServer{target: target, logPath: logPath, stop: stop, exited: exited}, nil
+}
+
+// waitForFile polls for a non-empty file until wait passes, ctx ends or the process exits.
+func waitForFile(ctx context.Context, path string, wait time.Duration, exited <-chan error) error {
+	deadline := time.Now().Add(wait)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &SafeError{Msg: fmt.Sprintf("the reference server did not write its info file within %s", wait)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-exited:
+			return &SafeError{Msg: "the reference server exited before it was ready (its log is in the bundle)", Err: err}
+		case <-t.C:
+		}
+	}
+}
+
+// running reaches the server the plan's target names.
+func running(t plan.LinkKeysTarget) (*phaseServer, error) {
+	target, _, err := linkkeysload.LoadTarget(t.InfoFile)
+	if err != nil {
+		return nil, &SafeError{Msg: fmt.Sprintf("reading the running server's info file %q", t.InfoFile), Err: err}
+	}
+	fi, err := os.Stat(t.ServerLog)
+	if err != nil {
+		return nil, &SafeError{Msg: fmt.Sprintf("reading the running server's log %q", t.ServerLog), Err: err}
+	}
+	return &phaseServer{target: target, logPath: t.ServerLog, logFrom: fi.Size(), stop: func() {}}, nil
+}
+
+// ConfigLinePrefix starts the server's config: line.
+const ConfigLinePrefix = "config: "
+
+// lastConfigLine returns the last config: line of a server log (the server prints one as it
+// starts), waiting up to wait for it to appear.
+func lastConfigLine(ctx context.Context, path string, wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", &SafeError{Msg: fmt.Sprintf("reading the server log %q", path), Err: err}
+		}
+		var last string
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), ConfigLinePrefix) {
+				last = sc.Text()
+			}
+		}
+		f.Close()
+		if last != "" {
+			return last, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", &SafeError{Msg: fmt.Sprintf("the server log %q holds no config: line (a reference server prints one as it starts; give the log of its stdout)", path)}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// configFields splits a config: line into its name=value fields.
+func configFields(line string) map[string]string {
+	out := map[string]string{}
+	for f := range strings.FieldsSeq(strings.TrimPrefix(line, ConfigLinePrefix)) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// processEnvironment reads a process's TCP_* and PUBLIC_READ_* variables from
+// /proc/<pid>/environ (Linux; another user's process is unreadable).
+func processEnvironment(pid uint32) (map[string]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		k, v, ok := strings.Cut(string(kv), "=")
+		if ok && (strings.HasPrefix(k, "TCP_") || strings.HasPrefix(k, "PUBLIC_READ_")) && k != "TCP_PORT" {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// verify compares what the server runs with the profile and fills rec.
+func verify(ctx context.Context, srv *phaseServer, rec *ServerRecord, environ func(uint32) (map[string]string, error)) error {
+	rec.PID = srv.target.PID
+	line, err := lastConfigLine(ctx, srv.logPath, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	rec.ConfigLine = line
+	rec.Limits = configFields(line)
+	rec.Mismatches = []string{}
+	if line != rec.ExpectedConfigLine {
+		want := configFields(rec.ExpectedConfigLine)
+		keys := make([]string, 0, len(want))
+		for k := range want {
+			keys = append(keys, k)
+		}
+		for k := range rec.Limits {
+			if _, ok := want[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if rec.Limits[k] != want[k] {
+				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("config: %s=%s, declared %s=%s", k, orNone(rec.Limits[k]), k, orNone(want[k])))
+			}
+		}
+		if len(rec.Mismatches) == 0 {
+			rec.Mismatches = append(rec.Mismatches, "config: line differs from the declared one")
+		}
+	}
+	if environ == nil {
+		environ = processEnvironment
+	}
+	env, err := environ(srv.target.PID)
+	if err != nil {
+		rec.EnvironmentNote = "the server process's environment could not be read (" + ScrubError(err) + "); only its config: line was verified"
+	} else {
+		rec.Environment, rec.EnvironmentVerified = env, true
+		keys := map[string]bool{}
+		for k := range env {
+			keys[k] = true
+		}
+		for k := range rec.Declared {
+			keys[k] = true
+		}
+		names := make([]string, 0, len(keys))
+		for k := range keys {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			got, have := env[k]
+			want, declared := rec.Declared[k]
+			switch {
+			case have && !declared:
+				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s=%s is set, but the profile leaves it at its default", k, got))
+			case !have && declared:
+				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s is unset, but the profile declares %s", k, want))
+			case got != want:
+				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s=%s, declared %s", k, got, want))
+			}
+		}
+	}
+	if len(rec.Mismatches) > 0 {
+		return &SafeError{Msg: fmt.Sprintf("the server runs other limits than profile %q declares: %s", rec.EnvironmentProfile, strings.Join(rec.Mismatches, "; "))}
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// readFrom returns a file's bytes from offset (a running server's log: the phase's part).
+func readFrom(path string, offset int64, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
