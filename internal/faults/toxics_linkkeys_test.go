@@ -272,4 +272,23 @@ func TestToxicsLinkKeysRequestBench(t *testing.T) {
 		<-added
 		lostOnePerConnection(t, res, before, after, linkkeysresult.ClassIO+":EOF")
 	})
+
+	// The regression test of request-bench's unbounded wait: with one request in flight per
+	// connection (the seed's loop) it read answers without a deadline, so a server that stopped
+	// answering held the run open until Ctrl-C.
+	t.Run("timeout mid-run", func(t *testing.T) {
+		t.Parallel()
+		c := newLKCase(t)
+		base := c.ts.Metrics().FramesProcessed
+		added := when(t, func() bool { return c.ts.Metrics().FramesProcessed-base >= 20 }, func() {
+			c.p.add(t, toxic{"timeout", "upstream", `{"timeout":0}`})
+		})
+		r, res, before, after := c.run(t, "request-bench", args...)
+		<-added
+		lostOnePerConnection(t, res, before, after, linkkeysresult.ClassIO+":timeout")
+		// The duration, then at most the attempt timeout for the answers in flight.
+		if bound := time.Second + time.Second + 3*time.Second; r.took > bound {
+			t.Errorf("request-bench took %v against a black hole (bound %v)", r.took, bound)
+		}
+	})
 }
