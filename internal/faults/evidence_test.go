@@ -1,0 +1,98 @@
+package faults_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycastserver"
+)
+
+// The evidence scenarios put a capacity run's evidence directory on a file system that refuses
+// writes: a read-only tmpfs, and a tmpfs that fills up while the run is going.
+
+// mountTmpfs mounts a tmpfs of size bytes on dir (read-only when ro) and unmounts it when the test
+// ends. Mounting needs root (CAP_SYS_ADMIN): where it is refused the test is skipped with the
+// reason, except under CI=true, where a scenario that cannot be set up is a failure.
+func mountTmpfs(t *testing.T, dir string, size int, ro bool) {
+	t.Helper()
+	var flags uintptr = syscall.MS_NOSUID | syscall.MS_NODEV
+	if ro {
+		flags |= syscall.MS_RDONLY
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, "size="+itoa(size)+",mode=0755"); err != nil {
+		msg := "cannot mount a tmpfs on " + dir + " (needs root or CAP_SYS_ADMIN): " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s; under CI=true the file-system scenarios must run", msg)
+		}
+		t.Skip(msg)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			// Still busy (a file left open by a failing test): detach it.
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// writePlan writes the six one-second rehearsal phases against url as a plan file.
+func writePlan(t *testing.T, url, users string) string {
+	t.Helper()
+	p := capacity.RehearsalPlan(capacity.RehearsalOptions{Name: "faults", URL: url, UsersFile: users, PhaseSeconds: 1, SpikeConcurrency: 2})
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestEvidenceDirectoryReadOnly: a read-only evidence directory (existing and empty, or to be
+// created inside a read-only file system) is refused before any load: exit 2, the error names the
+// directory and the cause, and the server received no request. So is one that cannot be created
+// because a file stands in its path, which needs no mount. Before the fix a directory that could
+// not be created exited 3 ("could not run") instead of 2.
+func TestEvidenceDirectoryReadOnly(t *testing.T) {
+	t.Parallel()
+	s := startKeycast(t, keycastserver.Config{}, 1)
+	plan := writePlan(t, s.URL, s.usersFile)
+	refused := func(t *testing.T, dir, cause string) {
+		t.Helper()
+		before := s.counter(t, keycast.MetricHTTPRPCRequests)
+		r := runCLI(t, 30*time.Second, "keycast", "capacity", "--plan", plan, "--output", dir)
+		if r.code != 2 || !strings.Contains(r.stderr, dir) || !strings.Contains(r.stderr, cause) {
+			t.Errorf("--output %s: want exit 2 naming the directory and %q: %s", dir, cause, r)
+		}
+		if got := s.counter(t, keycast.MetricHTTPRPCRequests) - before; got != 0 {
+			t.Errorf("--output %s: the server received %v requests before the directory was refused", dir, got)
+		}
+	}
+	t.Run("not creatable", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, filepath.Join(file, "evidence"), "not a directory")
+	})
+	t.Run("read-only tmpfs", func(t *testing.T) {
+		mnt := t.TempDir()
+		mountTmpfs(t, mnt, 64<<10, true)
+		refused(t, mnt, "read-only file system")
+		refused(t, filepath.Join(mnt, "evidence"), "read-only file system")
+	})
+}
+
