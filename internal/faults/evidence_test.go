@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,3 +97,64 @@ func TestEvidenceDirectoryReadOnly(t *testing.T) {
 	})
 }
 
+// fill writes a file into dir until the file system is full.
+func fill(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Errorf("filling %s: %v", dir, err)
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Errorf("filling %s: %v", dir, err)
+			}
+			return
+		}
+	}
+}
+
+// TestEvidenceDirectoryFills: the evidence directory's file system fills up after the first
+// phase's results were written. The run stops with a clear error (exit 3, "no space left on
+// device", naming the file it could not write), and the file written before is intact.
+func TestEvidenceDirectoryFills(t *testing.T) {
+	t.Parallel()
+	s := startKeycast(t, keycastserver.Config{}, 1)
+	plan := writePlan(t, s.URL, s.usersFile)
+	mnt := t.TempDir()
+	mountTmpfs(t, mnt, 1<<20, false)
+	dir := filepath.Join(mnt, "evidence")
+	filled := false
+	hook := func(p []byte) {
+		// The second phase starts once the first one's results are on disk: fill the disk now.
+		if !filled && strings.Contains(string(p), "capacity: phase 2/6") {
+			filled = true
+			fill(t, mnt)
+		}
+	}
+	r := runCLIWith(t, t.Context(), 60*time.Second, hook, "keycast", "capacity", "--plan", plan, "--output", dir)
+	if !filled {
+		t.Fatalf("the second phase never started: %s", r)
+	}
+	if r.code != 3 || !strings.Contains(r.stderr, "no space left on device") {
+		t.Errorf("want exit 3 and ENOSPC: %s", r)
+	}
+	first := filepath.Join(dir, capacity.PhaseFileName(0, "faults "+string(capacity.RequiredKinds[0])))
+	res := readKC(t, first)
+	checkKCTotals(t, res)
+	if res.Summary.TotalRequests == 0 || res.Summary.SuccessfulRequests != res.Summary.TotalRequests {
+		t.Errorf("the first phase's results %s: %+v", first, res.Summary)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != filepath.Base(first) {
+			t.Errorf("%s holds %s besides the first phase's results", dir, e.Name())
+		}
+	}
+}
