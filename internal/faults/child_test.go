@@ -39,9 +39,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// child is a `loadproof` process started from this test binary.
+// child is a process started from this test binary: a `loadproof` command line, or one of the
+// helper roles of TestMain.
 type child struct {
 	cmd    *exec.Cmd
+	stdin  io.WriteCloser
 	stdout *syncBuffer
 	stderr *syncBuffer
 	exited chan struct{}
@@ -52,26 +54,36 @@ type child struct {
 // killed when the test ends (and by the kernel if the test binary dies first).
 func startChild(t *testing.T, env []string, args ...string) *child {
 	t.Helper()
+	return startRole(t, "loadproof", env, args...)
+}
+
+// startRole starts this test binary in role (see TestMain) with args.
+func startRole(t *testing.T, role string, env []string, args ...string) *child {
+	t.Helper()
 	cmd, err := procexec.Command(os.Args[0], args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Env = append(append(os.Environ(), childEnv+"=loadproof"), env...)
+	cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)
 	c := &child{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
 	if err := procexec.Start(cmd, procexec.Options{}); err != nil {
-		t.Fatalf("starting loadproof %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("starting %s %s: %v", role, strings.Join(args, " "), err)
 	}
 	go func() {
 		c.err = cmd.Wait()
 		close(c.exited)
 	}()
 	t.Cleanup(func() {
+		c.stdin.Close()
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
 		<-c.exited
 		if t.Failed() {
-			t.Logf("loadproof %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), c.stdout, c.stderr)
+			t.Logf("%s %s\nstdout:\n%s\nstderr:\n%s", role, strings.Join(args, " "), c.stdout, c.stderr)
 		}
 	})
 	return c
@@ -95,18 +107,29 @@ func (c *child) kill(t *testing.T) {
 // waitOutput waits until the child's stdout matches re and returns the submatches.
 func (c *child) waitOutput(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
+	return c.wait(t, c.stdout, re)
+}
+
+// waitLog waits until the child's stderr (its log) matches re.
+func (c *child) waitLog(t *testing.T, re *regexp.Regexp) {
+	t.Helper()
+	c.wait(t, c.stderr, re)
+}
+
+func (c *child) wait(t *testing.T, out *syncBuffer, re *regexp.Regexp) []string {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if m := re.FindStringSubmatch(c.stdout.String()); m != nil {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
 			return m
 		}
 		select {
 		case <-c.exited:
-			t.Fatalf("the server exited (%v) before printing %q\nstdout:\n%s\nstderr:\n%s", c.err, re, c.stdout, c.stderr)
+			t.Fatalf("the child exited (%v) before printing %q\nstdout:\n%s\nstderr:\n%s", c.err, re, c.stdout, c.stderr)
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the server did not print %q\nstdout:\n%s\nstderr:\n%s", re, c.stdout, c.stderr)
+			t.Fatalf("the child did not print %q\nstdout:\n%s\nstderr:\n%s", re, c.stdout, c.stderr)
 		}
 	}
 }

@@ -1,0 +1,90 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/keycastload"
+	"github.com/loadproof/loadproof/internal/keycastserver"
+)
+
+// lockSQLite has another process hold an exclusive lock on the SQLite database at path: this
+// test binary in the sqlite-lock role (holdSQLiteLock), which runs BEGIN EXCLUSIVE on its own
+// connection and holds the lock until its stdin is closed.
+func lockSQLite(t *testing.T, path string) *child {
+	t.Helper()
+	c := startRole(t, "sqlite-lock", nil, path)
+	c.waitOutput(t, regexp.MustCompile(`(?m)^locked$`))
+	return c
+}
+
+// register runs the registration flow for a new email and returns its error.
+func register(ctx context.Context, url, email string) error {
+	hc := &http.Client{Timeout: 30 * time.Second}
+	_, err := keycastload.RegisterUser(ctx, hc, url, email, "a-password-of-32-characters-0123", 0)
+	return err
+}
+
+// TestSQLiteLockedByAnotherProcess: while another process holds BEGIN EXCLUSIVE on the Keycast
+// server's SQLite database, a registration (a write) waits out busy_timeout (5 s) and is answered
+// with Keycast's contract for a database failure (503 "Service temporarily unavailable. Please try
+// again in a few minutes.") while the server logs the cause (SQLITE_BUSY, database is locked); the
+// signing requests (reads under WAL) keep succeeding; once the lock is released the same server
+// registers again without a restart. Afterwards the database passes integrity_check and holds
+// exactly the users that registered.
+func TestSQLiteLockedByAnotherProcess(t *testing.T) {
+	t.Parallel()
+	// A handler cache of one entry and cold-start over two users: every request loads its
+	// handler from the database.
+	dir := t.TempDir()
+	s := startKeycastChild(t, dir, "HANDLER_CACHE_SIZE=1")
+	users, _ := makeUsers(t, s.url, 2)
+	db := filepath.Join(dir, keycastserver.SQLiteFileName)
+	usersBefore := countRows(t, db, "users")
+	ctx := t.Context()
+
+	lock := lockSQLite(t, db)
+	t0 := time.Now()
+	errc := make(chan error, 1)
+	go func() { errc <- register(ctx, s.url, "locked@faults.test") }()
+
+	out := filepath.Join(t.TempDir(), "results.json")
+	r := runCLI(t, 60*time.Second, "keycast", "run", "--url", s.url, "--users-file", users, "--duration", "0",
+		"--requests", "40", "--concurrency", "2", "--ramp-up", "0", "--scenario", "cold-start", "--output", out)
+	if res := readKC(t, out); r.code != 0 || res.Summary.SuccessfulRequests != 40 {
+		t.Errorf("signing should go on while the database is locked for writing: %+v\n%s", res.Summary, r)
+	} else if d := res.ServerMetrics.Deltas; d == nil || d.HTTPRPCCacheMisses < 20 {
+		t.Errorf("the run should load handlers from the database: %+v", res.ServerMetrics)
+	}
+
+	err := <-errc
+	waited := time.Since(t0)
+	var se *keycastload.StepError
+	if !errors.As(err, &se) || se.Step != "register" || se.Status != http.StatusServiceUnavailable ||
+		!strings.Contains(string(se.Body), keycast.MsgServiceUnavailable) {
+		t.Fatalf("registration under the lock: want 503 %q at the register step, got %v", keycast.MsgServiceUnavailable, err)
+	}
+	if waited < 4*time.Second {
+		t.Errorf("the write failed after %v, before busy_timeout (5 s) ran out", waited)
+	}
+	s.waitLog(t, regexp.MustCompile(`level=ERROR .*database is locked .*SQLITE_BUSY`))
+
+	lock.stdin.Close()
+	if <-lock.exited; lock.err != nil {
+		t.Fatalf("the locking process: %v\n%s", lock.err, lock.stderr)
+	}
+	if err := register(ctx, s.url, "after@faults.test"); err != nil {
+		t.Fatalf("registration after the lock was released: %v", err)
+	}
+	integrityCheck(t, db)
+	if got := countRows(t, db, "users"); got != usersBefore+1 {
+		t.Errorf("%d users, want %d: the refused registration left a row, or the accepted one none", got, usersBefore+1)
+	}
+}
