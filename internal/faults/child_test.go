@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Main(cli.Loadproof))
 	case "sqlite-lock":
 		os.Exit(holdSQLiteLock(os.Args[1]))
+	case "pg-guard":
+		os.Exit(guardCluster(os.Args[1], os.Args[2]))
 	}
 	os.Exit(m.Run())
 }
@@ -54,11 +56,12 @@ type child struct {
 // killed when the test ends (and by the kernel if the test binary dies first).
 func startChild(t *testing.T, env []string, args ...string) *child {
 	t.Helper()
-	return startRole(t, "loadproof", env, args...)
+	return startRole(t, "loadproof", procexec.Options{}, env, args...)
 }
 
-// startRole starts this test binary in role (see TestMain) with args.
-func startRole(t *testing.T, role string, env []string, args ...string) *child {
+// startRole starts this test binary in role (see TestMain) with args; opt says what it receives
+// when the test binary dies.
+func startRole(t *testing.T, role string, opt procexec.Options, env []string, args ...string) *child {
 	t.Helper()
 	cmd, err := procexec.Command(os.Args[0], args...)
 	if err != nil {
@@ -70,7 +73,7 @@ func startRole(t *testing.T, role string, env []string, args ...string) *child {
 	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	if err := procexec.Start(cmd, procexec.Options{}); err != nil {
+	if err := procexec.Start(cmd, opt); err != nil {
 		t.Fatalf("starting %s %s: %v", role, strings.Join(args, " "), err)
 	}
 	go func() {

@@ -13,6 +13,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/procexec"
 )
 
 // lockSQLite has another process hold an exclusive lock on the SQLite database at path: this
@@ -20,7 +21,7 @@ import (
 // connection and holds the lock until its stdin is closed.
 func lockSQLite(t *testing.T, path string) *child {
 	t.Helper()
-	c := startRole(t, "sqlite-lock", nil, path)
+	c := startRole(t, "sqlite-lock", procexec.Options{}, nil, path)
 	c.waitOutput(t, regexp.MustCompile(`(?m)^locked$`))
 	return c
 }
