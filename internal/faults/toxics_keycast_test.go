@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -179,5 +180,80 @@ func onlyCauses(t *testing.T, res *keycastresult.Results, prefix string) {
 	}
 	if uint64(n) != res.Summary.FailedRequests {
 		t.Errorf("causes count %d failures, the summary %d", n, res.Summary.FailedRequests)
+	}
+}
+
+// kcSetup is `keycast setup` (HTTP mode, two registrations at once) of n users through p.
+func kcSetup(t *testing.T, p *proxy, n int) (cliRun, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "users.json")
+	r := runCLI(t, 60*time.Second, "keycast", "setup", "--url", p.url(), "--mode", "http", "--users", fmt.Sprint(n),
+		"--concurrency", "2", "--output", out)
+	return r, out
+}
+
+// TestToxicsKeycastSetup puts each toxic between `keycast setup` (register, authorize, token
+// through net/http on both sides) and the Keycast reference server.
+func TestToxicsKeycastSetup(t *testing.T) {
+	t.Parallel()
+	const n = 3
+	// created asserts that setup made every user and the server recorded each registration and
+	// authorization once.
+	created := func(t *testing.T, s *kcServer, r cliRun, out string, regs, auths float64) {
+		t.Helper()
+		uf, err := keycast.ReadUsersFile(out)
+		if r.code != 0 || err != nil || len(uf.Users) != n {
+			t.Fatalf("setup should create %d users: %v\n%s", n, err, r)
+		}
+		if got := s.counter(t, "keycast_registrations_total") - regs; got != n {
+			t.Errorf("the server registered %v users, setup %d", got, n)
+		}
+		if got := s.counter(t, "keycast_oauth_authorizations_created_total") - auths; got != n {
+			t.Errorf("the server created %v authorizations, setup %d", got, n)
+		}
+	}
+	// refused asserts that setup failed every user with a network cause, wrote no users file and
+	// that the server registered nobody.
+	refused := func(t *testing.T, s *kcServer, r cliRun, out string, regs float64, cause string) {
+		t.Helper()
+		if r.code != 3 || !strings.Contains(r.stderr, keycast.MsgNoUsersCreated) || !strings.Contains(r.stderr, cause) {
+			t.Errorf("want exit 3, %q and the cause %q: %s", keycast.MsgNoUsersCreated, cause, r)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("setup wrote a users file with no user in it")
+		}
+		if got := s.counter(t, "keycast_registrations_total") - regs; got != 0 {
+			t.Errorf("the server registered %v users that setup did not get", got)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		toxics []toxic
+		ok     bool
+		cause  string
+	}{
+		{name: "latency", toxics: []toxic{{"latency", "downstream", fmt.Sprintf(`{"latency":%d}`, injectedLatency.Milliseconds())}}, ok: true},
+		{name: "bandwidth", toxics: []toxic{{"bandwidth", "downstream", fmt.Sprintf(`{"rate":%d}`, kcBandwidthKBs)}}, ok: true},
+		{name: "slicer", toxics: []toxic{{"slicer", "upstream", `{"average_size":1,"size_variation":0,"delay":0}`},
+			{"slicer", "downstream", `{"average_size":1,"size_variation":0,"delay":0}`}}, ok: true},
+		{name: "reset_peer", toxics: []toxic{{"reset_peer", "upstream", `{"timeout":0}`}}, cause: "register: network_econnreset"},
+		// Swallow the request and close after 300 ms: no answer, then end of stream.
+		{name: "timeout", toxics: []toxic{{"timeout", "upstream", `{"timeout":300}`}}, cause: "register: network_eof"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startKeycast(t, keycastserver.Config{}, 1)
+			p := newProxy(t, s.Addr)
+			for _, x := range tc.toxics {
+				p.add(t, x)
+			}
+			regs, auths := s.counter(t, "keycast_registrations_total"), s.counter(t, "keycast_oauth_authorizations_created_total")
+			r, out := kcSetup(t, p, n)
+			if tc.ok {
+				created(t, s, r, out, regs, auths)
+			} else {
+				refused(t, s, r, out, regs, tc.cause)
+			}
+		})
 	}
 }
