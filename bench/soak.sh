@@ -11,10 +11,12 @@
 #             every 10 s.
 # Every INTERVAL seconds it samples each server's RSS (VmRSS of /proc/PID/status) and goroutine count
 # (Keycast: the pprof goroutine profile's total; LinkKeys: go_goroutines of /metrics) into
-# samples.csv, and at the end prints, per server and series, the first and last values, the least-
-# squares slope per hour (fitted after the first WARMUP seconds, when pools, caches and the heap have
-# grown to their working size) and the clients' totals. A leak shows as a slope that does not fall
-# towards 0 as DURATION grows; read it against the start value and the min/max spread.
+# samples.csv while the load runs, and at the end prints, per server and series, the first and last
+# values, min and max, the least-squares slope per hour (fitted after the first WARMUP seconds, when
+# pools, caches and the heap have grown to their working size), one more sample 5 s after the load
+# stopped, and the clients' totals. A leak shows as a slope that does not fall towards 0 as DURATION
+# grows (read it against the start value and the min/max spread), or as goroutines that stay above
+# their start value once the load has stopped.
 #
 # Usage: bench/soak.sh                       (1 hour, run by hand; results in a new /tmp/soak-XXXX)
 #        DURATION=600 bench/soak.sh          (a 10-minute run)
@@ -113,11 +115,13 @@ kc_goroutines() { curl -s -m 5 "$kc_pprof/debug/pprof/goroutine?debug=1" | sed -
 lk_goroutines() { curl -s -m 5 "$lk_metrics" | sed -nE 's/^go_goroutines ([0-9.e+]+)$/\1/p'; }
 csv="$dir/samples.csv"
 echo "t_secs,kc_rss_kib,kc_goroutines,lk_rss_kib,lk_goroutines" >"$csv"
+sample() { echo "$1,$(rss_kb "$kc_pid"),$(kc_goroutines),$(rss_kb "$lk_pid"),$(lk_goroutines)"; }
 t0=$(date +%s)
+# Samples under load only: the last one is taken at least 2 s before the clients' end.
 while :; do
 	now=$(date +%s)
-	(( now > end )) && break
-	echo "$((now - t0)),$(rss_kb "$kc_pid"),$(kc_goroutines),$(rss_kb "$lk_pid"),$(lk_goroutines)" >>"$csv"
+	(( now + 2 > end )) && break
+	sample "$((now - t0))" >>"$csv"
 	sleep "$INTERVAL"
 done
 
@@ -125,6 +129,10 @@ status=0
 wait "$kc_load" || { echo "soak: keycast run exited $?" >&2; status=1; }
 wait "$lk_load" || { echo "soak: request-bench exited $?" >&2; status=1; }
 wait "$churn" || true
+# Once the load has stopped, what is left: goroutines back to their start value mean none leaked.
+sleep 5
+idle=$(sample "$(( $(date +%s) - t0 ))")
+echo "$idle" >"$dir/idle.csv"
 
 # --- report ---
 echo
@@ -150,6 +158,8 @@ END {
 		printf "%-14s %12s %12s %12s %12s %+16.1f\n", name[i], first[i], last[i], lo[i], hi[i], slope
 	}
 }' "$csv"
+IFS=, read -r _ kr kg lr lg <<<"$idle"
+echo "idle 5 s after the load: kc_rss_kib $kr, kc_goroutines $kg, lk_rss_kib $lr, lk_goroutines $lg"
 echo
 echo "keycast run:   $(grep -E 'Requests:|Success Rate:' "$dir/kc/run.out" | tr -s ' ' | tr '\n' ' ')"
 echo "request-bench: $(grep -E 'DONE' "$dir/lk/run.out" | tail -n1)"
