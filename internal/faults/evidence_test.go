@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ func mountTmpfs(t *testing.T, dir string, size int, ro bool) {
 	if ro {
 		flags |= syscall.MS_RDONLY
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, "size="+itoa(size)+",mode=0755"); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, "size="+strconv.Itoa(size)+",mode=0755"); err != nil {
 		msg := "cannot mount a tmpfs on " + dir + " (needs root or CAP_SYS_ADMIN): " + err.Error()
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s; under CI=true the file-system scenarios must run", msg)
@@ -40,11 +42,6 @@ func mountTmpfs(t *testing.T, dir string, size int, ro bool) {
 			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
 	})
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // writePlan writes the six one-second rehearsal phases against url as a plan file.
@@ -127,16 +124,16 @@ func TestEvidenceDirectoryFills(t *testing.T) {
 	mnt := t.TempDir()
 	mountTmpfs(t, mnt, 1<<20, false)
 	dir := filepath.Join(mnt, "evidence")
-	filled := false
+	var filled atomic.Bool
 	hook := func(p []byte) {
 		// The second phase starts once the first one's results are on disk: fill the disk now.
-		if !filled && strings.Contains(string(p), "capacity: phase 2/6") {
-			filled = true
+		if !filled.Load() && strings.Contains(string(p), "capacity: phase 2/6") {
+			filled.Store(true)
 			fill(t, mnt)
 		}
 	}
 	r := runCLIWith(t, t.Context(), 60*time.Second, hook, "keycast", "capacity", "--plan", plan, "--output", dir)
-	if !filled {
+	if !filled.Load() {
 		t.Fatalf("the second phase never started: %s", r)
 	}
 	if r.code != 3 || !strings.Contains(r.stderr, "no space left on device") {

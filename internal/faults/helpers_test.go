@@ -49,17 +49,16 @@ func (r cliRun) String() string {
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
-	// onWrite, when set, sees every write (after it is buffered).
+	// onWrite, when set, sees every write (after it is buffered), one write at a time.
 	onWrite func(p []byte)
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.b.Write(p)
-	f := s.onWrite
-	s.mu.Unlock()
-	if f != nil {
-		f(p)
+	if s.onWrite != nil {
+		s.onWrite(p) // under the lock: writers from several goroutines see the hook one at a time
 	}
 	return len(p), nil
 }
@@ -281,23 +280,32 @@ func (s *kcServer) counter(t *testing.T, name string) float64 {
 	return series[name]
 }
 
-// when runs do once cond holds, polling it every millisecond from a goroutine, and returns a
-// channel that is closed after do ran (or the test's bound passed, which fails the test).
+// when runs do once cond holds, polling it every 2 ms from a goroutine, and returns a channel that
+// is closed after do ran (or the test's bound passed, which fails the test). A test that ends first
+// stops the poll, and waits for it, before its cleanups run.
 func when(t *testing.T, cond func() bool, do func()) <-chan struct{} {
 	t.Helper()
-	done := make(chan struct{})
+	done, stop := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		deadline := time.Now().Add(30 * time.Second)
 		for !cond() {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
 			if time.Now().After(deadline) {
 				t.Errorf("the trigger's condition never held")
 				return
 			}
-			time.Sleep(time.Millisecond)
 		}
 		do()
 	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
 	return done
 }
 

@@ -103,17 +103,17 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	// Stop the cluster after 20 successes; start it again once the server has failed 10 requests
 	// without it; then count what the server answers after that.
 	var okAtStart float64
-	restarted := make(chan error, 1)
+	restarted, stop := make(chan error, 1), make(chan struct{})
 	go func() {
 		restarted <- func() error {
-			if err := waitFor(func() bool { return s.counter(t, success)-okBefore >= 20 }); err != nil {
+			if err := waitFor(stop, func() bool { return s.counter(t, success)-okBefore >= 20 }); err != nil {
 				return err
 			}
 			if err := cluster.ctl("stop", "-m", "fast"); err != nil {
 				return err
 			}
 			failed := s.counter(t, authErrors)
-			if err := waitFor(func() bool { return s.counter(t, authErrors)-failed >= 10 }); err != nil {
+			if err := waitFor(stop, func() bool { return s.counter(t, authErrors)-failed >= 10 }); err != nil {
 				return err
 			}
 			if err := cluster.ctl("start"); err != nil {
@@ -123,10 +123,20 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 			return nil
 		}()
 	}()
+	// A test that fails early stops the sequence and waits for it before the cleanups run.
+	var waited bool
+	t.Cleanup(func() {
+		close(stop)
+		if !waited {
+			<-restarted
+		}
+	})
 	out := filepath.Join(t.TempDir(), "results.json")
 	r := runCLI(t, 90*time.Second, "keycast", "run", "--url", s.URL, "--users-file", s.usersFile, "--duration", "8",
 		"--concurrency", "2", "--ramp-up", "0", "--scenario", "cold-start", "--timeout", "5s", "--output", out)
-	if err := <-restarted; err != nil {
+	err := <-restarted
+	waited = true
+	if err != nil {
 		t.Fatalf("restarting PostgreSQL mid-run: %v\n%s", err, r)
 	}
 	res := readKC(t, out)
@@ -169,14 +179,18 @@ func guardCluster(version, url string) int {
 	return 1
 }
 
-// waitFor polls cond every 2 ms for up to 30 s.
-func waitFor(cond func() bool) error {
+// waitFor polls cond every 2 ms for up to 30 s, or until stop is closed.
+func waitFor(stop <-chan struct{}, cond func() bool) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return context.DeadlineExceeded
 		}
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-stop:
+			return context.Canceled
+		case <-time.After(2 * time.Millisecond):
+		}
 	}
 	return nil
 }

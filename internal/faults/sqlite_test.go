@@ -42,6 +42,12 @@ func register(ctx context.Context, url, email string) error {
 // exactly the users that registered.
 func TestSQLiteLockedByAnotherProcess(t *testing.T) {
 	t.Parallel()
+	t.Run("keycast", testKeycastSQLiteLocked)
+	t.Run("linkkeys", testLinkKeysSQLiteLocked)
+}
+
+func testKeycastSQLiteLocked(t *testing.T) {
+	t.Parallel()
 	// A handler cache of one entry and cold-start over two users: every request loads its
 	// handler from the database.
 	dir := t.TempDir()
@@ -88,4 +94,46 @@ func TestSQLiteLockedByAnotherProcess(t *testing.T) {
 	if got := countRows(t, db, "users"); got != usersBefore+1 {
 		t.Errorf("%d users, want %d: the refused registration left a row, or the accepted one none", got, usersBefore+1)
 	}
+}
+
+// testLinkKeysSQLiteLocked: while another process holds BEGIN EXCLUSIVE on the LinkKeys server's
+// database, the running server keeps answering get-domain-keys (reads under WAL), and a second
+// server started on the locked database (its start writes: the migration step, then its key) gives
+// up after busy_timeout with an error naming the lock instead of hanging. Afterwards the database
+// passes integrity_check and the first server still answers.
+func testLinkKeysSQLiteLocked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv := startLinkKeysChild(t, dir)
+	db := filepath.Join(dir, "lk.sqlite3")
+	lock := lockSQLite(t, db)
+
+	out := filepath.Join(t.TempDir(), "result.json")
+	r := runCLI(t, 60*time.Second, "linkkeys", "request-bench", "--info-file", srv.infoPath, "--workers", "1", "--json", out,
+		"--connections", "2", "--duration-secs", "1", "--op", "domain-keys", "--attempt-timeout-secs", "1")
+	if rq := readLK(t, out).Requests; r.code != 0 || rq.Completed == 0 || rq.Errors != 0 {
+		t.Errorf("get-domain-keys should be answered while the database is locked for writing: %+v\n%s", rq, r)
+	}
+
+	t0 := time.Now()
+	other := startChild(t, nil, "linkkeys", "server", "--db-path", db, "--info-file", filepath.Join(t.TempDir(), "info.json"))
+	select {
+	case <-other.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a server started on the locked database neither started nor gave up in 30 s\n%s", other.stderr)
+	}
+	if other.err == nil || !strings.Contains(other.stderr.String(), "database is locked") {
+		t.Errorf("want a failed start naming the lock, got %v:\n%s", other.err, other.stderr)
+	}
+	t.Logf("the start on the locked database (%v):\n%s", other.err, other.stderr)
+	if waited := time.Since(t0); waited < 4*time.Second {
+		t.Errorf("the start gave up after %v, before busy_timeout (5 s) ran out", waited)
+	}
+
+	lock.stdin.Close()
+	if <-lock.exited; lock.err != nil {
+		t.Fatalf("the locking process: %v\n%s", lock.err, lock.stderr)
+	}
+	integrityCheck(t, db)
+	lkAnswers(t, srv.infoPath)
 }
