@@ -41,6 +41,11 @@ echo "== go test"
 go test -count=1 -timeout 40m -artifacts -outputdir "$TEST_OUTPUT" ./...
 echo "test artifacts (screenshots of the browser tests): $TEST_OUTPUT/_artifacts"
 
+# The fault suite's PostgreSQL restart stops the cluster that other packages' tests share, so it
+# runs on its own, after them (docs/reliability.md, Fault suite).
+echo "== fault suite: PostgreSQL restarted mid-run (alone)"
+LOADPROOF_FAULTS_SERIAL=1 go test -count=1 -timeout 5m -run '^TestPostgresRestartedMidRun$' ./internal/faults
+
 fuzz_once() {
   go test -run='^$' -fuzz="^${2}\$" -fuzztime="$FUZZTIME" "./$1" >/tmp/loadproof-fuzz.log 2>&1
 }

@@ -255,10 +255,10 @@ func prepareDir(dir string) error {
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("capacity: failed to create evidence directory %q: %w", dir, err)
+			return fmt.Errorf("%w: failed to create evidence directory %q: %w; choose a writable directory", ErrOutputNotWritable, dir, err)
 		}
 	default:
-		return fmt.Errorf("capacity: failed to create evidence directory %q: %w", dir, err)
+		return fmt.Errorf("%w: failed to create evidence directory %q: %w; choose a writable directory", ErrOutputNotWritable, dir, err)
 	}
 	// Find out now, not after the first phase has loaded the target, that nothing can be written.
 	f, err := os.CreateTemp(dir, ".write-check-*")

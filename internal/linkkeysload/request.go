@@ -373,13 +373,13 @@ func driveRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, t
 	for _, c := range tlsConns {
 		q.conns = append(q.conns, newReqConn(c, k, shared))
 	}
-	// Reads after the end (draining answers in flight) are bounded, as they always were in the
-	// pipelined and open loops; the seed's one-at-a-time loop sets no read deadline.
-	if k > 1 || open {
-		drainBy := time.Now().Add(dur + max(cfg.AttemptTimeout, time.Second))
-		for _, c := range tlsConns {
-			_ = c.SetReadDeadline(drainBy)
-		}
+	// Reads after the end (draining answers in flight) are bounded in every loop: an answer still
+	// missing AttemptTimeout (at least 1 s) after the duration is an I/O error on its connection
+	// (io_error:timeout), so a server that stops answering (stopped, or behind a black hole) cannot
+	// hold the run open. The seed's one-at-a-time loop sets no read deadline and waits forever.
+	drainBy := time.Now().Add(dur + max(cfg.AttemptTimeout, time.Second))
+	for _, c := range tlsConns {
+		_ = c.SetReadDeadline(drainBy)
 	}
 	ec := engine.Config{Classes: linkkeysresult.RequestClasses, Kinds: []string{linkkeysresult.KindRequest},
 		Workers: len(q.conns), Duration: dur, LateThreshold: LateThreshold, Sample: serverSampler(sample),
