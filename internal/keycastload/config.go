@@ -10,6 +10,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // Defaults of the run flags (docs/protocol-keycast.md, run) and of loadproof's additions.
@@ -73,6 +74,16 @@ type RunConfig struct {
 	// interleaved (local n is global n·Count+Index), so the segments of a split run together send
 	// exactly what one whole run would.
 	Segment engine.Segment
+	// Start, when set, is the instant the load starts (a coordinated start across machines); the
+	// engine waits for it after the target has answered its probe.
+	Start time.Time
+	// OnInterval, when set, receives every interval snapshot as the engine closes it, with the
+	// cumulative figures so far (a coordinator's live merge). It runs on the engine's collector
+	// goroutine: keep it short.
+	OnInterval func(iv *result.Interval, total *engine.Totals)
+	// NoServerSample turns off the per-interval /api/metrics samples (Interval.Server): in a run
+	// spread over machines one segment samples the target, so merged samples are not counted twice.
+	NoServerSample bool
 	// Progress receives progress lines (the upstream "Progress: …" line); nil discards them.
 	Progress io.Writer
 	// Logger receives log records; nil discards them.

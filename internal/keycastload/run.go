@@ -233,11 +233,18 @@ func (r *runner) engineConfig(tb *timelineBuilder) engine.Config {
 				tb.add(t.Elapsed, t, true)
 				tb.next += cfg.ReportInterval
 			}
+			if cfg.OnInterval != nil {
+				cfg.OnInterval(iv, t)
+			}
 		},
+		Start: cfg.Start,
 		Sample: func(ctx context.Context) (map[string]float64, error) {
 			_, series, err := FetchServerMetrics(ctx, cfg.URL)
 			return series, err
 		},
+	}
+	if cfg.NoServerSample {
+		ec.Sample = nil
 	}
 	if r.limited {
 		ec.Count = r.limit
@@ -344,32 +351,52 @@ func (r *runner) results(run *engine.Run, timeline []keycastresult.TimelinePoint
 
 // judge evaluates the live stop conditions over the engine's window.
 func (r *runner) judge(_ time.Duration, w *engine.Window) *result.StopEvent {
-	sc := r.cfg.Stop
 	byClass := w.Counts()
-	var total, failed, intentional int64
+	counts := make(map[string]int64, len(byClass))
 	for cl, n := range byClass {
+		counts[Class(cl).String()] += n
+	}
+	ev := JudgeWindow(r.cfg.Stop, counts, w.Latency())
+	if ev != nil {
+		r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
+	}
+	return ev
+}
+
+// JudgeWindow applies live stop conditions to one window's counts by outcome class (class names as
+// in the results' envelope) and latency histogram: the rule a single run applies to its own window
+// and a coordinator applies to the window merged from every segment of a distributed run. A nil
+// return means no breach; sc nil never breaches. sc's zero Window and MinRequests mean their defaults.
+func JudgeWindow(sc *StopConditions, counts map[string]int64, lat *hist.Histogram) *result.StopEvent {
+	if sc == nil {
+		return nil
+	}
+	minReq := sc.MinRequests
+	if minReq == 0 {
+		minReq = DefaultStopMinimum
+	}
+	var total, failed, intentional int64
+	for cl, n := range counts {
 		total += n
-		if Class(cl) != Success {
+		if cl != Success.String() {
 			failed += n
 		}
-		if Class(cl) == Intentional {
+		if cl == Intentional.String() {
 			intentional += n
 		}
 	}
-	if total < sc.MinRequests || total == 0 {
+	if total < minReq || total == 0 {
 		return nil
 	}
 	ev := &result.StopEvent{Reason: StopCondition}
 	unint := float64(failed-intentional) / float64(total)
 	if unint > sc.MaxUnintentionalErrorRate {
 		ev.Metric, ev.Observed, ev.Limit = MetricUnintErrors, unint, sc.MaxUnintentionalErrorRate
-		r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
 		return ev
 	}
-	if sc.MaxLatencyP95Ms > 0 {
-		if p95 := ms(w.Latency().Quantile(0.95)); p95 > sc.MaxLatencyP95Ms {
+	if sc.MaxLatencyP95Ms > 0 && lat != nil {
+		if p95 := ms(lat.Quantile(0.95)); p95 > sc.MaxLatencyP95Ms {
 			ev.Metric, ev.Observed, ev.Limit = MetricLatencyP95, p95, sc.MaxLatencyP95Ms
-			r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
 			return ev
 		}
 	}
