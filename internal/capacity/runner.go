@@ -18,9 +18,16 @@ import (
 // and the plan's stop conditions as live stop conditions. progress receives keycastload's progress
 // lines; httpTimeout 0 keeps keycastload's default.
 func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time.Duration) Runner {
+	return KeycastRunnerWith(keycastload.Run, progress, logger, httpTimeout)
+}
+
+// KeycastRunnerWith is KeycastloadRunner with another function in keycastload.Run's place (a
+// coordinator that spreads each phase over many machines).
+func KeycastRunnerWith(runFn func(context.Context, keycastload.RunConfig) (*keycastresult.Results, error),
+	progress io.Writer, logger *slog.Logger, httpTimeout time.Duration) Runner {
 	return func(ctx context.Context, run PhaseRun) (*keycastresult.Results, error) {
 		ph := run.Phase
-		res, err := keycastload.Run(ctx, keycastload.RunConfig{
+		res, err := runFn(ctx, keycastload.RunConfig{
 			URL:            run.URL,
 			Concurrency:    ph.Concurrency,
 			Requests:       0,
