@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/coord"
 )
 
 // capacityRunner replaces the load engine in tests; nil runs keycastload.
@@ -56,10 +57,14 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
+			runner := capacityRunner
+			if h := coord.HookFrom(cmd.Context()); h != nil && h.KeycastRun != nil {
+				runner = capacity.KeycastRunnerWith(h.KeycastRun, env.Stderr, env.Logger, 0)
+			}
 			ev, err := capacity.Execute(cmd.Context(), plan, capacity.Options{
 				OutputDir:  output,
 				Validate:   capacity.ValidateOptions{AllowHost: allowHost, RefuseHosts: refuseHosts},
-				Runner:     capacityRunner,
+				Runner:     runner,
 				StopWindow: stopWindow,
 				Progress:   env.Stderr,
 				Logger:     env.Logger,

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -139,6 +140,7 @@ type runFlags struct {
 	seed                                     uint64
 	rate, rateFrom                           float64
 	timeout                                  time.Duration
+	segment                                  string
 }
 
 // newKeycastRunCmd is `run` (docs/protocol-keycast.md, run).
@@ -173,6 +175,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.Float64Var(&fl.rate, "rate", 0, "open model: arrival rate in requests per second (0 = closed model)")
 	f.Float64Var(&fl.rateFrom, "rate-from", 0, "open model: starting rate of the ramp to --rate over --ramp-up")
 	f.DurationVar(&fl.timeout, "timeout", keycastload.DefaultHTTPTimeout, "per-request timeout")
+	f.StringVar(&fl.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' requests, concurrency, rate and users are disjoint and together the whole run")
 	return c
 }
 
@@ -199,6 +202,11 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		Seed:           fl.seed, Rate: fl.rate, RateFrom: fl.rateFrom,
 		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout,
 	}
+	if cfg.Segment, err = parseSegment(fl.segment); err != nil {
+		return err
+	}
+	hook := coord.HookFrom(ctx)
+	hook.Apply(&cfg)
 	if method != keycast.MethodRegister {
 		uf, err := keycast.ReadUsersFile(fl.usersFile)
 		if err != nil {
@@ -207,9 +215,16 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		cfg.Users = uf.Users
 		log.Info(fmt.Sprintf("Loaded %d users from %s", len(uf.Users), fl.usersFile))
 	}
-	res, err := keycastload.Run(ctx, cfg)
+	run := keycastload.Run
+	if hook != nil && hook.KeycastRun != nil {
+		run = hook.KeycastRun
+	}
+	res, err := run(ctx, cfg)
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	if hook != nil && hook.Deliver != nil {
+		return hook.Deliver(res)
 	}
 	return finishRun(env, log, res, fl.output)
 }
