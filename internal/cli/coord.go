@@ -114,7 +114,7 @@ func newCoordinateCmd(env *Env) *cobra.Command {
 			if workers < 1 {
 				return usageError("coordinate: --workers %d must be at least 1", workers)
 			}
-			if err := coord.CheckCommand(args); err != nil {
+			if err := coord.CheckCoordinated(args); err != nil {
 				return usageError("%v", err)
 			}
 			if !cmd.Flags().Changed("spawn") {

@@ -337,15 +337,19 @@ func (c *Coordinator) measureClocks(ctx context.Context) error {
 			defer wg.Done()
 			best := time.Duration(-1)
 			var off time.Duration
-			for range 5 {
+			// A worker subscribes to its subjects right after its join is answered, so the first
+			// pings may find no responder yet: those are retried, not counted.
+			for ok, tries := 0, 0; ok < 5 && tries < 40; tries++ {
 				m, _ := c.sig.msg(c.subj.worker(i, "ping"), struct{}{})
 				t0 := time.Now()
 				resp, err := c.nc.RequestMsg(m, 2*time.Second)
 				t1 := time.Now()
 				if err != nil {
 					errs[i] = err
+					time.Sleep(100 * time.Millisecond)
 					continue
 				}
+				ok++
 				var p PingReply
 				if c.sig.open(resp, &p) != nil {
 					continue

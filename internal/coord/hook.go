@@ -76,12 +76,24 @@ var AllowedCommands = [][]string{
 	{"keycast", "run"},
 }
 
+// CoordinatedCommands are the client commands `coordinate` spreads: each worker's tasks are then
+// AllowedCommands (a capacity plan's phases reach the workers as `keycast run` tasks).
+var CoordinatedCommands = [][]string{
+	{"keycast", "run"},
+	{"keycast", "capacity"},
+}
+
+// CheckCoordinated reports whether args start with a command coordinate spreads.
+func CheckCoordinated(args []string) error { return checkIn(CoordinatedCommands, args) }
+
 // ErrRefused marks a task a worker refused (unknown command, unauthorized target).
 var ErrRefused = errors.New("coord: task refused")
 
 // CheckCommand reports whether args start with an allowed client command.
-func CheckCommand(args []string) error {
-	for _, c := range AllowedCommands {
+func CheckCommand(args []string) error { return checkIn(AllowedCommands, args) }
+
+func checkIn(allowed [][]string, args []string) error {
+	for _, c := range allowed {
 		if len(args) >= len(c) && slices.Equal(args[:len(c)], c) {
 			for _, a := range args[len(c):] {
 				if a == "--" {
@@ -92,10 +104,10 @@ func CheckCommand(args []string) error {
 		}
 	}
 	var names []string
-	for _, c := range AllowedCommands {
+	for _, c := range allowed {
 		names = append(names, strings.Join(c, " "))
 	}
-	return fmt.Errorf("%w: %q is not a client command a worker runs (allowed: %s)", ErrRefused, strings.Join(args[:min(len(args), 2)], " "), strings.Join(names, ", "))
+	return fmt.Errorf("%w: %q is not a client command that can be spread (allowed: %s)", ErrRefused, strings.Join(args[:min(len(args), 2)], " "), strings.Join(names, ", "))
 }
 
 // HostRules are a worker's own target authorization: the rules of `capacity` (docs/capacity.md).
