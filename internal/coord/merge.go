@@ -40,7 +40,7 @@ func (ts *taskState) add(c *Coordinator, s *Snapshot) {
 	for len(ts.merged) <= s.Seq {
 		ts.merged = append(ts.merged, result.Interval{T: s.Interval.T, Secs: s.Interval.Secs})
 	}
-	ts.merged[s.Seq].Add(s.Interval)
+	s.Interval.AddTo(&ts.merged[s.Seq])
 	ts.advance()
 }
 

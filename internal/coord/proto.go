@@ -3,6 +3,7 @@ package coord
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -94,10 +96,98 @@ type Snapshot struct {
 	Index int `json:"index"`
 	Task  int `json:"task"`
 	// Seq numbers the task's intervals from 0; -1 on heartbeats.
-	Seq      int              `json:"seq"`
-	Interval *result.Interval `json:"interval,omitempty"`
+	Seq      int           `json:"seq"`
+	Interval *WireInterval `json:"interval,omitempty"`
 	// State is "idle", "running" or "uploading".
 	State string `json:"state"`
+}
+
+// WireInterval is an interval snapshot as it travels: result.Interval with its histograms in the
+// sparse exact form (hist.Buckets), a few KiB where the full HDR form would cost the coordinator a
+// whole-range histogram per worker per second to decode.
+type WireInterval struct {
+	T        float64            `json:"t"`
+	Secs     float64            `json:"secs"`
+	Counts   map[string]int64   `json:"counts,omitempty"`
+	Causes   map[string]int64   `json:"causes,omitempty"`
+	Counters map[string]int64   `json:"counters,omitempty"`
+	Server   map[string]float64 `json:"server,omitempty"`
+	// Latency holds each kind's non-empty buckets as varint pairs (value delta in µs, count).
+	Latency map[string][]byte `json:"latency,omitempty"`
+}
+
+// packBuckets writes buckets as uvarint pairs: the value's increase over the previous bucket's
+// and the count. A second's histogram of a thousand samples packs into a few KiB.
+func packBuckets(bs []hist.Bucket) []byte {
+	out := make([]byte, 0, len(bs)*4)
+	var prev int64
+	for _, b := range bs {
+		out = binary.AppendUvarint(out, uint64(b.Micros-prev))
+		out = binary.AppendUvarint(out, uint64(b.Count))
+		prev = b.Micros
+	}
+	return out
+}
+
+// unpackBuckets reads packBuckets' form; a malformed form yields the buckets before the damage.
+func unpackBuckets(p []byte) []hist.Bucket {
+	var out []hist.Bucket
+	var v int64
+	for len(p) > 0 {
+		d, n := binary.Uvarint(p)
+		if n <= 0 {
+			break
+		}
+		c, m := binary.Uvarint(p[n:])
+		if m <= 0 {
+			break
+		}
+		p = p[n+m:]
+		v += int64(d)
+		out = append(out, hist.Bucket{Micros: v, Count: int64(c)})
+	}
+	return out
+}
+
+// ToWire converts an interval for sending.
+func ToWire(iv *result.Interval) *WireInterval {
+	w := &WireInterval{T: iv.T, Secs: iv.Secs, Counts: iv.Counts, Causes: iv.Causes, Counters: iv.Counters, Server: iv.Server}
+	if len(iv.Latency) > 0 {
+		w.Latency = make(map[string][]byte, len(iv.Latency))
+		for k, h := range iv.Latency {
+			w.Latency[k] = packBuckets(h.Buckets())
+		}
+	}
+	return w
+}
+
+// Total returns the number of operations in the interval.
+func (w *WireInterval) Total() int64 {
+	var n int64
+	for _, v := range w.Counts {
+		n += v
+	}
+	return n
+}
+
+// AddTo merges the interval into iv exactly (result.Interval.Add's rules).
+func (w *WireInterval) AddTo(iv *result.Interval) {
+	iv.Add(&result.Interval{Counts: w.Counts, Causes: w.Causes, Counters: w.Counters, Server: w.Server, Secs: w.Secs})
+	for k, packed := range w.Latency {
+		bs := unpackBuckets(packed)
+		if len(bs) == 0 {
+			continue
+		}
+		if iv.Latency == nil {
+			iv.Latency = map[string]*hist.Histogram{}
+		}
+		h := iv.Latency[k]
+		if h == nil {
+			h = hist.New()
+			iv.Latency[k] = h
+		}
+		h.AddBuckets(bs)
+	}
 }
 
 // ResultMsg announces a finished task's result: in the object store under Object, or in chunks

@@ -283,7 +283,7 @@ func (w *worker) runTask(ctx context.Context, t Task) {
 	hook := &Hook{
 		Segment: t.Segment, Start: t.StartAt, SampleServer: t.SampleServer,
 		OnInterval: func(iv *result.Interval) {
-			s := Snapshot{Index: w.index, Task: t.ID, Seq: int(seq.Add(1) - 1), Interval: iv, State: "running"}
+			s := Snapshot{Index: w.index, Task: t.ID, Seq: int(seq.Add(1) - 1), Interval: ToWire(iv), State: "running"}
 			if m, err := w.sig.msg(w.subj.sub("snap"), s); err == nil {
 				_ = w.nc.PublishMsg(m)
 			}
