@@ -25,6 +25,8 @@ var forbidden = map[string][]string{
 	"linkkeysload": {"linkkeysserver", "keycastserver", "cli"},
 	"keycastload":  {"linkkeysserver", "keycastserver", "cli"},
 	"capacity":     {"linkkeysserver", "keycastserver", "cli"},
+	"coord":        {"linkkeysserver", "keycastserver", "keycaststore", "report", "cli"},
+	"kube":         {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "coord", "cli"},
 	// Reports are drawn from result files alone.
 	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli"},
 	// The protocol-free core imports no protocol.
