@@ -385,7 +385,8 @@ func TestWorkerStopsWithoutCoordinator(t *testing.T) {
 // TestWorkerRefusesUnauthorizedTarget: a task whose target is not local and not the worker's own
 // --allow-host is refused, and the coordinator names the worker and the rule.
 func TestWorkerRefusesUnauthorizedTarget(t *testing.T) {
-	code, errs := umbrella(context.Background(), t, "coordinate", "--workers", "2", "--join-timeout", "30s", "--",
+	code, errs := umbrella(context.Background(), t, "coordinate", "--workers", "2", "--join-timeout", "30s",
+		"--manifest", filepath.Join(t.TempDir(), "m.json"), "--",
 		"keycast", "run", "--url", "https://keycast.divine.video", "--method", "register", "-d", "1")
 	if code == ExitOK || !strings.Contains(errs, "refused production host") {
 		t.Fatalf("exit %d; want a refusal naming the production host:\n%s", code, errs)
