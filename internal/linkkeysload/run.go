@@ -34,6 +34,11 @@ type Run struct {
 	JSONPath string
 	// Log receives diagnostics; nil discards them.
 	Log *slog.Logger
+	// Spread, when set, runs the Workers segments somewhere other than local processes (a
+	// coordinator's workers on other machines): it gets each segment's worker spec (JSON, the
+	// hidden worker command's --spec) in segment order and returns their result files' contents in
+	// the same order, nil for a worker that delivered none.
+	Spread func(ctx context.Context, specs []string) ([][]byte, error)
 }
 
 func (r *Run) log() *slog.Logger {
@@ -115,7 +120,13 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 			fmt.Fprintln(out, line)
 		},
 	}
-	raw, runErr := f.Run(ctx)
+	var raw [][]byte
+	var runErr error
+	if r.Spread != nil {
+		raw, runErr = r.Spread(ctx, specs)
+	} else {
+		raw, runErr = f.Run(ctx)
+	}
 	var parts []Result
 	for i, b := range raw {
 		if b == nil {
