@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -181,7 +183,8 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 		code, runErr = ExitCouldNotRun, err
 		fmt.Fprintf(env.Stderr, "error: %v\n", err)
 	} else {
-		code = Run(coord.WithHook(ctx, &coord.Hook{KeycastRun: co.KeycastRun}), Loadproof, args, env)
+		hook := &coord.Hook{KeycastRun: co.KeycastRun, Spread: co.Spread, Workers: co.Count()}
+		code = Run(coord.WithHook(ctx, hook), Loadproof, args, env)
 	}
 	lost := co.Lost()
 	if lost != nil {
@@ -362,8 +365,40 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	return c
 }
 
-// execClient runs a client command through the loadproof tree in this process.
+// hookSpread is the coordinator's Spread for a LinkKeys client, or nil.
+func hookSpread(h *coord.Hook) func(context.Context, []string) ([][]byte, error) {
+	if h == nil {
+		return nil
+	}
+	return h.Spread
+}
+
+// execClient runs a client command through the loadproof tree in this process. A LinkKeys worker
+// spec writes its result to a file (the clients' own fan-out form); it is read back and delivered.
 func execClient(ctx context.Context, env *Env, args []string) error {
+	if len(args) >= 2 && args[0] == "linkkeys" && args[1] == "worker" {
+		dir, err := os.MkdirTemp("", "loadproof-task-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path := dir + "/result.json"
+		if err := runClient(ctx, env, append(slices.Clone(args), "--result", path)); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("the LinkKeys worker wrote no result: %w", err)
+		}
+		if h := coord.HookFrom(ctx); h != nil && h.Deliver != nil {
+			return h.Deliver(json.RawMessage(b))
+		}
+		return nil
+	}
+	return runClient(ctx, env, args)
+}
+
+func runClient(ctx context.Context, env *Env, args []string) error {
 	var errb strings.Builder
 	wenv := *env
 	wenv.Stdout = io.Discard
@@ -392,5 +427,32 @@ func clientTarget(env *Env, args []string) (string, error) {
 	if f := cmd.Flags().Lookup("url"); f != nil {
 		return f.Value.String(), nil
 	}
+	if f := cmd.Flags().Lookup("spec"); f != nil {
+		var spec linkkeysload.WorkerSpec
+		if err := json.Unmarshal([]byte(f.Value.String()), &spec); err != nil {
+			return "", fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
+		}
+		for _, t := range []*linkkeysload.Target{specTarget(spec)} {
+			if t != nil && t.Addr.IsValid() {
+				return "tls://" + t.Addr.String(), nil
+			}
+		}
+		return "", errors.New("the LinkKeys worker spec names no target")
+	}
 	return "", fmt.Errorf("%s has no target flag a worker can check", cmd.CommandPath())
+}
+
+// specTarget is the target of a LinkKeys worker spec's configuration.
+func specTarget(s linkkeysload.WorkerSpec) *linkkeysload.Target {
+	switch {
+	case s.Connections != nil:
+		return &s.Connections.Target
+	case s.DDoS != nil:
+		return &s.DDoS.Target
+	case s.Handshake != nil:
+		return &s.Handshake.Target
+	case s.Requests != nil:
+		return &s.Requests.Target
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/machine"
 )
@@ -91,6 +92,10 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 	if workers == 0 {
 		workers = linkkeysload.DefaultWorkers(fds, soft)
 	}
+	hook := coord.HookFrom(cmd.Context())
+	if hook != nil && hook.Spread != nil {
+		workers = hook.Workers // one segment per coordinated worker
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return target, hints, linkkeysload.Run{}, &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -102,6 +107,7 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
+		Spread: hookSpread(hook),
 	}, nil
 }
 

@@ -375,6 +375,33 @@ func (c *Coordinator) measureClocks(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Count is the number of workers (segments) of the run.
+func (c *Coordinator) Count() int { return c.cfg.Workers }
+
+// Spread runs LinkKeys worker specs (one per segment, in order) on the workers and returns their
+// results in order: the coordinator side of linkkeysload.Run.Spread. A lost worker fails it.
+func (c *Coordinator) Spread(ctx context.Context, specs []string) ([][]byte, error) {
+	if len(specs) != c.cfg.Workers {
+		return nil, fmt.Errorf("coord: %d worker specs for %d workers", len(specs), c.cfg.Workers)
+	}
+	argsFor := func(i int) []string { return []string{"linkkeys", "worker", "--spec", specs[i]} }
+	tr, err := c.RunTaskEach(ctx, argsFor, TaskOptions{Describe: "linkkeys"})
+	if err != nil {
+		return nil, err
+	}
+	c.Record(tr, "linkkeys", argsFor(0), make([]time.Time, len(specs)))
+	var errs []error
+	for i, e := range tr.Errors {
+		if e != "" {
+			errs = append(errs, fmt.Errorf("worker %d: %s", i, e))
+		}
+	}
+	if tr.Lost != nil {
+		errs = append(errs, tr.Lost)
+	}
+	return tr.Parts, errors.Join(errs...)
+}
+
 // Workers returns a copy of what is known of every worker.
 func (c *Coordinator) Workers() []WorkerInfo {
 	c.mu.Lock()
@@ -520,8 +547,16 @@ type TaskResult struct {
 // and the others' results are in (or ResultWait passed). ctx's end aborts the task on every worker;
 // their partial results still come back.
 func (c *Coordinator) RunTask(ctx context.Context, args []string, opts TaskOptions) (*TaskResult, error) {
-	if err := CheckCommand(args); err != nil {
-		return nil, err
+	return c.RunTaskEach(ctx, func(int) []string { return args }, opts)
+}
+
+// RunTaskEach is RunTask with each worker's own command line (argsFor(i) for worker i): for
+// commands whose segment travels inside their arguments (the LinkKeys worker spec).
+func (c *Coordinator) RunTaskEach(ctx context.Context, argsFor func(i int) []string, opts TaskOptions) (*TaskResult, error) {
+	for i := range c.cfg.Workers {
+		if err := CheckCommand(argsFor(i)); err != nil {
+			return nil, err
+		}
 	}
 	c.mu.Lock()
 	if c.lost != nil {
@@ -556,7 +591,7 @@ func (c *Coordinator) RunTask(ctx context.Context, args []string, opts TaskOptio
 	var wg sync.WaitGroup
 	refusals := make([]string, n)
 	for i := range n {
-		t := Task{ID: ts.id, Args: args, Segment: result.Segment{Index: i, Count: n}, StartAt: start.Add(offsets[i]), SampleServer: i == 0}
+		t := Task{ID: ts.id, Args: argsFor(i), Segment: result.Segment{Index: i, Count: n}, StartAt: start.Add(offsets[i]), SampleServer: i == 0}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -42,6 +42,10 @@ type Hook struct {
 	// KeycastRun, when set, replaces keycastload.Run (coordinator side): the run configured by
 	// `keycast run` or a `keycast capacity` phase is spread over the workers.
 	KeycastRun func(ctx context.Context, cfg keycastload.RunConfig) (*keycastresult.Results, error)
+	// Spread and Workers, when set, replace a LinkKeys client's local worker processes
+	// (coordinator side): the client fans out to Workers segments and Spread runs their specs.
+	Spread  func(ctx context.Context, specs []string) ([][]byte, error)
+	Workers int
 }
 
 type hookKey struct{}
@@ -71,9 +75,11 @@ func (h *Hook) Apply(cfg *keycastload.RunConfig) {
 }
 
 // AllowedCommands are the client commands a worker runs, as the loadproof tree spells them. A task
-// naming anything else is refused: a worker never runs a shell command or a server.
+// naming anything else is refused: a worker never runs a shell command or a server. `linkkeys
+// worker` runs one segment of a LinkKeys client from its JSON spec (the clients' own fan-out form).
 var AllowedCommands = [][]string{
 	{"keycast", "run"},
+	{"linkkeys", "worker"},
 }
 
 // CoordinatedCommands are the client commands `coordinate` spreads: each worker's tasks are then
@@ -81,6 +87,10 @@ var AllowedCommands = [][]string{
 var CoordinatedCommands = [][]string{
 	{"keycast", "run"},
 	{"keycast", "capacity"},
+	{"linkkeys", "connections"},
+	{"linkkeys", "ddos"},
+	{"linkkeys", "handshake-bench"},
+	{"linkkeys", "request-bench"},
 }
 
 // CheckCoordinated reports whether args start with a command coordinate spreads.
