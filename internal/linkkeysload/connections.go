@@ -45,7 +45,7 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	d := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
 	pool := attemptPool{
 		dialer: d, start: start, count: count, concurrency: int(conc),
-		source: cfg.Sources.For,
+		source: cfg.Sources.In(seg).For, // this segment's own addresses
 		onSuccess: func(c *tls.Conn) {
 			mu.Lock()
 			conns = append(conns, c)

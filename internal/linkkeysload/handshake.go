@@ -96,7 +96,8 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 	var counter atomic.Uint32
 	began := time.Now()
 	deadline := began.Add(time.Duration(cfg.DurationSecs) * time.Second)
-	ipCount := max(cfg.Sources.Count, 1)
+	sources := cfg.Sources.In(seg) // this segment's own addresses
+	ipCount := max(sources.Count, 1)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -113,7 +114,7 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 			}
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				n := counter.Add(1) - 1
-				src := NthLoopbackAddr(cfg.Sources.Base, (n+gw)%ipCount)
+				src := NthLoopbackAddr(sources.Base, (n+gw)%ipCount)
 				if cache != nil {
 					cache.mu.Lock()
 					cache.got = false

@@ -138,9 +138,10 @@ func setupConns(ctx context.Context, cfg RequestConfig, seg engine.Segment) ([]*
 	d := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
 	a := newAttempts()
 	conns := make([]*tls.Conn, 0, count)
+	sources := cfg.Sources.In(seg) // this segment's own addresses
 	for i := start; i < start+count; i++ {
 		t0 := time.Now()
-		c, f := d.Dial(ctx, cfg.Sources.For(i), nil)
+		c, f := d.Dial(ctx, sources.For(i), nil)
 		a.record(f, time.Since(t0))
 		if f.Stage != StageNone {
 			closeAll(conns)
