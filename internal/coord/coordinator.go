@@ -176,6 +176,7 @@ func NewCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator, e
 		{c.subj.sub("snap"), c.onSnap},
 		{c.subj.sub("result"), c.onResult},
 		{c.subj.sub("chunk"), c.onChunk},
+		{c.subj.sub("cping"), c.onPing},
 	}
 	for _, s := range subs {
 		if _, err := nc.Subscribe(s.subj, s.fn); err != nil {
@@ -435,20 +436,58 @@ func (c *Coordinator) monitor() {
 		case <-t.C:
 		}
 		c.mu.Lock()
+		var silent []int
 		if c.lost == nil {
 			for _, w := range c.workers {
-				if w != nil && w.State != "done" && time.Since(w.LastSeen) > LostAfter {
-					w.State, w.Error = "lost", fmt.Sprintf("stopped reporting for %s", LostAfter)
-					c.lost = &WorkerLostError{Index: w.Index, Name: w.Name, LastSeen: w.LastSeen, Last: w.LastSnapshot}
-					c.log.Error("worker lost", "index", w.Index, "name", w.Name, "last_seen", w.LastSeen)
-					if ts := c.cur; ts != nil {
-						ts.signal(c.lost)
-					}
-					break
+				if w != nil && w.State != "lost" && time.Since(w.LastSeen) > LostAfter {
+					silent = append(silent, w.Index)
 				}
 			}
 		}
 		c.mu.Unlock()
+		for _, i := range silent {
+			// Silence is confirmed with a direct ping before the run fails: a worker whose process
+			// is gone answers nothing at once; one that is only starved of CPU (a saturated load
+			// machine) answers, and its late heartbeat is not a lost worker.
+			if c.pingOnce(i, confirmWait) {
+				c.mu.Lock()
+				c.workers[i].LastSeen = time.Now()
+				c.mu.Unlock()
+				c.log.Warn("a worker's heartbeat was late; it answered a ping", "index", i)
+				continue
+			}
+			c.mu.Lock()
+			if c.lost == nil {
+				w := c.workers[i]
+				w.State, w.Error = "lost", fmt.Sprintf("stopped reporting for %s and did not answer a ping", LostAfter)
+				c.lost = &WorkerLostError{Index: w.Index, Name: w.Name, LastSeen: w.LastSeen, Last: w.LastSnapshot}
+				c.log.Error("worker lost", "index", w.Index, "name", w.Name, "last_seen", w.LastSeen)
+				if ts := c.cur; ts != nil {
+					ts.signal(c.lost)
+				}
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// confirmWait bounds the ping that confirms a silent peer is gone.
+const confirmWait = time.Second
+
+// pingOnce reports whether worker i answers one ping within d.
+func (c *Coordinator) pingOnce(i int, d time.Duration) bool {
+	m, err := c.sig.msg(c.subj.worker(i, "ping"), struct{}{})
+	if err != nil {
+		return false
+	}
+	resp, err := c.nc.RequestMsg(m, d)
+	return err == nil && c.sig.check(resp) == nil
+}
+
+// onPing answers a worker that confirms the coordinator is alive.
+func (c *Coordinator) onPing(m *nats.Msg) {
+	if c.sig.check(m) == nil {
+		_ = c.sig.reply(c.nc, m, PingReply{UnixNano: time.Now().UnixNano()})
 	}
 }
 

@@ -402,6 +402,15 @@ func (w *worker) watchdog(ctx context.Context) {
 			return
 		case <-t.C:
 			if time.Since(time.Unix(0, w.lastCoord.Load())) > WatchdogAfter {
+				// Confirm with a direct ping, so a worker starved of CPU does not mistake late
+				// heartbeats for a dead coordinator; a dead one answers nothing (no responders).
+				if m, err := w.sig.msg(w.subj.sub("cping"), struct{}{}); err == nil {
+					if resp, err := w.nc.RequestMsg(m, confirmWait); err == nil && w.sig.check(resp) == nil {
+						w.lastCoord.Store(time.Now().UnixNano())
+						w.log.Warn("the coordinator's heartbeats were late; it answered a ping")
+						continue
+					}
+				}
 				w.log.Error("the coordinator went quiet; stopping the load", "after", WatchdogAfter)
 				w.abortTask()
 				w.finish(ErrCoordinatorLost)
