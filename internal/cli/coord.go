@@ -174,7 +174,8 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 		if spawned, err = spawnWorkers(env, co, o); err != nil {
 			return &ExitError{Code: ExitCouldNotRun, Err: err}
 		}
-		defer spawned.wait()
+		// Deferred after co.Close, so it runs first: say goodbye, then wait for the processes.
+		defer func() { co.Close(); spawned.wait() }()
 	}
 	fmt.Fprintf(env.Stderr, "coordinate: run %s waiting for %d workers on %s\n", co.Run(), o.workers, co.URL())
 	code := ExitOK
