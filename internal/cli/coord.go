@@ -384,7 +384,20 @@ func execClient(ctx context.Context, env *Env, args []string) error {
 		}
 		defer os.RemoveAll(dir)
 		path := dir + "/result.json"
-		if err := runClient(ctx, env, append(slices.Clone(args), "--result", path)); err != nil {
+		args = slices.Clone(args)
+		if h := coord.HookFrom(ctx); h != nil && h.BarrierPath != "" {
+			// The spec's barrier is a socket on the coordinator's machine; hold at the worker's relay.
+			if i := slices.Index(args, "--spec"); i >= 0 && i+1 < len(args) {
+				var spec linkkeysload.WorkerSpec
+				if err := json.Unmarshal([]byte(args[i+1]), &spec); err == nil && spec.Barrier != "" {
+					spec.Barrier = h.BarrierPath
+					if b, err := json.Marshal(spec); err == nil {
+						args[i+1] = string(b)
+					}
+				}
+			}
+		}
+		if err := runClient(ctx, env, append(args, "--result", path)); err != nil {
 			return err
 		}
 		b, err := os.ReadFile(path)

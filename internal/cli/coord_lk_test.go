@@ -85,7 +85,7 @@ func TestCoordinateLinkKeys(t *testing.T) {
 	info, metricsLog := lkServer(t)
 	dir := t.TempDir()
 	for _, c := range [][]string{
-		{"connections", "--count", "203", "--concurrency", "16", "--hold-secs", "1", "--client-ip-count", "8"},
+		{"connections", "--count", "203", "--concurrency", "16", "--hold-secs", "2", "--client-ip-count", "8"},
 		{"ddos", "--sources", "301", "--concurrency", "16"},
 	} {
 		t.Run(c[0], func(t *testing.T) {
@@ -106,6 +106,12 @@ func TestCoordinateLinkKeys(t *testing.T) {
 			}
 			if got := m.Attempts.Latency.Count(); got != m.Attempts.Succeeded {
 				t.Errorf("merged histogram holds %d samples for %d successes", got, m.Attempts.Succeeded)
+			}
+			if m.Hold != nil {
+				// The hold barrier is relayed through the coordinator: every worker held at once.
+				if m.Hold.Held != m.Attempts.Succeeded || m.End.Sub(m.Start) < time.Duration(m.Hold.HoldSecs)*time.Second {
+					t.Errorf("hold: %d held of %d, run lasted %s for a %d s hold", m.Hold.Held, m.Attempts.Succeeded, m.End.Sub(m.Start), m.Hold.HoldSecs)
+				}
 			}
 			if len(m.Segments) != 4 {
 				t.Errorf("merged result has %d segments; want 4", len(m.Segments))

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,6 +179,7 @@ func NewCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator, e
 		{c.subj.sub("result"), c.onResult},
 		{c.subj.sub("chunk"), c.onChunk},
 		{c.subj.sub("cping"), c.onPing},
+		{c.subj.sub("ready"), c.onReady},
 	}
 	for _, s := range subs {
 		if _, err := nc.Subscribe(s.subj, s.fn); err != nil {
@@ -386,7 +389,11 @@ func (c *Coordinator) Spread(ctx context.Context, specs []string) ([][]byte, err
 		return nil, fmt.Errorf("coord: %d worker specs for %d workers", len(specs), c.cfg.Workers)
 	}
 	argsFor := func(i int) []string { return []string{"linkkeys", "worker", "--spec", specs[i]} }
-	tr, err := c.RunTaskEach(ctx, argsFor, TaskOptions{Describe: "linkkeys"})
+	var spec struct {
+		Barrier string `json:"barrier"`
+	}
+	_ = json.Unmarshal([]byte(specs[0]), &spec)
+	tr, err := c.RunTaskEach(ctx, argsFor, TaskOptions{Describe: "linkkeys", BarrierPath: spec.Barrier})
 	if err != nil {
 		return nil, err
 	}
@@ -484,6 +491,35 @@ func (c *Coordinator) pingOnce(i int, d time.Duration) bool {
 	return err == nil && c.sig.check(resp) == nil
 }
 
+// onReady relays a worker's barrier message to the run's barrier.
+func (c *Coordinator) onReady(m *nats.Msg) {
+	var b BarrierMsg
+	if c.sig.open(m, &b) != nil {
+		return
+	}
+	c.mu.Lock()
+	ts := c.cur
+	c.mu.Unlock()
+	if ts == nil || ts.id != b.Task || b.Index < 0 || b.Index >= len(ts.proxies) {
+		return
+	}
+	p := ts.proxies[b.Index]
+	if b.Gone {
+		p.Close()
+		return
+	}
+	fmt.Fprintf(p, "ready %d\n", b.Held)
+}
+
+// relayRelease waits for the run's barrier to release worker i's proxy connection (it closes it)
+// and tells the worker.
+func (c *Coordinator) relayRelease(task, i int, conn net.Conn) {
+	_, _ = io.Copy(io.Discard, conn)
+	if m, err := c.sig.msg(c.subj.worker(i, "release"), BarrierMsg{Index: i, Task: task}); err == nil {
+		_ = c.nc.PublishMsg(m)
+	}
+}
+
 // onPing answers a worker that confirms the coordinator is alive.
 func (c *Coordinator) onPing(m *nats.Msg) {
 	if c.sig.check(m) == nil {
@@ -562,6 +598,9 @@ type TaskOptions struct {
 	IntervalSecs float64
 	// Describe labels progress lines ("keycast run", "phase spike").
 	Describe string
+	// BarrierPath is the run's hold barrier on this machine (a Unix socket), when the command holds
+	// at one: each worker's ready and release are relayed to it through one connection per worker.
+	BarrierPath string
 }
 
 // TaskResult is what came back from one task.
@@ -625,12 +664,29 @@ func (c *Coordinator) RunTaskEach(ctx context.Context, argsFor func(i int) []str
 		c.mu.Unlock()
 	}()
 
+	if opts.BarrierPath != "" {
+		ts.proxies = make([]net.Conn, n)
+		for i := range n {
+			conn, err := net.Dial("unix", opts.BarrierPath)
+			if err != nil {
+				return nil, fmt.Errorf("coord: joining the run's hold barrier for worker %d: %w", i, err)
+			}
+			ts.proxies[i] = conn
+			go c.relayRelease(ts.id, i, conn)
+		}
+		defer func() {
+			for _, p := range ts.proxies {
+				p.Close()
+			}
+		}()
+	}
 	start := time.Now().Add(c.cfg.StartLead + 2*maxRTT)
 	ts.startAt = start
 	var wg sync.WaitGroup
 	refusals := make([]string, n)
 	for i := range n {
-		t := Task{ID: ts.id, Args: argsFor(i), Segment: result.Segment{Index: i, Count: n}, StartAt: start.Add(offsets[i]), SampleServer: i == 0}
+		t := Task{ID: ts.id, Args: argsFor(i), Segment: result.Segment{Index: i, Count: n}, StartAt: start.Add(offsets[i]), SampleServer: i == 0,
+			Barrier: opts.BarrierPath != ""}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -38,6 +38,9 @@ type Hook struct {
 	// Deliver receives the command's result (worker side). The command then writes no files and
 	// prints no report: the coordinator writes the merged one.
 	Deliver func(v any) error
+	// BarrierPath, when set, is the hold barrier (a Unix socket) the command joins instead of the
+	// one its spec names: the worker's relay to the run's barrier on the coordinator's machine.
+	BarrierPath string
 
 	// KeycastRun, when set, replaces keycastload.Run (coordinator side): the run configured by
 	// `keycast run` or a `keycast capacity` phase is spread over the workers.

@@ -3,6 +3,7 @@ package coord
 import (
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/hist"
@@ -22,6 +23,7 @@ type taskState struct {
 	finished []bool // per worker: result delivered
 	next     int    // first interval not yet complete
 	stopped  bool
+	proxies  []net.Conn // hold barrier relays, by worker
 	results  chan arrival
 	events   chan any
 	progress io.Writer

@@ -82,6 +82,18 @@ type Task struct {
 	// SampleServer says this worker samples the target's own counters each interval (one worker
 	// does, so merged samples are not counted N times).
 	SampleServer bool `json:"sample_server,omitempty"`
+	// Barrier says the command holds at a hold barrier (LinkKeys connections): the worker serves a
+	// local one for it and relays ready and release through the coordinator to the run's barrier.
+	Barrier bool `json:"barrier,omitempty"`
+}
+
+// BarrierMsg relays a worker's hold barrier: ready with the connections held, or gone (the
+// command left the barrier without being ready).
+type BarrierMsg struct {
+	Index int   `json:"index"`
+	Task  int   `json:"task"`
+	Held  int64 `json:"held"`
+	Gone  bool  `json:"gone,omitempty"`
 }
 
 // TaskReply is the worker's answer to a task: accepted (it will start at StartAt) or refused.

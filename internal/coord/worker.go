@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +65,7 @@ type worker struct {
 	task      atomic.Int64 // current task id, -1 when idle
 
 	mu         sync.Mutex
+	release    chan struct{} // closed when the coordinator releases the current task's barrier
 	cancelTask context.CancelFunc
 	busy       bool
 	done       chan error
@@ -171,6 +175,7 @@ func (w *worker) subscribe() error {
 		{w.subj.worker(w.index, "ping"), w.onPing},
 		{w.subj.worker(w.index, "task"), w.onTask},
 		{w.subj.worker(w.index, "bye"), w.onBye},
+		{w.subj.worker(w.index, "release"), w.onRelease},
 		{w.subj.sub("abort"), w.onAbort},
 		{w.subj.sub("coord"), w.onCoord},
 	}
@@ -293,6 +298,15 @@ func (w *worker) runTask(ctx context.Context, t Task) {
 			delivered = b
 			return err
 		},
+	}
+	if t.Barrier {
+		path, stop, err := w.serveBarrier(t)
+		if err != nil {
+			w.log.Error("cannot serve the hold barrier; the command holds for nothing", "err", err)
+		} else {
+			hook.BarrierPath = path
+			defer stop()
+		}
 	}
 	err := w.cfg.Exec(WithHook(ctx, hook), t.Args)
 	w.state.Store("uploading")
@@ -418,4 +432,76 @@ func (w *worker) watchdog(ctx context.Context) {
 			}
 		}
 	}
+}
+
+func (w *worker) onRelease(m *nats.Msg) {
+	var b BarrierMsg
+	if w.sig.open(m, &b) != nil || int64(b.Task) != w.task.Load() {
+		return
+	}
+	w.mu.Lock()
+	if w.release != nil {
+		close(w.release)
+		w.release = nil
+	}
+	w.mu.Unlock()
+}
+
+// serveBarrier serves a local hold barrier for one task: the command connects and says "ready N"
+// when its connections are established; the worker relays that to the coordinator, which feeds the
+// run's own barrier, and closes the command's connection when the coordinator relays the release.
+func (w *worker) serveBarrier(t Task) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "loadproof-barrier-*")
+	if err != nil {
+		return "", nil, err
+	}
+	path := dir + "/b.sock"
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	release := make(chan struct{})
+	w.mu.Lock()
+	w.release = release
+	w.mu.Unlock()
+	send := func(b BarrierMsg) {
+		b.Index, b.Task = w.index, t.ID
+		if m, err := w.sig.msg(w.subj.sub("ready"), b); err == nil {
+			_ = w.nc.PublishMsg(m)
+		}
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			send(BarrierMsg{Gone: true})
+			return
+		}
+		defer c.Close()
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(c)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		for line := range lines {
+			if rest, ok := strings.CutPrefix(line, "ready "); ok {
+				held, _ := strconv.ParseInt(rest, 10, 64)
+				send(BarrierMsg{Held: held})
+				select {
+				case <-release:
+				case <-lines: // the command left (its context ended)
+				}
+				return
+			}
+		}
+		send(BarrierMsg{Gone: true})
+	}()
+	stop := func() {
+		ln.Close()
+		os.RemoveAll(dir)
+	}
+	return path, stop, nil
 }
