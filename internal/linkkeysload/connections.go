@@ -148,7 +148,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runConnectionsSegment(ctx, cfg, engine.Whole, progress, func(ctx context.Context, _ []*tls.Conn) {
+		res, err = runConnectionsSegment(ctx, cfg, r.seg(), progress, func(ctx context.Context, _ []*tls.Conn) {
 			progress.Close()
 			sleepCtx(ctx, hold)
 		})

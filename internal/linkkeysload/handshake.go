@@ -170,7 +170,7 @@ func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, er
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runHandshakeSegment(ctx, cfg, engine.Whole)
+		res, err = runHandshakeSegment(ctx, cfg, r.seg())
 	} else {
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdHandshakeBench, Handshake: &cfg}, nil)
 	}

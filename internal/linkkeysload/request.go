@@ -463,11 +463,11 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 	if r.Workers <= 1 {
 		var conns []*tls.Conn
 		var a *Attempts
-		conns, a, err = setupConns(ctx, cfg, engine.Whole)
+		conns, a, err = setupConns(ctx, cfg, r.seg())
 		if err != nil {
 			return Result{}, err
 		}
-		res, err = driveRequests(ctx, cfg, engine.Whole, conns, a, r.stderr(), func(n int64) { WriteRequestEstablished(out, n) })
+		res, err = driveRequests(ctx, cfg, r.seg(), conns, a, r.stderr(), func(n int64) { WriteRequestEstablished(out, n) })
 	} else {
 		// Workers set up their own connections; the line reports the total once all are done.
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdRequestBench, Requests: &cfg}, nil)

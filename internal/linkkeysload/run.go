@@ -39,6 +39,17 @@ type Run struct {
 	// hidden worker command's --spec) in segment order and returns their result files' contents in
 	// the same order, nil for a worker that delivered none.
 	Spread func(ctx context.Context, specs []string) ([][]byte, error)
+	// Segment, when set, is the part of the run this command runs (--segment I/N); its worker
+	// processes split it again (Segment.Sub), so N commands together run exactly the whole run.
+	Segment engine.Segment
+}
+
+// seg is the command's segment (the whole run when none is set).
+func (r *Run) seg() engine.Segment {
+	if r.Segment.Count <= 0 {
+		return engine.Whole
+	}
+	return r.Segment
 }
 
 func (r *Run) log() *slog.Logger {
@@ -91,9 +102,9 @@ type WorkerSpec struct {
 func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Result, error) {
 	n := max(r.Workers, 1)
 	specs := make([]string, n)
-	for i, seg := range engine.Split(n) {
+	for i := range n {
 		s := spec
-		s.Segment = seg
+		s.Segment = r.seg().Sub(n, i)
 		b, err := json.Marshal(s)
 		if err != nil {
 			return Result{}, errorf("encoding worker spec: %w", err)
