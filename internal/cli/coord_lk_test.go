@@ -131,3 +131,35 @@ func TestCoordinateLinkKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkKeysSegmentsTileTheRun: the two --segment halves of a ddos and a connections run (each
+// fanned out to two processes) together make exactly the whole run's attempts.
+func TestLinkKeysSegmentsTileTheRun(t *testing.T) {
+	info, _ := lkServer(t)
+	dir := t.TempDir()
+	for _, c := range [][]string{
+		{"ddos", "--sources", "101", "--concurrency", "8", "--client-ip-base", "127.9.0.0"},
+		{"connections", "--count", "61", "--concurrency", "8", "--hold-secs", "0", "--client-ip-count", "6"},
+	} {
+		var parts []linkkeysload.Result
+		for i := 1; i <= 2; i++ {
+			out := filepath.Join(dir, fmt.Sprintf("%s-%d.json", c[0], i))
+			args := append(append([]string{"linkkeys"}, c...), "--info-file", info, "--workers", "2", "--segment", fmt.Sprintf("%d/2", i), "--json", out)
+			if code, errs := umbrella(context.Background(), t, args...); code != ExitOK {
+				t.Fatalf("%s segment %d: exit %d: %s", c[0], i, code, errs)
+			}
+			parts = append(parts, readLK(t, out))
+		}
+		m, err := linkkeysload.Merge(parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(101)
+		if c[0] == "connections" {
+			want = 61
+		}
+		if m.Attempts.Attempted != want || len(m.Segments) != 4 {
+			t.Errorf("%s: merged %d attempts over %d segments; want %d over 4 (%v)", c[0], m.Attempts.Attempted, len(m.Segments), want, m.Segments)
+		}
+	}
+}

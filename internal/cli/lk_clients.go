@@ -27,12 +27,14 @@ type lkCommon struct {
 	infoFile string
 	jsonPath string
 	workers  int
+	segment  string
 }
 
 func (c *lkCommon) bind(f *pflag.FlagSet) {
 	f.StringVar(&c.infoFile, "info-file", linkkeysload.DefaultInfoFile, "info file written by the `server` subcommand")
 	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts, failure reasons, HDR latency histograms, machine record) as JSON to this file")
 	f.IntVar(&c.workers, "workers", 0, "worker processes of this binary to spread the sockets over (0: enough to stay under the open-file soft limit)")
+	f.StringVar(&c.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' attempts, concurrency and source addresses are disjoint and together the whole run")
 }
 
 // lkStdoutIsTerminal reports whether the command's stdout is a terminal (the live bar replaces the
@@ -96,6 +98,10 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 	if hook != nil && hook.Spread != nil {
 		workers = hook.Workers // one segment per coordinated worker
 	}
+	seg, err := parseSegment(c.segment)
+	if err != nil {
+		return target, hints, linkkeysload.Run{}, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return target, hints, linkkeysload.Run{}, &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -107,7 +113,7 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
-		Spread: hookSpread(hook),
+		Spread: hookSpread(hook), Segment: seg,
 	}, nil
 }
 
