@@ -35,6 +35,9 @@ type EmbeddedConfig struct {
 	Listen string
 	// Token is the authorization token; empty generates a random one.
 	Token string
+	// NoJetStream runs the server without JetStream, so results travel in chunks (tests of that
+	// path; a cluster whose NATS lacks JetStream).
+	NoJetStream bool
 }
 
 // StartEmbedded starts the embedded server and waits until it accepts connections.
@@ -68,7 +71,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		Host:          host,
 		Port:          port,
 		Authorization: token,
-		JetStream:     true,
+		JetStream:     !cfg.NoJetStream,
 		StoreDir:      dir,
 		NoSigs:        true,
 		NoLog:         true,
