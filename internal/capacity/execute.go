@@ -222,7 +222,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 		pe.Results = res
 		pe.Checks, pe.StopChecks = PhaseChecks(plan, ph, res.Summary)
 		pe.Passed, pe.StopBreached = PhaseOutcome(pe.Checks, pe.StopChecks)
-		interrupted := false
+		interrupted, workerLost := false, false
 		if s := res.Stop; s != nil {
 			switch s.Reason {
 			case keycastload.StopCondition:
@@ -231,7 +231,18 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 				pe.Passed, pe.StopBreached = false, true
 			case keycastload.StopSignal:
 				interrupted = true
+			case StopReasonWorkerLost:
+				workerLost = true
 			}
+		}
+		if workerLost && ctx.Err() == nil {
+			msg := fmt.Sprintf("capacity: phase %q was cut short after %.1f s of its %d s: a load worker was lost (%s); its results are the other workers' partial ones",
+				ph.Name, res.Summary.DurationSecs, ph.DurationSeconds, res.Stop.Metric)
+			pe.Error, pe.Interrupted, pe.Passed = &msg, true, false
+			phases = append(phases, pe)
+			fmt.Fprintf(progress, "capacity: phase %s cut short: a load worker was lost\n", ph.Name)
+			stop(ph.Name, StopReasonWorkerLost)
+			break
 		}
 		if ctx.Err() != nil {
 			interrupted = true
@@ -284,7 +295,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	if c.Passed {
 		return ev, nil
 	}
-	if stopReason == StopReasonPhaseError || stopReason == StopReasonSignal {
+	if stopReason == StopReasonPhaseError || stopReason == StopReasonSignal || stopReason == StopReasonWorkerLost {
 		detail := "interrupted by a signal before the first phase"
 		if n := len(phases); n > 0 {
 			detail = "interrupted by a signal after phase " + strconv.Quote(phases[n-1].Name)
