@@ -395,3 +395,75 @@ func TestWorkerRefusesUnauthorizedTarget(t *testing.T) {
 		t.Error("a worker would run `keycast server`")
 	}
 }
+
+// TestCoordinateCapacityWorkerKilled kills one of three workers during a capacity plan's first
+// phase: the run exits 4, and the bundle keeps the phase's partial results from the others with
+// stop reason worker-lost, verifiable against its manifest.
+func TestCoordinateCapacityWorkerKilled(t *testing.T) {
+	srv := kctest.Start(t, keycastserver.Config{})
+	users := kcUsers(t, srv.URL, 3)
+	dir := t.TempDir()
+	p, err := capacity.ReadPlan("../../docs/capacity-plan.example.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.UsersFile, p.TargetURL = users, srv.URL
+	for i := range p.Phases {
+		p.Phases[i].DurationSeconds, p.Phases[i].RampUpSeconds, p.Phases[i].Concurrency = 30, 0, 3
+		p.Phases[i].Method = keycast.MethodGetPublicKey
+	}
+	b, _ := p.Encode()
+	planPath := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(planPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url, token := externalNATS(t)
+	prefix := "lpcapkill" + fmt.Sprint(time.Now().UnixNano())
+	var werr safeBuf
+	var victim *exec.Cmd
+	for i := range 3 {
+		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("cw%d", i))
+		if i == 1 {
+			victim = c
+		}
+	}
+	out := filepath.Join(dir, "evidence")
+	done := make(chan struct{})
+	var code int
+	var errs string
+	go func() {
+		defer close(done)
+		code, errs = umbrella(context.Background(), t, "coordinate", "--workers", "3", "--nats", url, "--nats-token", token, "--prefix", prefix,
+			"--start-lead", "500ms", "--", "keycast", "capacity", "--plan", planPath, "--output", out)
+	}()
+	time.Sleep(5 * time.Second)
+	_ = victim.Process.Kill()
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("the coordinator did not end after a worker was killed")
+	}
+	if code != ExitWorkerLost {
+		t.Fatalf("coordinate exit %d; want %d: %s", code, ExitWorkerLost, errs)
+	}
+	eb, err := os.ReadFile(filepath.Join(out, capacity.EvidenceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := capacity.ReadEvidence(eb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.StopReason != capacity.StopReasonWorkerLost || len(ev.Phases) != 1 || !ev.Phases[0].Interrupted || ev.Phases[0].Results == nil {
+		t.Fatalf("evidence: stop %q, %d phases", ev.StopReason, len(ev.Phases))
+	}
+	if r := ev.Phases[0].Results; len(r.Machines) != 2 || r.Summary.TotalRequests == 0 {
+		t.Errorf("partial phase results: %d machine records, %d requests", len(r.Machines), r.Summary.TotalRequests)
+	}
+	if err := capacity.VerifyBundle(out); err != nil {
+		t.Errorf("bundle: %v", err)
+	}
+	if _, err := os.Stat(out + ".coordination.json"); err != nil {
+		t.Error(err)
+	}
+}

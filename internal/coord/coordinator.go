@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/capacity/plan"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
@@ -774,7 +775,7 @@ func (c *Coordinator) await(ctx context.Context, ts *taskState) (*TaskResult, er
 				res.Lost, lostIdx = ev, ev.Index
 				if res.Stop == nil {
 					now := time.Now()
-					res.Stop = &result.StopEvent{Reason: "worker-lost", Metric: "worker " + strconv.Itoa(ev.Index) + " " + ev.Name,
+					res.Stop = &result.StopEvent{Reason: capacity.StopReasonWorkerLost, Metric: "worker " + strconv.Itoa(ev.Index) + " " + ev.Name,
 						ElapsedSecs: max(now.Sub(ts.startAt).Seconds(), 0), At: now.UTC().Format(time.RFC3339Nano)}
 				}
 				fmt.Fprintf(c.cfg.Progress, "coordinate: %v\n", ev)
