@@ -239,8 +239,11 @@ func outputOf(args []string) string {
 		}
 	}
 	if out == "" {
-		if len(args) >= 2 && args[1] == "capacity" {
-			return strings.TrimSuffix("./capacity-evidence", "/")
+		switch {
+		case len(args) >= 2 && args[1] == "capacity":
+			return "./capacity-evidence"
+		case len(args) >= 1 && args[0] == "linkkeys":
+			return "./linkkeys-" + args[min(1, len(args)-1)]
 		}
 		return "./loadtest-results.json"
 	}
