@@ -21,6 +21,7 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -67,21 +68,22 @@ func (n *natsFlags) conn(name string) coord.ConnConfig {
 // record (machine, clock offset, state, last snapshot), every task with its start instant and the
 // measured start skew, and a lost worker, if any.
 type coordManifest struct {
-	Format    string              `json:"format"`
-	Run       string              `json:"run"`
-	Command   []string            `json:"command"`
-	NATS      string              `json:"nats"`
-	Embedded  bool                `json:"embedded_nats"`
-	Transport string              `json:"result_transport"`
-	StartedAt time.Time           `json:"started_at"`
-	EndedAt   time.Time           `json:"ended_at"`
-	ExitCode  int                 `json:"exit_code"`
-	Error     string              `json:"error,omitempty"`
-	Workers   []coord.WorkerInfo  `json:"workers"`
-	Tasks     []coord.TaskRecord  `json:"tasks"`
-	Lost      *coord.LostRecord   `json:"lost_worker,omitempty"`
-	Flags     map[string]string   `json:"flags,omitempty"`
-	Outputs   map[string][]string `json:"outputs,omitempty"`
+	Format      string              `json:"format"`
+	Run         string              `json:"run"`
+	Command     []string            `json:"command"`
+	NATS        string              `json:"nats"`
+	Embedded    bool                `json:"embedded_nats"`
+	Transport   string              `json:"result_transport"`
+	StartedAt   time.Time           `json:"started_at"`
+	EndedAt     time.Time           `json:"ended_at"`
+	ExitCode    int                 `json:"exit_code"`
+	Error       string              `json:"error,omitempty"`
+	Coordinator machine.Record      `json:"coordinator_machine"`
+	Workers     []coord.WorkerInfo  `json:"workers"`
+	Tasks       []coord.TaskRecord  `json:"tasks"`
+	Lost        *coord.LostRecord   `json:"lost_worker,omitempty"`
+	Flags       map[string]string   `json:"flags,omitempty"`
+	Outputs     map[string][]string `json:"outputs,omitempty"`
 }
 
 func newCoordinateCmd(env *Env) *cobra.Command {
@@ -193,7 +195,7 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 	}
 	m := coordManifest{Format: "loadproof.coordination/v1", Run: co.Run(), Command: args, NATS: co.URL(), Embedded: o.nf.url == "",
 		Transport: co.Transport(), StartedAt: started, EndedAt: time.Now(), ExitCode: code, Workers: co.Workers(), Tasks: co.Tasks(),
-		Flags: lkFlags(cmd)}
+		Flags: lkFlags(cmd), Coordinator: machine.Collect()}
 	for _, k := range []string{"token", "nats-token", "secret"} {
 		delete(m.Flags, k)
 	}

@@ -851,7 +851,10 @@ func (c *Coordinator) onResult(m *nats.Msg) {
 	}
 	c.mu.Unlock()
 	if ts != nil && ts.id == r.Task && r.Index >= 0 && r.Index < c.cfg.Workers {
-		ts.results <- a
+		select {
+		case ts.results <- a:
+		default: // a repeat of a result already counted (its acknowledgement was lost)
+		}
 	}
 }
 
