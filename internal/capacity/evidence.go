@@ -34,6 +34,9 @@ const (
 	StopReasonSignal = "signal"
 	// StopReasonWriteError: a phase ran but its results file could not be written (a full disk).
 	StopReasonWriteError = "write-error"
+	// StopReasonWorkerLost: a load worker of a run spread over many machines stopped reporting
+	// (loadproof coordinate); the phase's results are the other workers' partial ones.
+	StopReasonWorkerLost = "worker-lost"
 )
 
 // Evidence is evidence.json: upstream's a8d40c9 fields first, in upstream's order and spelling
@@ -150,6 +153,8 @@ func Conclude(plan *Plan, phases []PhaseEvidence, stopReason string) Conclusion 
 		switch stopReason {
 		case StopReasonSignal:
 			why = "the run was interrupted by a signal"
+		case StopReasonWorkerLost:
+			why = "a load worker was lost"
 		case StopReasonPhaseError:
 			why = "a phase could not run"
 		case StopReasonWriteError:

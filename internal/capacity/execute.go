@@ -253,7 +253,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 			break
 		}
 		pe.ResultsFile = name
-		interrupted := false
+		interrupted, workerLost := false, false
 		if s := res.Stop; s != nil {
 			switch s.Reason {
 			case keycastload.StopCondition:
@@ -262,7 +262,18 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 				pe.Passed, pe.StopBreached = false, true
 			case keycastload.StopSignal:
 				interrupted = true
+			case StopReasonWorkerLost:
+				workerLost = true
 			}
+		}
+		if workerLost && ctx.Err() == nil {
+			msg := fmt.Sprintf("capacity: phase %q was cut short after %.1f s of its %d s: a load worker was lost (%s); its results are the other workers' partial ones",
+				ph.Name, res.Summary.DurationSecs, ph.DurationSeconds, res.Stop.Metric)
+			pe.Error, pe.Interrupted, pe.Passed = &msg, true, false
+			phases = append(phases, pe)
+			fmt.Fprintf(progress, "capacity: phase %s cut short: a load worker was lost\n", ph.Name)
+			stop(ph.Name, StopReasonWorkerLost)
+			break
 		}
 		if ctx.Err() != nil {
 			interrupted = true
@@ -316,7 +327,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	if c.Passed {
 		return ev, nil
 	}
-	if stopReason == StopReasonPhaseError || stopReason == StopReasonSignal || stopReason == StopReasonWriteError {
+	if stopReason == StopReasonPhaseError || stopReason == StopReasonSignal || stopReason == StopReasonWriteError || stopReason == StopReasonWorkerLost {
 		detail := "interrupted by a signal before the first phase"
 		if n := len(phases); n > 0 {
 			detail = "interrupted by a signal after phase " + strconv.Quote(phases[n-1].Name)

@@ -36,6 +36,22 @@ type Run struct {
 	JSONPath string
 	// Log receives diagnostics; nil discards them.
 	Log *slog.Logger
+	// Spread, when set, runs the Workers segments somewhere other than local processes (a
+	// coordinator's workers on other machines): it gets each segment's worker spec (JSON, the
+	// hidden worker command's --spec) in segment order and returns their result files' contents in
+	// the same order, nil for a worker that delivered none.
+	Spread func(ctx context.Context, specs []string) ([][]byte, error)
+	// Segment, when set, is the part of the run this command runs (--segment I/N); its worker
+	// processes split it again (Segment.Sub), so N commands together run exactly the whole run.
+	Segment engine.Segment
+}
+
+// seg is the command's segment (the whole run when none is set).
+func (r *Run) seg() engine.Segment {
+	if r.Segment.Count <= 0 {
+		return engine.Whole
+	}
+	return r.Segment
 }
 
 func (r *Run) log() *slog.Logger {
@@ -94,9 +110,9 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 	if r.Metrics != nil {
 		spec.ServerMetrics = r.Metrics.Location
 	}
-	for i, seg := range engine.Split(n) {
+	for i := range n {
 		s := spec
-		s.Segment = seg
+		s.Segment = r.seg().Sub(n, i)
 		b, err := json.Marshal(s)
 		if err != nil {
 			return Result{}, errorf("encoding worker spec: %w", err)
@@ -123,7 +139,13 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 			fmt.Fprintln(out, line)
 		},
 	}
-	raw, runErr := f.Run(ctx)
+	var raw [][]byte
+	var runErr error
+	if r.Spread != nil {
+		raw, runErr = r.Spread(ctx, specs)
+	} else {
+		raw, runErr = f.Run(ctx)
+	}
 	var parts []Result
 	for i, b := range raw {
 		if b == nil {
