@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -186,7 +185,7 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 		code, runErr = ExitCouldNotRun, err
 		fmt.Fprintf(env.Stderr, "error: %v\n", err)
 	} else {
-		hook := &coord.Hook{KeycastRun: co.KeycastRun, Spread: co.Spread, Workers: co.Count()}
+		hook := &coord.Hook{KeycastRun: co.KeycastRun, LinkKeysRun: co.LinkKeysRun, Workers: co.Count()}
 		code = Run(coord.WithHook(ctx, hook), Loadproof, args, env)
 	}
 	lost := co.Lost()
@@ -371,49 +370,17 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	return c
 }
 
-// hookSpread is the coordinator's Spread for a LinkKeys client, or nil.
-func hookSpread(h *coord.Hook) func(context.Context, []string) ([][]byte, error) {
+// hookLinkKeysRun is the coordinator's LinkKeysRun for a LinkKeys client, or nil.
+func hookLinkKeysRun(h *coord.Hook) func(context.Context, string) ([][]byte, error) {
 	if h == nil {
 		return nil
 	}
-	return h.Spread
+	return h.LinkKeysRun
 }
 
-// execClient runs a client command through the loadproof tree in this process. A LinkKeys worker
-// spec writes its result to a file (the clients' own fan-out form); it is read back and delivered.
+// execClient runs a client command through the loadproof tree in this process. The command reads
+// the task's hook from ctx: it runs its segment from the start instant and delivers its result.
 func execClient(ctx context.Context, env *Env, args []string) error {
-	if len(args) >= 2 && args[0] == "linkkeys" && args[1] == "worker" {
-		dir, err := os.MkdirTemp("", "loadproof-task-*")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		path := dir + "/result.json"
-		args = slices.Clone(args)
-		if h := coord.HookFrom(ctx); h != nil && h.BarrierPath != "" {
-			// The spec's barrier is a socket on the coordinator's machine; hold at the worker's relay.
-			if i := slices.Index(args, "--spec"); i >= 0 && i+1 < len(args) {
-				var spec linkkeysload.WorkerSpec
-				if err := json.Unmarshal([]byte(args[i+1]), &spec); err == nil && spec.Barrier != "" {
-					spec.Barrier = h.BarrierPath
-					if b, err := json.Marshal(spec); err == nil {
-						args[i+1] = string(b)
-					}
-				}
-			}
-		}
-		if err := runClient(ctx, env, append(args, "--result", path)); err != nil {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("the LinkKeys worker wrote no result: %w", err)
-		}
-		if h := coord.HookFrom(ctx); h != nil && h.Deliver != nil {
-			return h.Deliver(json.RawMessage(b))
-		}
-		return nil
-	}
 	return runClient(ctx, env, args)
 }
 

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,10 +80,22 @@ func readLK(t *testing.T, path string) linkkeysload.Result {
 	return r
 }
 
+// umbrellaOut is umbrella with the command's stdout too.
+func umbrellaOut(ctx context.Context, t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb safeBuf
+	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(&errb, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	code = Run(ctx, Loadproof, args, env)
+	return code, out.String(), errb.String()
+}
+
 // TestCoordinateLinkKeys runs connections and ddos in one process and over four worker processes
-// (the clients' own worker specs, carried by the coordinator): the merged attempts equal the
-// single run's, the merged latency histogram holds every success, and the server's own METRICS
-// account for every attempt of the merged run.
+// (one task of the client's worker spec, each worker running its segment of it): the merged attempts
+// equal the single run's, the merged latency histogram holds every success, and the server's own
+// METRICS account for every attempt of the merged run. The workers start at the coordinated
+// instant (none before it), and their live snapshots draw the coordinator's progress lines and
+// the client's own seed progress lines.
 func TestCoordinateLinkKeys(t *testing.T) {
 	info, metricsLog := lkServer(t)
 	dir := t.TempDir()
@@ -96,9 +111,19 @@ func TestCoordinateLinkKeys(t *testing.T) {
 			}
 			one := readLK(t, single)
 			merged := filepath.Join(dir, c[0]+"-merged.json")
-			args := append(append([]string{"coordinate", "--workers", "4", "--"}, base...), "--json", merged)
-			if code, errs := umbrella(context.Background(), t, args...); code != ExitOK {
+			args := append(append([]string{"coordinate", "--workers", "4", "--"}, base...), "--json", merged, "--progress-every", "1")
+			code, stdout, errs := umbrellaOut(context.Background(), t, args...)
+			if code != ExitOK {
 				t.Fatalf("coordinate exit %d: %s", code, errs)
+			}
+			if c[0] == "connections" {
+				// The hold keeps every worker's last snapshot well ahead of its result.
+				if !strings.Contains(errs, "coordinate: linkkeys connections t=") {
+					t.Errorf("no merged progress line on stderr:\n%s", errs)
+				}
+				if !strings.Contains(stdout, "  progress: attempted=") {
+					t.Errorf("no seed progress line on stdout:\n%s", stdout)
+				}
 			}
 			m := readLK(t, merged)
 			if m.Attempts.Attempted != one.Attempts.Attempted || m.Attempts.Succeeded != one.Attempts.Succeeded || m.Attempts.Failed != one.Attempts.Failed {
@@ -124,9 +149,25 @@ func TestCoordinateLinkKeys(t *testing.T) {
 					t.Errorf("server accounting %s: client %d, server %d", ch.Name, ch.Client, ch.Server)
 				}
 			}
-			if _, err := os.Stat(merged + ".coordination.json"); err != nil {
-				t.Error(err)
+			mb, err := os.ReadFile(merged + ".coordination.json")
+			if err != nil {
+				t.Fatal(err)
 			}
+			var man coordManifest
+			if err := json.Unmarshal(mb, &man); err != nil || len(man.Tasks) != 1 {
+				t.Fatalf("manifest: %v, %d tasks", err, len(man.Tasks))
+			}
+			task := man.Tasks[0]
+			if len(task.Starts) != 4 {
+				t.Fatalf("manifest task has %d starts; want 4", len(task.Starts))
+			}
+			for i, st := range task.Starts {
+				// Offsets on one machine are well under a millisecond; 20 ms is slack for the estimate.
+				if st.IsZero() || st.Before(task.StartAt.Add(-20*time.Millisecond)) {
+					t.Errorf("worker %d started at %s; the coordinated start was %s", i, st.Format(time.RFC3339Nano), task.StartAt.Format(time.RFC3339Nano))
+				}
+			}
+			t.Logf("start skew %.1f ms", task.StartSkewMs)
 			t.Log(fmt.Sprintf("%s: %d attempts, %d succeeded, checks %d", c[0], m.Attempts.Attempted, m.Attempts.Succeeded, len(m.Server.Checks)))
 		})
 	}

@@ -96,7 +96,7 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 		workers = linkkeysload.DefaultWorkers(fds, soft)
 	}
 	hook := coord.HookFrom(cmd.Context())
-	if hook != nil && hook.Spread != nil {
+	if hook != nil && hook.LinkKeysRun != nil {
 		workers = hook.Workers // one segment per coordinated worker
 	}
 	seg, err := parseSegment(c.segment)
@@ -114,7 +114,7 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
-		Spread: hookSpread(hook), Segment: seg,
+		Remote: hookLinkKeysRun(hook), Segment: seg,
 	}, nil
 }
 
@@ -435,6 +435,19 @@ func linkKeysHiddenCmds(env *Env) []*cobra.Command {
 		Short: "Run one worker's segment of a fanned-out client run (started by the client commands)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if h := coord.HookFrom(cmd.Context()); h != nil && h.Deliver != nil {
+				// A coordinated worker's task: its segment, start instant and barrier relay come
+				// from the coordinator; the result goes back over NATS, not to a file.
+				if spec == "" {
+					return usageError("worker: --spec is required")
+				}
+				res, err := linkkeysload.RunSpec(cmd.Context(), spec, env.Stdout,
+					linkkeysload.SpecOptions{Split: h.Segment, Start: h.Start, Barrier: h.BarrierPath})
+				if err != nil {
+					return lkResult(err)
+				}
+				return h.Deliver(res)
+			}
 			if spec == "" || result == "" {
 				return usageError("worker: --spec and --result are required (this command is started by the client commands)")
 			}

@@ -192,3 +192,71 @@ func TestJoinRefusals(t *testing.T) {
 		t.Error("the embedded server accepted a client without its token")
 	}
 }
+
+// TestLinkKeysRunMergesLiveAndRecordsStarts: a LinkKeys spec reaches every worker as one task (the
+// segment from the task, not the spec), the merged intervals reach the coordinator's own interval
+// observer in order, and each worker's measured start goes into the manifest's task record.
+func TestLinkKeysRunMergesLiveAndRecordsStarts(t *testing.T) {
+	emb, err := StartEmbedded(EmbeddedConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	var progress bytes.Buffer
+	c, err := NewCoordinator(context.Background(), CoordinatorConfig{Conn: ConnConfig{URL: emb.URL, Token: emb.Token}, Secret: "s", Workers: 2,
+		JoinTimeout: 20 * time.Second, StartLead: 200 * time.Millisecond, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const spec = `{"command":"ddos","segment":{"index":0,"count":0}}`
+	var mu sync.Mutex
+	var specs []string
+	exec := func(ctx context.Context, args []string) error {
+		h := HookFrom(ctx)
+		mu.Lock()
+		specs = append(specs, strings.Join(args, " "))
+		mu.Unlock()
+		if d := time.Until(h.Start); d > 0 {
+			time.Sleep(d)
+		}
+		started := time.Now()
+		for k := range 2 {
+			lat := hist.New()
+			lat.Record(time.Millisecond)
+			engine.IntervalObserver(ctx)(&result.Interval{T: float64(k), Secs: 1, Counts: map[string]int64{"success": 3, "tcp_connect_error": 1},
+				Latency: map[string]*hist.Histogram{"connect_handshake": lat}})
+		}
+		return h.Deliver(map[string]any{"started_at": started, "segment": h.Segment})
+	}
+	startWorkers(t, emb.URL, emb.Token, 2, exec)
+	if err := c.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var merged []int64
+	ctx := engine.WithIntervalObserver(context.Background(), func(iv *result.Interval) { merged = append(merged, iv.Total()) })
+	parts, err := c.LinkKeysRun(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range parts {
+		var got struct{ Segment result.Segment }
+		if err := json.Unmarshal(p, &got); err != nil || got.Segment != (result.Segment{Index: i, Count: 2}) {
+			t.Errorf("part %d: %v, segment %v", i, err, got.Segment)
+		}
+	}
+	want := "linkkeys worker --spec " + spec
+	if len(specs) != 2 || specs[0] != want || specs[1] != want {
+		t.Errorf("tasks %q; want two of %q", specs, want)
+	}
+	if len(merged) != 2 || merged[0] != 8 || merged[1] != 8 {
+		t.Errorf("the observer saw merged totals %v; want [8 8]", merged)
+	}
+	tasks := c.Tasks()
+	if len(tasks) != 1 || len(tasks[0].Starts) != 2 || tasks[0].Starts[0].IsZero() || tasks[0].Starts[1].IsZero() {
+		t.Fatalf("task records %+v", tasks)
+	}
+	if tasks[0].Describe != "linkkeys ddos" || !strings.Contains(progress.String(), "linkkeys ddos t=2s  16 ops") || strings.Contains(progress.String(), "p50=0.0ms") {
+		t.Errorf("record %q, progress:\n%s", tasks[0].Describe, progress.String())
+	}
+}

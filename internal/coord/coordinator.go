@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -144,6 +143,8 @@ func NewCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator, e
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
+	// Lines come from the task's goroutine and from the NATS handlers: one write at a time.
+	cfg.Progress = &lockedWriter{w: cfg.Progress}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -383,34 +384,6 @@ func (c *Coordinator) measureClocks(ctx context.Context) error {
 // Count is the number of workers (segments) of the run.
 func (c *Coordinator) Count() int { return c.cfg.Workers }
 
-// Spread runs LinkKeys worker specs (one per segment, in order) on the workers and returns their
-// results in order: the coordinator side of linkkeysload.Run.Spread. A lost worker fails it.
-func (c *Coordinator) Spread(ctx context.Context, specs []string) ([][]byte, error) {
-	if len(specs) != c.cfg.Workers {
-		return nil, fmt.Errorf("coord: %d worker specs for %d workers", len(specs), c.cfg.Workers)
-	}
-	argsFor := func(i int) []string { return []string{"linkkeys", "worker", "--spec", specs[i]} }
-	var spec struct {
-		Barrier string `json:"barrier"`
-	}
-	_ = json.Unmarshal([]byte(specs[0]), &spec)
-	tr, err := c.RunTaskEach(ctx, argsFor, TaskOptions{Describe: "linkkeys", BarrierPath: spec.Barrier})
-	if err != nil {
-		return nil, err
-	}
-	c.Record(tr, "linkkeys", argsFor(0), make([]time.Time, len(specs)))
-	var errs []error
-	for i, e := range tr.Errors {
-		if e != "" {
-			errs = append(errs, fmt.Errorf("worker %d: %s", i, e))
-		}
-	}
-	if tr.Lost != nil {
-		errs = append(errs, tr.Lost)
-	}
-	return tr.Parts, errors.Join(errs...)
-}
-
 // Workers returns a copy of what is known of every worker.
 func (c *Coordinator) Workers() []WorkerInfo {
 	c.mu.Lock()
@@ -602,6 +575,12 @@ type TaskOptions struct {
 	// BarrierPath is the run's hold barrier on this machine (a Unix socket), when the command holds
 	// at one: each worker's ready and release are relayed to it through one connection per worker.
 	BarrierPath string
+	// Observe, when set, receives every merged interval of the run, in order, once every worker has
+	// sent it (or finished): what the engine's interval observer receives from a run on one machine
+	// (a dashboard, a client's progress lines). It runs under the coordinator's lock: keep it short.
+	Observe func(iv *result.Interval)
+	// LatencyKind is the histogram the progress lines quote (default "latency", Keycast's).
+	LatencyKind string
 }
 
 // TaskResult is what came back from one task.
@@ -626,16 +605,8 @@ type TaskResult struct {
 // and the others' results are in (or ResultWait passed). ctx's end aborts the task on every worker;
 // their partial results still come back.
 func (c *Coordinator) RunTask(ctx context.Context, args []string, opts TaskOptions) (*TaskResult, error) {
-	return c.RunTaskEach(ctx, func(int) []string { return args }, opts)
-}
-
-// RunTaskEach is RunTask with each worker's own command line (argsFor(i) for worker i): for
-// commands whose segment travels inside their arguments (the LinkKeys worker spec).
-func (c *Coordinator) RunTaskEach(ctx context.Context, argsFor func(i int) []string, opts TaskOptions) (*TaskResult, error) {
-	for i := range c.cfg.Workers {
-		if err := CheckCommand(argsFor(i)); err != nil {
-			return nil, err
-		}
+	if err := CheckCommand(args); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	if c.lost != nil {
@@ -686,7 +657,7 @@ func (c *Coordinator) RunTaskEach(ctx context.Context, argsFor func(i int) []str
 	var wg sync.WaitGroup
 	refusals := make([]string, n)
 	for i := range n {
-		t := Task{ID: ts.id, Args: argsFor(i), Segment: result.Segment{Index: i, Count: n}, StartAt: start.Add(offsets[i]), SampleServer: i == 0,
+		t := Task{ID: ts.id, Args: args, Segment: result.Segment{Index: i, Count: n}, StartAt: start.Add(offsets[i]), SampleServer: i == 0,
 			Barrier: opts.BarrierPath != ""}
 		wg.Add(1)
 		go func() {
@@ -961,3 +932,15 @@ func (c *Coordinator) Tasks() []TaskRecord {
 
 // CanonicalHostFlag normalises a host given on the command line (the capacity rules' form).
 func CanonicalHostFlag(h string) (string, error) { return plan.CanonicalHostFlag(h) }
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -18,8 +18,8 @@ import (
 // Hook is how coordinate and worker reach into a client command run through the cli's cobra tree:
 // it travels in the command's context (WithHook). A command that honours it reads its share from
 // Segment, starts at Start and gives its result to Deliver instead of writing its output files
-// (worker side), or hands its configured run to KeycastRun instead of running it here (coordinator
-// side). The worker's snapshot publisher travels beside the hook in the same context, as the
+// (worker side), or hands its configured run to KeycastRun or LinkKeysRun instead of running it
+// here (coordinator side). The worker's snapshot publisher travels beside the hook in the same context, as the
 // engine's interval observer (engine.WithIntervalObserver), so every engine run of the command
 // hands it each interval snapshot without any configuration field on the way.
 type Hook struct {
@@ -40,10 +40,11 @@ type Hook struct {
 	// KeycastRun, when set, replaces keycastload.Run (coordinator side): the run configured by
 	// `keycast run` or a `keycast capacity` phase is spread over the workers.
 	KeycastRun func(ctx context.Context, cfg keycastload.RunConfig) (*keycastresult.Results, error)
-	// Spread and Workers, when set, replace a LinkKeys client's local worker processes
-	// (coordinator side): the client fans out to Workers segments and Spread runs their specs.
-	Spread  func(ctx context.Context, specs []string) ([][]byte, error)
-	Workers int
+	// LinkKeysRun and Workers, when set, replace a LinkKeys client's local worker processes
+	// (coordinator side): the client splits into Workers segments, one per worker, and LinkKeysRun
+	// runs its worker spec on them (see Coordinator.LinkKeysRun).
+	LinkKeysRun func(ctx context.Context, spec string) ([][]byte, error)
+	Workers     int
 }
 
 type hookKey struct{}

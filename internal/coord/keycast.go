@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -69,7 +70,7 @@ func (c *Coordinator) KeycastRun(ctx context.Context, cfg keycastload.RunConfig)
 		cfg.ReportInterval = keycastload.DefaultReportInterval
 	}
 	interval := time.Second
-	opts := TaskOptions{IntervalSecs: interval.Seconds(), Describe: "keycast run"}
+	opts := TaskOptions{IntervalSecs: interval.Seconds(), Describe: "keycast run", Observe: engine.IntervalObserver(ctx)}
 	if sc := cfg.Stop; sc != nil {
 		s := *sc
 		if s.Window == 0 {

@@ -69,6 +69,9 @@ func (ts *taskState) advance() {
 		k := ts.next
 		ts.next++
 		ts.report(k)
+		if ts.opts.Observe != nil {
+			ts.opts.Observe(&ts.merged[k])
+		}
 		if ts.stopped || ts.opts.Judge == nil || ts.anyFinished() {
 			continue
 		}
@@ -119,7 +122,11 @@ func (ts *taskState) report(k int) {
 	if ts.lat == nil {
 		ts.lat = hist.New()
 	}
-	if h := iv.Latency["latency"]; h != nil {
+	kind := ts.opts.LatencyKind
+	if kind == "" {
+		kind = "latency"
+	}
+	if h := iv.Latency[kind]; h != nil {
 		ts.lat.Merge(h)
 	}
 	rate := 0.0
