@@ -27,6 +27,9 @@ var forbidden = map[string][]string{
 	"capacity":     {"linkkeysserver", "keycastserver", "cli"},
 	// Result models are pure data that reports read.
 	"linkkeysresult": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	// Distributed runs are load-side; Kubernetes manifests render command lines only.
+	"coord": {"linkkeysserver", "keycastserver", "keycaststore", "report", "cli"},
+	"kube":  {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "coord", "cli"},
 	// Reports are drawn from result files alone.
 	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli", "dashboard"},
 	// The live dashboard serves the report's page; it runs no load and knows no protocol.

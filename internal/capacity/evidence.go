@@ -34,6 +34,9 @@ const (
 	StopReasonSignal = "signal"
 	// StopReasonWriteError: a phase ran but its results file could not be written (a full disk).
 	StopReasonWriteError = "write-error"
+	// StopReasonWorkerLost: a load worker of a run spread over many machines stopped reporting
+	// (docs/distributed.md); the phase keeps the other workers' partial results.
+	StopReasonWorkerLost = "worker-lost"
 )
 
 // Evidence is evidence.json: upstream's a8d40c9 fields first, in upstream's order and spelling

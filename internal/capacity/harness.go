@@ -239,7 +239,7 @@ func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Wr
 			break
 		}
 		rec.ResultsFile = name
-		interrupted := false
+		interrupted, workerLost := false, false
 		if s := res.Stop; s != nil {
 			switch s.Reason {
 			case StopReasonStopCondition:
@@ -248,7 +248,18 @@ func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Wr
 				rec.Passed, rec.StopBreached = false, true
 			case StopReasonSignal:
 				interrupted = true
+			case StopReasonWorkerLost:
+				workerLost = true
 			}
+		}
+		if workerLost && ctx.Err() == nil {
+			msg := fmt.Sprintf("capacity: phase %q was cut short after %.1f s of its %d s: a load worker was lost (%s); its results are the other workers' partial ones",
+				ph.Name, res.ElapsedSecs, ph.DurationSeconds, res.Stop.Metric)
+			rec.Error, rec.Interrupted, rec.Passed = &msg, true, false
+			out.Phases = append(out.Phases, rec)
+			fmt.Fprintf(progress, "capacity: phase %s cut short: a load worker was lost\n", ph.Name)
+			stop(ph.Name, StopReasonWorkerLost)
+			break
 		}
 		if ctx.Err() != nil {
 			interrupted = true
@@ -353,6 +364,8 @@ func conclude(planned []string, phases []verdictPhase, stopReason string, cert c
 			why = "a phase could not run"
 		case StopReasonWriteError:
 			why = "a phase's results could not be written"
+		case StopReasonWorkerLost:
+			why = "a load worker was lost"
 		case StopReasonStopCondition:
 			why = "a stop condition was breached"
 		}
@@ -387,7 +400,7 @@ func finishBundle[R any](b *bundle, evidence []byte, out runOutcome[R], passed b
 		return nil
 	}
 	switch out.StopReason {
-	case StopReasonPhaseError, StopReasonSignal, StopReasonWriteError:
+	case StopReasonPhaseError, StopReasonSignal, StopReasonWriteError, StopReasonWorkerLost:
 		detail := "interrupted by a signal before the first phase"
 		if n := len(out.Phases); n > 0 {
 			detail = "interrupted by a signal after phase " + strconv.Quote(out.Phases[n-1].Name)

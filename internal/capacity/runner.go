@@ -20,9 +20,16 @@ import (
 // conditions as live stop conditions. progress receives keycastload's progress lines; httpTimeout 0
 // keeps keycastload's default; tls says how the target's certificate is verified.
 func KeycastloadRunner(progress io.Writer, logger *slog.Logger, httpTimeout time.Duration, tls keycastload.TLSOptions) Runner {
+	return KeycastRunnerWith(keycastload.Run, progress, logger, httpTimeout, tls)
+}
+
+// KeycastRunnerWith is KeycastloadRunner with another function in keycastload.Run's place (a
+// coordinator that spreads each phase over many machines).
+func KeycastRunnerWith(runFn func(context.Context, keycastload.RunConfig) (*keycastresult.Results, error),
+	progress io.Writer, logger *slog.Logger, httpTimeout time.Duration, tls keycastload.TLSOptions) Runner {
 	return func(ctx context.Context, run PhaseRun) (*keycastresult.Results, error) {
 		ph := run.Phase
-		res, err := keycastload.Run(ctx, keycastload.RunConfig{
+		res, err := runFn(ctx, keycastload.RunConfig{
 			URL:            run.URL,
 			Concurrency:    ph.Concurrency,
 			Requests:       0,

@@ -134,6 +134,7 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 				"files of either, merged exactly), demo.",
 		}
 		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env), newMachineCmd(env))
+		root.AddCommand(newCoordinateCmd(env), newWorkerCmd(env), newKubeCmd(env))
 	}
 	root.Version = machine.LoadproofVersion()
 	root.SilenceUsage = true

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/keycastload"
 )
 
@@ -61,10 +62,14 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			if err := checkTLSFlags("capacity", plan.TargetURL, tlsOpts); err != nil {
 				return err
 			}
+			runner := capacityRunner
+			if h := coord.HookFrom(cmd.Context()); h != nil && h.KeycastRun != nil {
+				runner = capacity.KeycastRunnerWith(h.KeycastRun, env.Stderr, env.Logger, 0, tlsOpts)
+			}
 			ev, err := capacity.Execute(cmd.Context(), plan, capacity.Options{
 				OutputDir:  output,
 				Validate:   capacity.ValidateOptions{AllowHost: allowHost, RefuseHosts: refuseHosts},
-				Runner:     capacityRunner,
+				Runner:     runner,
 				TLS:        tlsOpts,
 				StopWindow: stopWindow,
 				Progress:   env.Stderr,

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -168,6 +169,7 @@ type runFlags struct {
 	maxErrorRate                             float64
 	maxErrorRateSet                          bool // --max-error-rate given (off otherwise, as upstream)
 	tls                                      keycastload.TLSOptions
+	segment                                  string
 }
 
 // newKeycastRunCmd is `run` (docs/protocol-keycast.md, run).
@@ -213,6 +215,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.DurationVar(&fl.timeout, "timeout", keycastload.DefaultHTTPTimeout, "per-request timeout")
 	addTLSFlags(f, &fl.tls)
 	f.Float64Var(&fl.maxErrorRate, "max-error-rate", 0, "exit 1 when the error rate (failed requests and connect failures over all attempts, 0-1) is above this (default: off)")
+	f.StringVar(&fl.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' requests, concurrency, rate and users are disjoint and together the whole run")
 	return c
 }
 
@@ -248,6 +251,11 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	if err := checkOutputFile("--output", fl.output); err != nil {
 		return err
 	}
+	if cfg.Segment, err = parseSegment(fl.segment); err != nil {
+		return err
+	}
+	hook := coord.HookFrom(ctx)
+	hook.Apply(&cfg)
 	if method != keycast.MethodRegister {
 		uf, err := keycast.ReadUsersFile(fl.usersFile)
 		if err != nil {
@@ -259,9 +267,16 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		cfg.Users = uf.Users
 		log.Info(fmt.Sprintf("Loaded %d users from %s", len(uf.Users), fl.usersFile))
 	}
-	res, err := keycastload.Run(ctx, cfg)
+	run := keycastload.Run
+	if hook != nil && hook.KeycastRun != nil {
+		run = hook.KeycastRun
+	}
+	res, err := run(ctx, cfg)
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	if hook != nil && hook.Deliver != nil {
+		return hook.Deliver(res) // a coordinated worker: the coordinator writes and judges the merged run
 	}
 	if err := finishRun(env, log, res, fl.output); err != nil {
 		return err

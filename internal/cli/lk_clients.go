@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/machine"
 )
@@ -27,12 +28,14 @@ type lkCommon struct {
 	infoFile string
 	jsonPath string
 	workers  int
+	segment  string
 }
 
 func (c *lkCommon) bind(f *pflag.FlagSet) {
 	f.StringVar(&c.infoFile, "info-file", linkkeysload.DefaultInfoFile, "the info `file` the server subcommand writes (port, domain, fingerprint, pid)")
 	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts by outcome, failure reasons, HDR latency histograms, one-second interval snapshots with server samples, machine records) as JSON to this `file`")
 	f.IntVar(&c.workers, "workers", 0, "worker processes of this binary to spread the sockets over (0: enough to stay under the open-file soft limit)")
+	f.StringVar(&c.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' attempts, concurrency and source addresses are disjoint and together the whole run")
 }
 
 // lkStdoutIsTerminal reports whether the command's stdout is a terminal (the live bar replaces the
@@ -92,6 +95,14 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 	if workers == 0 {
 		workers = linkkeysload.DefaultWorkers(fds, soft)
 	}
+	hook := coord.HookFrom(cmd.Context())
+	if hook != nil && hook.LinkKeysRun != nil {
+		workers = hook.Workers // one segment per coordinated worker
+	}
+	seg, err := parseSegment(c.segment)
+	if err != nil {
+		return target, hints, linkkeysload.Run{}, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return target, hints, linkkeysload.Run{}, &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -103,6 +114,7 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
+		Remote: hookLinkKeysRun(hook), Segment: seg,
 	}, nil
 }
 
@@ -423,6 +435,19 @@ func linkKeysHiddenCmds(env *Env) []*cobra.Command {
 		Short: "Run one worker's segment of a fanned-out client run (started by the client commands)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if h := coord.HookFrom(cmd.Context()); h != nil && h.Deliver != nil {
+				// A coordinated worker's task: its segment, start instant and barrier relay come
+				// from the coordinator; the result goes back over NATS, not to a file.
+				if spec == "" {
+					return usageError("worker: --spec is required")
+				}
+				res, err := linkkeysload.RunSpec(cmd.Context(), spec, env.Stdout,
+					linkkeysload.SpecOptions{Split: h.Segment, Start: h.Start, Barrier: h.BarrierPath})
+				if err != nil {
+					return lkResult(err)
+				}
+				return h.Deliver(res)
+			}
 			if spec == "" || result == "" {
 				return usageError("worker: --spec and --result are required (this command is started by the client commands)")
 			}

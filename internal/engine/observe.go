@@ -12,11 +12,20 @@ type observerKey struct{}
 // snapshot, as it closes, to fn (after Config.OnInterval). It is how a command attaches a live view
 // (the dashboard) to runs whose Config is built deep inside a driver package, the way
 // net/http/httptrace attaches a trace to requests: the observer travels with the run's context,
-// not through every configuration struct on the way. fn runs on the collector goroutine: it must
-// return quickly and must not keep the interval.
+// not through every configuration struct on the way. An observer ctx already carries keeps
+// receiving every snapshot, before fn (a distributed worker's snapshot publisher and a dashboard
+// both see the run). fn runs on the collector goroutine: it must return quickly and must not keep
+// the interval.
 func WithIntervalObserver(ctx context.Context, fn func(iv *result.Interval)) context.Context {
 	if fn == nil {
 		return ctx
+	}
+	if outer := IntervalObserver(ctx); outer != nil {
+		inner := fn
+		fn = func(iv *result.Interval) {
+			outer(iv)
+			inner(iv)
+		}
 	}
 	return context.WithValue(ctx, observerKey{}, fn)
 }

@@ -29,3 +29,15 @@ func TestIntervalObserverSeesWhatOnIntervalSees(t *testing.T) {
 		t.Error("a context without an observer has one")
 	}
 }
+
+// TestIntervalObserversNest: an observer attached under another one does not hide it; both see
+// every snapshot, the outer one first.
+func TestIntervalObserversNest(t *testing.T) {
+	var order []string
+	ctx := WithIntervalObserver(context.Background(), func(*result.Interval) { order = append(order, "outer") })
+	ctx = WithIntervalObserver(ctx, func(*result.Interval) { order = append(order, "inner") })
+	IntervalObserver(ctx)(&result.Interval{})
+	if len(order) != 2 || order[0] != "outer" || order[1] != "inner" {
+		t.Errorf("observers called %v; want [outer inner]", order)
+	}
+}

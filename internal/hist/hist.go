@@ -258,3 +258,36 @@ func (c *Concurrent) Snapshot() *Histogram {
 	defer c.mu.Unlock()
 	return c.h.Clone()
 }
+
+// Bucket is one non-empty bucket of a histogram: the lowest value (µs) it holds and its count.
+type Bucket struct {
+	Micros, Count int64
+}
+
+// Buckets returns the non-empty buckets in value order: a sparse form (a few hundred pairs where
+// the full HDR form spans the whole 1 µs..10 min range) that AddBuckets merges back exactly, for
+// live snapshots sent many times a second.
+func (h *Histogram) Buckets() []Bucket {
+	if h == nil || h.h == nil || h.h.TotalCount() == 0 {
+		return nil
+	}
+	var out []Bucket
+	for _, b := range h.h.Distribution() {
+		if b.Count > 0 {
+			out = append(out, Bucket{Micros: b.From, Count: b.Count})
+		}
+	}
+	return out
+}
+
+// AddBuckets adds buckets (from Buckets) into h; values outside the trackable range are clamped.
+func (h *Histogram) AddBuckets(bs []Bucket) {
+	h.init()
+	for _, b := range bs {
+		if b.Count <= 0 {
+			continue
+		}
+		us := min(max(b.Micros, Lowest), Highest)
+		_ = h.h.RecordValues(us, b.Count)
+	}
+}

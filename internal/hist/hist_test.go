@@ -120,3 +120,20 @@ func BenchmarkRecord(b *testing.B) {
 		h.Record(time.Duration(i%100000) * time.Microsecond)
 	}
 }
+
+func TestBucketsRoundTripExactly(t *testing.T) {
+	h := New()
+	for i := range 5000 {
+		h.Record(time.Duration(i*i%900_000+1) * time.Microsecond)
+	}
+	h.Record(time.Hour) // clamped
+	back := New()
+	back.AddBuckets(h.Buckets())
+	back.AddBuckets(nil)
+	if back.Count() != h.Count() || back.Summary() != h.Summary() {
+		t.Fatalf("sparse round trip: %+v; want %+v", back.Summary(), h.Summary())
+	}
+	if New().Buckets() != nil {
+		t.Error("an empty histogram has buckets")
+	}
+}

@@ -77,6 +77,12 @@ type RunConfig struct {
 	// interleaved (local n is global n·Count+Index), so the segments of a split run together send
 	// exactly what one whole run would.
 	Segment engine.Segment
+	// Start, when set, is the instant the load starts (a coordinated start across machines); the
+	// engine waits for it after the target has answered its probe.
+	Start time.Time
+	// NoServerSample turns off the per-interval /api/metrics samples (Interval.Server): in a run
+	// spread over machines one segment samples the target, so merged samples are not counted twice.
+	NoServerSample bool
 	// Progress receives progress lines (the upstream "Progress: …" line); nil discards them.
 	Progress io.Writer
 	// Logger receives log records; nil discards them.

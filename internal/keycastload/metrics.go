@@ -40,6 +40,22 @@ func FetchServerMetrics(ctx context.Context, url string) (keycastresult.ServerMe
 	return fetchServerMetrics(ctx, metricsClient, url)
 }
 
+// FetchServerMetricsTLS is FetchServerMetrics for a target reached with TLS options (--ca-cert,
+// --insecure-skip-verify): what a coordinator reads before and after a run it spread. It fails as
+// TLSOptions.Check does.
+func FetchServerMetricsTLS(ctx context.Context, url string, o TLSOptions) (keycastresult.ServerMetrics, map[string]float64, error) {
+	tc, err := o.ClientConfig(url)
+	if err != nil {
+		return keycastresult.ServerMetrics{}, nil, err
+	}
+	if tc == nil {
+		return fetchServerMetrics(ctx, metricsClient, url)
+	}
+	tr := httpTransport(tc, 1)
+	tr.DisableKeepAlives = true
+	return fetchServerMetrics(ctx, &http.Client{Transport: tr}, url)
+}
+
 func fetchServerMetrics(ctx context.Context, hc *http.Client, url string) (keycastresult.ServerMetrics, map[string]float64, error) {
 	u := strings.TrimRight(url, "/") + keycast.PathMetrics
 	ctx, cancel := context.WithTimeout(ctx, metricsTimeout)

@@ -259,7 +259,8 @@ func (r *runner) engineConfig(tb *timelineBuilder) engine.Config {
 			}
 		},
 	}
-	if r.sampleServer {
+	ec.Start = cfg.Start
+	if r.sampleServer && !cfg.NoServerSample {
 		ec.Sample = func(ctx context.Context) (map[string]float64, error) {
 			_, series, err := fetchServerMetrics(ctx, r.metricsClient(), cfg.URL)
 			return series, err
@@ -370,17 +371,42 @@ func (r *runner) results(run *engine.Run, timeline []keycastresult.TimelinePoint
 
 // judge evaluates the live stop conditions over the engine's window.
 func (r *runner) judge(_ time.Duration, w *engine.Window) *result.StopEvent {
-	sc := r.cfg.Stop
 	byClass := w.Counts()
-	var c keycastresult.Counts
+	counts := make(map[string]int64, len(byClass))
 	for cl, n := range byClass {
-		switch Class(cl) {
-		case classCutOff:
-		case classConnectFailure:
+		if cl < len(engineClasses) {
+			counts[engineClasses[cl]] += n
+		}
+	}
+	ev := JudgeWindow(r.cfg.Stop, counts, w.Latency())
+	if ev != nil {
+		r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
+	}
+	return ev
+}
+
+// JudgeWindow applies live stop conditions to one window's counts by outcome class (class names as
+// in the results' envelope) and latency histogram: the rule a single run applies to its own window
+// and a coordinator applies to the window merged from every segment of a distributed run. Connect
+// failures count as failed attempts, cut-off requests not at all. A nil return means no breach; sc
+// nil never breaches. sc's zero Window and MinRequests mean their defaults.
+func JudgeWindow(sc *StopConditions, counts map[string]int64, lat *hist.Histogram) *result.StopEvent {
+	if sc == nil {
+		return nil
+	}
+	minReq := sc.MinRequests
+	if minReq == 0 {
+		minReq = DefaultStopMinimum
+	}
+	var c keycastresult.Counts
+	for cl, n := range counts {
+		switch cl {
+		case engineClasses[classCutOff]:
+		case engineClasses[classConnectFailure]:
 			c.ConnectFailures += uint64(n)
-		case Success:
+		case Success.String():
 			c.Total += uint64(n)
-		case Intentional:
+		case Intentional.String():
 			c.Total += uint64(n)
 			c.Failed += uint64(n)
 			c.Intentional += uint64(n)
@@ -389,20 +415,18 @@ func (r *runner) judge(_ time.Duration, w *engine.Window) *result.StopEvent {
 			c.Failed += uint64(n)
 		}
 	}
-	if int64(c.Attempts()) < sc.MinRequests || c.Attempts() == 0 {
+	if int64(c.Attempts()) < minReq || c.Attempts() == 0 {
 		return nil
 	}
 	ev := &result.StopEvent{Reason: StopCondition}
 	unint := c.UnintentionalErrorRate() // connect failures count as failed attempts
 	if unint > sc.MaxUnintentionalErrorRate {
 		ev.Metric, ev.Observed, ev.Limit = MetricUnintErrors, unint, sc.MaxUnintentionalErrorRate
-		r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
 		return ev
 	}
-	if sc.MaxLatencyP95Ms > 0 {
-		if p95 := ms(w.Latency().Quantile(0.95)); p95 > sc.MaxLatencyP95Ms {
+	if sc.MaxLatencyP95Ms > 0 && lat != nil {
+		if p95 := ms(lat.Quantile(0.95)); p95 > sc.MaxLatencyP95Ms {
 			ev.Metric, ev.Observed, ev.Limit = MetricLatencyP95, p95, sc.MaxLatencyP95Ms
-			r.cfg.Logger.Warn("Stop condition breached", "metric", ev.Metric, "observed", ev.Observed, "limit", ev.Limit)
 			return ev
 		}
 	}

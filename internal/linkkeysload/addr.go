@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
@@ -78,4 +79,19 @@ type SourceAddrs struct {
 func (s SourceAddrs) For(i int64) IPv4 {
 	c := uint64(max(s.Count, 1))
 	return NthLoopbackAddr(s.Base, uint32(uint64(i)%c))
+}
+
+// In returns the part of the source addresses that segment seg owns: its Range of the Count
+// addresses, so no two segments of a split run (processes or machines) share a source, and the N
+// parts together are every address of the run. With fewer addresses than segments some segments
+// would own none; they all share every address then, as the whole run does.
+func (s SourceAddrs) In(seg engine.Segment) SourceAddrs {
+	if seg.Count <= 1 {
+		return s
+	}
+	start, n := seg.Range(int64(max(s.Count, 1)))
+	if n == 0 {
+		return s
+	}
+	return SourceAddrs{Base: NthLoopbackAddr(s.Base, uint32(start)), Count: uint32(n)}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
@@ -90,4 +91,32 @@ func FuzzParseIPv4(f *testing.F) {
 			t.Fatalf("%q parsed to %s", s, a)
 		}
 	})
+}
+
+// TestSourceAddrsInSegments: the segments of a split run own disjoint source addresses that
+// together are the run's; with fewer addresses than segments every segment shares them all.
+func TestSourceAddrsInSegments(t *testing.T) {
+	s := SourceAddrs{Base: NthLoopbackAddr(0x7f000100, 0), Count: 10}
+	seen := map[IPv4]int{}
+	for _, seg := range engine.Split(4) {
+		part := s.In(seg)
+		for i := int64(0); i < 25; i++ {
+			seen[part.For(i)] = seg.Index + 1
+		}
+		for i := uint32(0); i < part.Count; i++ {
+			if got := seen[NthLoopbackAddr(part.Base, i)]; got != seg.Index+1 {
+				t.Fatalf("segment %d's address %d is used by segment %d", seg.Index, i, got-1)
+			}
+		}
+	}
+	if len(seen) != 10 {
+		t.Errorf("the segments used %d addresses; want all 10", len(seen))
+	}
+	if got := s.In(engine.Whole); got != s {
+		t.Errorf("whole run: %+v", got)
+	}
+	few := SourceAddrs{Base: s.Base, Count: 2}
+	if got := few.In(engine.Segment{Index: 3, Count: 4}); got != few {
+		t.Errorf("fewer addresses than segments: %+v; want all shared", got)
+	}
 }

@@ -78,6 +78,9 @@ func attemptConfig(d *attemptDriver, workers int, count int64, p Progress) engin
 // bound, or a zero duration where the duration is the bound), returns an empty run at once: the
 // engine reads zero bounds as "no bound".
 func execute(ctx context.Context, cfg engine.Config, nothing bool) (*engine.Run, error) {
+	if t, ok := ctx.Value(startKey{}).(time.Time); ok && cfg.Start.IsZero() {
+		cfg.Start = t // a coordinated start (RunSpec)
+	}
 	if !nothing {
 		r, err := engine.Execute(ctx, cfg)
 		if err != nil {

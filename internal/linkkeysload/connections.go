@@ -47,9 +47,10 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)
 	var mu sync.Mutex
 	conns := make([]*tls.Conn, 0, count)
+	sources := cfg.Sources.In(seg) // this segment's own addresses
 	d := &attemptDriver{
 		dialer: &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout},
-		source: func(_ *engine.Worker, n int64) IPv4 { return cfg.Sources.For(start + n) },
+		source: func(_ *engine.Worker, n int64) IPv4 { return sources.For(start + n) },
 		success: func(_ *engine.Worker, c *tls.Conn, _ time.Duration) {
 			mu.Lock()
 			conns = append(conns, c)
@@ -166,7 +167,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runConnectionsSegment(ctx, cfg, engine.Whole, progress, r.Metrics, func(ctx context.Context, held []*tls.Conn, gone <-chan struct{}) {
+		res, err = runConnectionsSegment(ctx, cfg, r.seg(), progress, r.Metrics, func(ctx context.Context, held []*tls.Conn, gone <-chan struct{}) {
 			progress.Close()
 			r.log().Info("holding", "held", len(held), "hold", hold)
 			t := time.NewTimer(hold)

@@ -58,7 +58,7 @@ func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runDDoSSegment(ctx, cfg, engine.Whole, progress, r.Metrics)
+		res, err = runDDoSSegment(ctx, cfg, r.seg(), progress, r.Metrics)
 	} else {
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdDDoS, DDoS: &cfg}, newAggregate(progress))
 	}

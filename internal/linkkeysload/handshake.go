@@ -110,11 +110,12 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 	wstart, workers := seg.Range(int64(cfg.Concurrency))
 	dialer := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
 	base := dialer.tlsConfig()
-	ipCount := max(cfg.Sources.Count, 1)
+	sources := cfg.Sources.In(seg) // this segment's own addresses
+	ipCount := max(sources.Count, 1)
 	d := &attemptDriver{
 		dialer: dialer,
 		source: func(w *engine.Worker, n int64) IPv4 {
-			return NthLoopbackAddr(cfg.Sources.Base, (uint32(n)+w.State.(*handshakeWorker).global)%ipCount)
+			return NthLoopbackAddr(sources.Base, (uint32(n)+w.State.(*handshakeWorker).global)%ipCount)
 		},
 		config: func(w *engine.Worker) *tls.Config {
 			hw := w.State.(*handshakeWorker)
@@ -185,7 +186,7 @@ func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, er
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runHandshakeSegment(ctx, cfg, engine.Whole, r.Metrics)
+		res, err = runHandshakeSegment(ctx, cfg, r.seg(), r.Metrics)
 	} else {
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdHandshakeBench, Handshake: &cfg}, nil)
 	}

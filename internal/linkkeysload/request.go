@@ -107,9 +107,10 @@ func setupConns(ctx context.Context, cfg RequestConfig, seg engine.Segment) ([]*
 	d := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
 	a := newAttempts()
 	conns := make([]*tls.Conn, 0, count)
+	sources := cfg.Sources.In(seg) // this segment's own addresses
 	for i := start; i < start+count; i++ {
 		t0 := time.Now()
-		c, f := d.Dial(ctx, cfg.Sources.For(i), nil)
+		c, f := d.Dial(ctx, sources.For(i), nil)
 		recordAttempt(a, f, time.Since(t0))
 		if f.Stage != StageNone {
 			closeAll(conns)
@@ -465,11 +466,11 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 	if r.Workers <= 1 {
 		var conns []*tls.Conn
 		var a *Attempts
-		conns, a, err = setupConns(ctx, cfg, engine.Whole)
+		conns, a, err = setupConns(ctx, cfg, r.seg())
 		if err != nil {
 			return Result{}, err
 		}
-		res, err = driveRequests(ctx, cfg, engine.Whole, conns, a, r.stderr(), r.Metrics, func(n int64) { WriteRequestEstablished(out, n) })
+		res, err = driveRequests(ctx, cfg, r.seg(), conns, a, r.stderr(), r.Metrics, func(n int64) { WriteRequestEstablished(out, n) })
 	} else {
 		// Workers set up their own connections; the line reports the total once all are done.
 		res, err = r.fanOut(ctx, WorkerSpec{Command: CmdRequestBench, Requests: &cfg}, nil)

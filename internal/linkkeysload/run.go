@@ -40,6 +40,24 @@ type Run struct {
 	// Stop, when set, is the combined command's live stop condition: it is judged on every server
 	// sample (once a second), and a non-nil event ends the run early and is recorded as its stop.
 	Stop func(elapsed time.Duration, sample map[string]float64) *result.StopEvent
+	// Remote, when set, runs the Workers segments somewhere other than local processes (a
+	// coordinator's workers, on any machine): it gets the worker spec of this command's whole share
+	// (JSON, the hidden worker command's --spec, with Segment's segment), splits it into Workers
+	// segments itself (Segment.Sub), starts them at one instant, hands their merged interval
+	// snapshots to ctx's interval observer as they come in, and returns their results in segment
+	// order, nil for one that delivered none. The progress lines are drawn from those snapshots.
+	Remote func(ctx context.Context, spec string) ([][]byte, error)
+	// Segment, when set, is the part of the run this command runs (--segment I/N); its worker
+	// processes split it again (Segment.Sub), so N commands together run exactly the whole run.
+	Segment engine.Segment
+}
+
+// seg is the command's segment (the whole run when none is set).
+func (r *Run) seg() engine.Segment {
+	if r.Segment.Count <= 0 {
+		return engine.Whole
+	}
+	return r.Segment
 }
 
 func (r *Run) log() *slog.Logger {
@@ -99,9 +117,9 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 	if r.Metrics != nil {
 		spec.ServerMetrics = r.Metrics.Location
 	}
-	for i, seg := range engine.Split(n) {
+	for i := range n {
 		s := spec
-		s.Segment = seg
+		s.Segment = r.seg().Sub(n, i)
 		b, err := json.Marshal(s)
 		if err != nil {
 			return Result{}, errorf("encoding worker spec: %w", err)
@@ -128,7 +146,22 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 			fmt.Fprintln(out, line)
 		},
 	}
-	raw, runErr := f.Run(ctx)
+	var raw [][]byte
+	var runErr error
+	if r.Remote != nil {
+		whole := spec
+		whole.Segment = r.seg()
+		b, err := json.Marshal(whole)
+		if err != nil {
+			return Result{}, errorf("encoding worker spec: %w", err)
+		}
+		if agg != nil {
+			ctx = engine.WithIntervalObserver(ctx, intervalProgress(agg.sink))
+		}
+		raw, runErr = r.Remote(ctx, string(b))
+	} else {
+		raw, runErr = f.Run(ctx)
+	}
 	var parts []Result
 	for i, b := range raw {
 		if b == nil {
@@ -149,13 +182,52 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 // RunWorker is the body of the hidden worker command: it runs the segment described by specJSON,
 // writes its result to resultPath and prints progress lines for the parent on stdout.
 func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Writer) error {
+	res, err := RunSpec(ctx, specJSON, stdout, SpecOptions{})
+	if err != nil {
+		return err
+	}
+	b, merr := json.Marshal(res)
+	if merr != nil {
+		return errorf("worker: encoding result: %w", merr)
+	}
+	return engine.WriteResult(resultPath, b)
+}
+
+// SpecOptions are what a coordinated worker (loadproof worker) adds to a worker spec.
+type SpecOptions struct {
+	// Split, when its Count is set, is this worker's part of the spec: the spec's segment split
+	// again into Split.Count parts (Segment.Sub), of which this runs part Split.Index.
+	Split engine.Segment
+	// Start, when set, is the instant the segment's load starts (the engine waits for it; a
+	// request-bench's connections are set up before it).
+	Start time.Time
+	// Barrier, when set, is the hold barrier to join in place of the spec's (a relay on this
+	// machine to the barrier on the coordinator's).
+	Barrier string
+}
+
+// RunSpec runs the segment described by specJSON, printing progress lines on stdout in the
+// workers' form, and returns its result. Every engine run of it hands its interval snapshots to
+// ctx's interval observer (engine.WithIntervalObserver). The first segment of the whole run samples
+// the server's METRICS when the spec names them.
+func RunSpec(ctx context.Context, specJSON string, stdout io.Writer, o SpecOptions) (Result, error) {
 	var spec WorkerSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
-		return errorf("worker: reading --spec: %w", err)
+		return Result{}, errorf("worker: reading --spec: %w", err)
 	}
 	if err := spec.Segment.Validate(); err != nil {
-		return errorf("worker: %w", err)
+		return Result{}, errorf("worker: %w", err)
 	}
+	if o.Split.Count > 0 {
+		if err := o.Split.Validate(); err != nil {
+			return Result{}, errorf("worker: %w", err)
+		}
+		spec.Segment = spec.Segment.Sub(o.Split.Count, o.Split.Index)
+	}
+	if o.Barrier != "" && spec.Barrier != "" {
+		spec.Barrier = o.Barrier
+	}
+	ctx = withStart(ctx, o.Start)
 	_, _ = machine.RaiseNofile()
 	var sample *MetricsSource
 	if spec.ServerMetrics != "" && spec.Segment.Index == 0 {
@@ -166,7 +238,7 @@ func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Write
 	switch spec.Command {
 	case CmdConnections:
 		if spec.Connections == nil {
-			return errorf("worker: connections spec missing")
+			return Result{}, errorf("worker: connections spec missing")
 		}
 		total := spec.Segment.Share(int64(spec.Connections.Count))
 		p := &workerProgress{w: stdout, total: total}
@@ -177,37 +249,54 @@ func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Write
 		bc.close()
 	case CmdDDoS:
 		if spec.DDoS == nil {
-			return errorf("worker: ddos spec missing")
+			return Result{}, errorf("worker: ddos spec missing")
 		}
 		total := spec.Segment.Share(int64(spec.DDoS.Sources))
 		p := &workerProgress{w: stdout, total: total}
 		res, err = runDDoSSegment(ctx, *spec.DDoS, spec.Segment, p, sample)
 	case CmdHandshakeBench:
 		if spec.Handshake == nil {
-			return errorf("worker: handshake-bench spec missing")
+			return Result{}, errorf("worker: handshake-bench spec missing")
 		}
 		res, err = runHandshakeSegment(ctx, *spec.Handshake, spec.Segment, sample)
 	case CmdRequestBench:
 		if spec.Requests == nil {
-			return errorf("worker: request-bench spec missing")
+			return Result{}, errorf("worker: request-bench spec missing")
 		}
 		res, err = runRequestSegment(ctx, *spec.Requests, spec.Segment, os.Stderr, sample)
 	case CmdCombined:
 		if spec.Combined == nil {
-			return errorf("worker: combined spec missing")
+			return Result{}, errorf("worker: combined spec missing")
 		}
 		res, err = runCombinedSegment(ctx, *spec.Combined, spec.Segment, os.Stderr)
 	default:
-		return errorf("worker: unknown command %q", spec.Command)
+		return Result{}, errorf("worker: unknown command %q", spec.Command)
 	}
 	if err != nil {
-		return err
+		return Result{}, err
 	}
-	b, merr := json.Marshal(res)
-	if merr != nil {
-		return errorf("worker: encoding result: %w", merr)
+	return res, nil
+}
+
+// intervalProgress feeds p from interval snapshots (a coordinator's merged ones): the running
+// totals of attempts, successes and failures after each. Snapshots come one at a time, in order.
+func intervalProgress(p Progress) func(iv *result.Interval) {
+	var attempted, ok int64
+	return func(iv *result.Interval) {
+		attempted += iv.Total()
+		ok += iv.Counts[result.ClassSuccess]
+		p.Update(attempted, ok, attempted-ok)
 	}
-	return engine.WriteResult(resultPath, b)
+}
+
+type startKey struct{}
+
+// withStart returns ctx under which the package's engine runs start at t (zero: at once).
+func withStart(ctx context.Context, t time.Time) context.Context {
+	if t.IsZero() {
+		return ctx
+	}
+	return context.WithValue(ctx, startKey{}, t)
 }
 
 // DefaultWorkers returns how many processes a run needing fds sockets takes so each stays under the

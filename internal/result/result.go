@@ -144,6 +144,10 @@ func (e *Envelope) Merge(o *Envelope) error {
 	return nil
 }
 
+// Add merges o (the same interval of another segment) into iv exactly: counts, causes, counters and
+// histograms add, server samples sum. A coordinator merges live snapshots with it.
+func (iv *Interval) Add(o *Interval) { iv.merge(o) }
+
 func (iv *Interval) merge(o *Interval) {
 	iv.Counts = addCounts(iv.Counts, o.Counts)
 	iv.Causes = addCounts(iv.Causes, o.Causes)

@@ -1,0 +1,444 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// ExitWorkerLost is the exit status of a distributed run that lost a worker (or, on a worker, its
+// coordinator): partial results and the coordination manifest were written.
+const ExitWorkerLost = 4
+
+// parseSegment reads --segment I/N (1-based, as Segment.String prints it); empty is the whole run.
+func parseSegment(s string) (result.Segment, error) {
+	if s == "" {
+		return result.Segment{}, nil
+	}
+	i, n, ok := strings.Cut(s, "/")
+	a, err1 := strconv.Atoi(strings.TrimSpace(i))
+	b, err2 := strconv.Atoi(strings.TrimSpace(n))
+	if !ok || err1 != nil || err2 != nil || b < 1 || a < 1 || a > b {
+		return result.Segment{}, usageError("--segment %q: want I/N with 1 <= I <= N, e.g. 2/4", s)
+	}
+	return result.Segment{Index: a - 1, Count: b}, nil
+}
+
+// natsFlags are the flags that say how to reach NATS, shared by coordinate, worker and kube.
+type natsFlags struct {
+	url, token, creds, nkey, ca, cert, key, secret, prefix string
+}
+
+func (n *natsFlags) bind(f *pflag.FlagSet, env *Env) {
+	f.StringVar(&n.url, "nats", env.Getenv("LOADPROOF_NATS"), "NATS server or cluster URL(s), comma-separated (env LOADPROOF_NATS)")
+	f.StringVar(&n.token, "nats-token", env.Getenv("LOADPROOF_NATS_TOKEN"), "NATS authorization token (env LOADPROOF_NATS_TOKEN)")
+	f.StringVar(&n.creds, "nats-creds", "", "NATS credentials file (JWT and nkey seed)")
+	f.StringVar(&n.nkey, "nats-nkey", "", "NATS nkey seed file")
+	f.StringVar(&n.ca, "nats-ca", "", "CA certificate (PEM) that signs the NATS server's TLS certificate")
+	f.StringVar(&n.cert, "nats-cert", "", "client certificate (PEM) for NATS TLS")
+	f.StringVar(&n.key, "nats-key", "", "client key (PEM) for NATS TLS")
+	f.StringVar(&n.secret, "secret", env.Getenv("LOADPROOF_SECRET"), "run secret: every control message is signed with it (HMAC-SHA256) (env LOADPROOF_SECRET)")
+	f.StringVar(&n.prefix, "prefix", coord.DefaultPrefix, "subject prefix (one coordinator per prefix at a time)")
+}
+
+func (n *natsFlags) conn(name string) coord.ConnConfig {
+	return coord.ConnConfig{URL: n.url, Name: name, Token: n.token, CredsFile: n.creds, NkeyFile: n.nkey, CAFile: n.ca, CertFile: n.cert, KeyFile: n.key}
+}
+
+// coordManifest is the coordination manifest written beside the merged result: every worker's
+// record (machine, clock offset, state, last snapshot), every task with its start instant and the
+// measured start skew, and a lost worker, if any.
+type coordManifest struct {
+	Format      string              `json:"format"`
+	Run         string              `json:"run"`
+	Command     []string            `json:"command"`
+	NATS        string              `json:"nats"`
+	Embedded    bool                `json:"embedded_nats"`
+	Transport   string              `json:"result_transport"`
+	StartedAt   time.Time           `json:"started_at"`
+	EndedAt     time.Time           `json:"ended_at"`
+	ExitCode    int                 `json:"exit_code"`
+	Error       string              `json:"error,omitempty"`
+	Coordinator machine.Record      `json:"coordinator_machine"`
+	Workers     []coord.WorkerInfo  `json:"workers"`
+	Tasks       []coord.TaskRecord  `json:"tasks"`
+	Lost        *coord.LostRecord   `json:"lost_worker,omitempty"`
+	Flags       map[string]string   `json:"flags,omitempty"`
+	Outputs     map[string][]string `json:"outputs,omitempty"`
+}
+
+func newCoordinateCmd(env *Env) *cobra.Command {
+	var (
+		nf                     natsFlags
+		workers                int
+		listen, embToken, man  string
+		spawn                  bool
+		joinTimeout, startLead time.Duration
+		allowHost              string
+		refuseHosts            []string
+	)
+	c := &cobra.Command{
+		Use:   "coordinate --workers N [--nats URL] -- <client command>",
+		Short: "Spread one client run over N workers (NATS) and merge their results exactly",
+		Long: "Runs a client command (written as under loadproof, e.g. `keycast run …` or `keycast capacity …`)\n" +
+			"over N workers: worker i runs segment i/N, all start at one instant, their one-second snapshots\n" +
+			"are merged live (progress on stderr, stop conditions judged on the merged window, an abort every\n" +
+			"worker obeys), and their results merge into the command's own output (--output, --json): one\n" +
+			"result file or evidence bundle, as if one very large machine had run it. A coordination manifest\n" +
+			"(--manifest) records every worker's machine, clock offset and state.\n\n" +
+			"Without --nats the coordinator embeds a NATS server on 127.0.0.1 (token-protected) and starts\n" +
+			"the N workers itself as local processes, so nothing needs installing. With --nats it uses that\n" +
+			"server or cluster and waits for `loadproof worker --nats URL` processes (or a Kubernetes Job,\n" +
+			"see `loadproof kube manifests`). See docs/distributed.md.\n\n" +
+			"Exit status: that of the client command, or 4 when a worker was lost (partial results kept).",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 {
+				return usageError("coordinate: put the client command after --, e.g. loadproof coordinate --workers 4 -- keycast run …")
+			}
+			if workers < 1 {
+				return usageError("coordinate: --workers %d must be at least 1", workers)
+			}
+			if err := coord.CheckCoordinated(args); err != nil {
+				return usageError("%v", err)
+			}
+			if !cmd.Flags().Changed("spawn") {
+				spawn = nf.url == "" && listen == ""
+			}
+			if nf.secret == "" && spawn {
+				nf.secret = coord.RandomSecret()
+			}
+			return runCoordinate(cmd.Context(), env, cmd, coordinateOpts{nf: nf, workers: workers, listen: listen, token: embToken,
+				manifest: man, spawn: spawn, join: joinTimeout, lead: startLead, allowHost: allowHost, refuse: refuseHosts}, args)
+		},
+	}
+	f := c.Flags()
+	nf.bind(f, env)
+	f.IntVar(&workers, "workers", 0, "number of workers (segments) to spread the run over (required)")
+	f.StringVar(&listen, "listen", "", "embedded NATS: listen on host:port instead of 127.0.0.1 on a free port (workers on other machines)")
+	f.StringVar(&embToken, "token", env.Getenv("LOADPROOF_NATS_TOKEN"), "embedded NATS: the token clients must present (default: random, printed for --listen)")
+	f.BoolVar(&spawn, "spawn", false, "start the N workers as local processes of this binary (default: when NATS is embedded on loopback)")
+	f.StringVar(&man, "manifest", "", "coordination manifest to write (default: the command's output path + .coordination.json)")
+	f.DurationVar(&joinTimeout, "join-timeout", 2*time.Minute, "how long to wait for the N workers to join")
+	f.DurationVar(&startLead, "start-lead", 2*time.Second, "how far ahead the coordinated start instant is set")
+	f.StringVar(&allowHost, "allow-host", "", "spawned workers: authorize this non-local target host (workers apply the capacity host rules)")
+	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "spawned workers: refuse this target host too (repeatable)")
+	return c
+}
+
+type coordinateOpts struct {
+	nf                      natsFlags
+	workers                 int
+	listen, token, manifest string
+	spawn                   bool
+	join, lead              time.Duration
+	allowHost               string
+	refuse                  []string
+}
+
+func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordinateOpts, args []string) error {
+	log := env.Logger
+	started := time.Now()
+	co, err := coord.NewCoordinator(ctx, coord.CoordinatorConfig{
+		Conn:     o.nf.conn("loadproof-coordinator"),
+		Embedded: coord.EmbeddedConfig{Listen: o.listen, Token: o.token},
+		Prefix:   o.nf.prefix, Secret: o.nf.secret, Workers: o.workers,
+		JoinTimeout: o.join, StartLead: o.lead, Progress: env.Stderr, Logger: log,
+	})
+	if err != nil {
+		return &ExitError{Code: ExitCouldNotRun, Err: err}
+	}
+	defer co.Close()
+	if o.listen != "" {
+		fmt.Fprintf(env.Stderr, "coordinate: embedded NATS at %s; workers join with: loadproof worker --nats %s --nats-token %s\n", co.URL(), co.URL(), co.Token())
+	}
+	var spawned *localWorkers
+	if o.spawn {
+		if spawned, err = spawnWorkers(env, co, o); err != nil {
+			return &ExitError{Code: ExitCouldNotRun, Err: err}
+		}
+		// Deferred after co.Close, so it runs first: say goodbye, then wait for the processes.
+		defer func() { co.Close(); spawned.wait() }()
+	}
+	fmt.Fprintf(env.Stderr, "coordinate: run %s waiting for %d workers on %s\n", co.Run(), o.workers, co.URL())
+	code := ExitOK
+	var runErr error
+	if err := co.WaitReady(ctx); err != nil {
+		code, runErr = ExitCouldNotRun, err
+		fmt.Fprintf(env.Stderr, "error: %v\n", err)
+	} else {
+		hook := &coord.Hook{KeycastRun: co.KeycastRun, LinkKeysRun: co.LinkKeysRun, Workers: co.Count()}
+		code = Run(coord.WithHook(ctx, hook), Loadproof, args, env)
+	}
+	lost := co.Lost()
+	if lost != nil {
+		code, runErr = ExitWorkerLost, lost
+	}
+	m := coordManifest{Format: "loadproof.coordination/v1", Run: co.Run(), Command: args, NATS: co.URL(), Embedded: o.nf.url == "",
+		Transport: co.Transport(), StartedAt: started, EndedAt: time.Now(), ExitCode: code, Workers: co.Workers(), Tasks: co.Tasks(),
+		Flags: lkFlags(cmd), Coordinator: machine.Collect()}
+	for _, k := range []string{"token", "nats-token", "secret"} {
+		delete(m.Flags, k)
+	}
+	if lost != nil {
+		m.Lost = coord.RecordLost(lost)
+	}
+	if runErr != nil {
+		m.Error = runErr.Error()
+	}
+	path := o.manifest
+	if path == "" {
+		path = outputOf(args) + ".coordination.json"
+	}
+	if b, err := json.MarshalIndent(m, "", "  "); err == nil {
+		if err := atomicfile.Write(path, append(b, '\n'), 0o644); err != nil {
+			log.Error("could not write the coordination manifest", "path", path, "err", err)
+		} else {
+			log.Info("coordination manifest saved to " + path)
+		}
+	}
+	switch {
+	case code == ExitOK:
+		return nil
+	case runErr != nil:
+		return &ExitError{Code: code, Err: runErr}
+	default:
+		// The client command printed its own error.
+		return &ExitError{Code: code, Err: errors.New("coordinate: the distributed client command failed (see above)")}
+	}
+}
+
+// outputOf finds the client command's output path (--output/-o or --json), for the manifest's
+// default name.
+func outputOf(args []string) string {
+	out := ""
+	for i, a := range args {
+		for _, name := range []string{"--output", "-o", "--json"} {
+			if a == name && i+1 < len(args) {
+				out = args[i+1]
+			} else if v, ok := strings.CutPrefix(a, name+"="); ok {
+				out = v
+			}
+		}
+	}
+	if out == "" {
+		switch {
+		case len(args) >= 2 && args[1] == "capacity":
+			return "./capacity-evidence"
+		case len(args) >= 1 && args[0] == "linkkeys":
+			return "./linkkeys-" + args[min(1, len(args)-1)]
+		}
+		return "./loadtest-results.json"
+	}
+	return strings.TrimSuffix(out, "/")
+}
+
+// localWorkers are worker processes the coordinator started on this machine.
+type localWorkers struct {
+	cmds []*exec.Cmd
+	wg   sync.WaitGroup
+}
+
+func (l *localWorkers) wait() {
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		for _, c := range l.cmds {
+			_ = c.Process.Kill()
+		}
+		<-done
+	}
+}
+
+func spawnWorkers(env *Env, co *coord.Coordinator, o coordinateOpts) (*localWorkers, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("coordinate: finding this binary to start local workers: %w", err)
+	}
+	l := &localWorkers{}
+	for i := range o.workers {
+		args := []string{"worker", "--nats", co.URL(), "--index", strconv.Itoa(i), "--name", fmt.Sprintf("local-%d", i), "--prefix", o.nf.prefix}
+		if o.allowHost != "" {
+			args = append(args, "--allow-host", o.allowHost)
+		}
+		for _, h := range o.refuse {
+			args = append(args, "--refuse-host", h)
+		}
+		c := exec.Command(exe, args...)
+		c.Env = append(os.Environ(), "LOADPROOF_NATS_TOKEN="+firstNonEmpty(co.Token(), o.nf.token), "LOADPROOF_SECRET="+o.nf.secret)
+		c.Stdout, c.Stderr = io.Discard, env.Stderr
+		if err := c.Start(); err != nil {
+			return l, fmt.Errorf("coordinate: starting local worker %d: %w", i, err)
+		}
+		l.cmds = append(l.cmds, c)
+		l.wg.Add(1)
+		go func() { defer l.wg.Done(); _ = c.Wait() }()
+	}
+	return l, nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func newWorkerCmd(env *Env) *cobra.Command {
+	var (
+		nf          natsFlags
+		index       int
+		name        string
+		joinTimeout time.Duration
+		allowHost   string
+		refuseHosts []string
+	)
+	c := &cobra.Command{
+		Use:   "worker --nats URL",
+		Short: "Join a coordinator and run the segments of client runs it sends",
+		Long: "Connects to NATS, joins the coordinator of --prefix and runs its tasks: segment --index of a\n" +
+			"client command from an allow list (never a shell command), started at the coordinated instant,\n" +
+			"with one-second snapshots sent back and the result delivered over NATS. The target must pass\n" +
+			"this worker's own host rules: local hosts, the exact --allow-host, never a production host.\n" +
+			"--index defaults to JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), else any free segment.\n" +
+			"The worker stops its load when the coordinator is silent for 3 s.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nf.url == "" {
+				return usageError("worker: --nats is required: the URL of the coordinator's NATS")
+			}
+			if !cmd.Flags().Changed("index") {
+				if v := env.Getenv("JOB_COMPLETION_INDEX"); v != "" {
+					i, err := strconv.Atoi(v)
+					if err != nil || i < 0 {
+						return usageError("worker: JOB_COMPLETION_INDEX %q is not an index", v)
+					}
+					index = i
+				}
+			}
+			for _, h := range append([]string{allowHost}, refuseHosts...) {
+				if h == "" {
+					continue
+				}
+				if _, err := coord.CanonicalHostFlag(h); err != nil {
+					return usageError("worker: host %q: %v", h, err)
+				}
+			}
+			err := coord.RunWorker(cmd.Context(), coord.WorkerConfig{
+				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, Name: name, Index: index, JoinTimeout: joinTimeout,
+				Exec:   func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
+				Target: func(args []string) (string, error) { return clientTarget(env, args) },
+				Hosts:  coord.HostRules{AllowHost: allowHost, RefuseHosts: refuseHosts},
+				Logger: env.Logger,
+			})
+			if errors.Is(err, coord.ErrCoordinatorLost) {
+				return &ExitError{Code: ExitWorkerLost, Err: err}
+			}
+			if err != nil {
+				return &ExitError{Code: ExitCouldNotRun, Err: err}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	nf.bind(f, env)
+	f.IntVar(&index, "index", -1, "segment index to ask for, 0-based (default: JOB_COMPLETION_INDEX, else any free one)")
+	f.StringVar(&name, "name", env.Getenv("HOSTNAME"), "worker name in the coordinator's records (default: host name and pid)")
+	f.DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "how long to keep trying to join a coordinator")
+	f.StringVar(&allowHost, "allow-host", "", "authorize this exact non-local target host")
+	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
+	return c
+}
+
+// hookLinkKeysRun is the coordinator's LinkKeysRun for a LinkKeys client, or nil.
+func hookLinkKeysRun(h *coord.Hook) func(context.Context, string) ([][]byte, error) {
+	if h == nil {
+		return nil
+	}
+	return h.LinkKeysRun
+}
+
+// execClient runs a client command through the loadproof tree in this process. The command reads
+// the task's hook from ctx: it runs its segment from the start instant and delivers its result.
+func execClient(ctx context.Context, env *Env, args []string) error {
+	return runClient(ctx, env, args)
+}
+
+func runClient(ctx context.Context, env *Env, args []string) error {
+	var errb strings.Builder
+	wenv := *env
+	wenv.Stdout = io.Discard
+	wenv.Stderr = io.MultiWriter(env.Stderr, &errb)
+	if code := Run(ctx, Loadproof, args, &wenv); code != ExitOK {
+		msg := strings.TrimSpace(errb.String())
+		if i := strings.LastIndex(msg, "error: "); i >= 0 {
+			msg = msg[i+len("error: "):]
+		}
+		return fmt.Errorf("exit status %d: %s", code, msg)
+	}
+	return nil
+}
+
+// clientTarget parses a client command's flags with the real tree and returns its target URL.
+func clientTarget(env *Env, args []string) (string, error) {
+	quiet := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: env.Getenv, Logger: slog.New(slog.DiscardHandler)}
+	root := NewRoot(Loadproof, quiet)
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		return "", err
+	}
+	if f := cmd.Flags().Lookup("url"); f != nil {
+		return f.Value.String(), nil
+	}
+	if f := cmd.Flags().Lookup("spec"); f != nil {
+		var spec linkkeysload.WorkerSpec
+		if err := json.Unmarshal([]byte(f.Value.String()), &spec); err != nil {
+			return "", fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
+		}
+		for _, t := range []*linkkeysload.Target{specTarget(spec)} {
+			if t != nil && t.Addr.IsValid() {
+				return "tls://" + t.Addr.String(), nil
+			}
+		}
+		return "", errors.New("the LinkKeys worker spec names no target")
+	}
+	return "", fmt.Errorf("%s has no target flag a worker can check", cmd.CommandPath())
+}
+
+// specTarget is the target of a LinkKeys worker spec's configuration.
+func specTarget(s linkkeysload.WorkerSpec) *linkkeysload.Target {
+	switch {
+	case s.Connections != nil:
+		return &s.Connections.Target
+	case s.DDoS != nil:
+		return &s.DDoS.Target
+	case s.Handshake != nil:
+		return &s.Handshake.Target
+	case s.Requests != nil:
+		return &s.Requests.Target
+	}
+	return nil
+}

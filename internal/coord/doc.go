@@ -1,0 +1,28 @@
+// Package coord spreads one load run over many machines: a coordinator and N workers that talk
+// over NATS (an existing server or cluster, or one the coordinator embeds), so the run's result or
+// evidence bundle is exactly what one very large machine would have written.
+//
+// The division of labour follows the engine's segments (k6's execution segments): worker i of N
+// runs segment i/N of the client command, whose counts, rates, request numbers and users are
+// disjoint and together complete. The coordinator never generates load; it
+//
+//   - waits for N workers to join (bounded; the error names the missing indexes),
+//   - measures each worker's clock offset (NTP-style, the lowest-RTT of several pings) and starts
+//     every worker at one instant, given to each in its own clock,
+//   - merges the workers' one-second interval snapshots exactly as they arrive, prints live
+//     progress and judges the run's stop conditions on the merged window, broadcasting an abort
+//     that every worker obeys at once,
+//   - collects the final results (JetStream object store where the server has JetStream, chunked
+//     request/reply otherwise) and merges them, with every worker's machine record, into one file,
+//   - fails the run, naming the worker, when a worker stops reporting for LostAfter (3 s), keeping
+//     the partial evidence of the others.
+//
+// A worker runs only task specifications (a client command of the loadproof tree from an allow
+// list, never a shell command), checks the command's target against its own host authorization
+// (the capacity rules: local hosts, an exact --allow-host, production hosts always refused), and
+// stops its load within WatchdogAfter when the coordinator goes quiet.
+//
+// The wire protocol (subjects, messages, signatures) is in proto.go; docs/distributed.md is the
+// user's guide. The client commands are reached through the cli package's cobra tree with a Hook
+// in the context, so any command that honours the hook can be spread.
+package coord

@@ -1,0 +1,161 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/capacity/plan"
+	"github.com/loadproof/loadproof/internal/keycastload"
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// Hook is how coordinate and worker reach into a client command run through the cli's cobra tree:
+// it travels in the command's context (WithHook). A command that honours it reads its share from
+// Segment, starts at Start and gives its result to Deliver instead of writing its output files
+// (worker side), or hands its configured run to KeycastRun or LinkKeysRun instead of running it
+// here (coordinator side). The worker's snapshot publisher travels beside the hook in the same context, as the
+// engine's interval observer (engine.WithIntervalObserver), so every engine run of the command
+// hands it each interval snapshot without any configuration field on the way.
+type Hook struct {
+	// Segment is this worker's share of the run (worker side; zero: the whole run).
+	Segment result.Segment
+	// Start is the coordinated start instant in this machine's clock (worker side).
+	Start time.Time
+	// SampleServer says this segment samples the target's own counters each interval; the others
+	// do not, so the merged samples count the server once.
+	SampleServer bool
+	// Deliver receives the command's result (worker side). The command then writes no files and
+	// prints no report: the coordinator writes the merged one.
+	Deliver func(v any) error
+	// BarrierPath, when set, is the hold barrier (a Unix socket) the command joins instead of the
+	// one its spec names: the worker's relay to the run's barrier on the coordinator's machine.
+	BarrierPath string
+
+	// KeycastRun, when set, replaces keycastload.Run (coordinator side): the run configured by
+	// `keycast run` or a `keycast capacity` phase is spread over the workers.
+	KeycastRun func(ctx context.Context, cfg keycastload.RunConfig) (*keycastresult.Results, error)
+	// LinkKeysRun and Workers, when set, replace a LinkKeys client's local worker processes
+	// (coordinator side): the client splits into Workers segments, one per worker, and LinkKeysRun
+	// runs its worker spec on them (see Coordinator.LinkKeysRun).
+	LinkKeysRun func(ctx context.Context, spec string) ([][]byte, error)
+	Workers     int
+}
+
+type hookKey struct{}
+
+// WithHook returns ctx carrying h.
+func WithHook(ctx context.Context, h *Hook) context.Context {
+	return context.WithValue(ctx, hookKey{}, h)
+}
+
+// HookFrom returns the hook in ctx, or nil.
+func HookFrom(ctx context.Context) *Hook {
+	h, _ := ctx.Value(hookKey{}).(*Hook)
+	return h
+}
+
+// Apply sets a Keycast run configuration's segment, start and sampling from the hook (worker
+// side); it leaves cfg alone for a nil hook or one without a segment. The interval snapshots reach
+// the coordinator through the context's interval observer (see Hook).
+func (h *Hook) Apply(cfg *keycastload.RunConfig) {
+	if h == nil || h.Deliver == nil {
+		return
+	}
+	cfg.Segment, cfg.Start = h.Segment, h.Start
+	cfg.NoServerSample = !h.SampleServer
+}
+
+// AllowedCommands are the client commands a worker runs, as the loadproof tree spells them. A task
+// naming anything else is refused: a worker never runs a shell command or a server. `linkkeys
+// worker` runs one segment of a LinkKeys client from its JSON spec (the clients' own fan-out form).
+var AllowedCommands = [][]string{
+	{"keycast", "run"},
+	{"linkkeys", "worker"},
+}
+
+// CoordinatedCommands are the client commands `coordinate` spreads: each worker's tasks are then
+// AllowedCommands (a capacity plan's phases reach the workers as `keycast run` tasks).
+var CoordinatedCommands = [][]string{
+	{"keycast", "run"},
+	{"keycast", "capacity"},
+	{"linkkeys", "connections"},
+	{"linkkeys", "ddos"},
+	{"linkkeys", "handshake-bench"},
+	{"linkkeys", "request-bench"},
+}
+
+// CheckCoordinated reports whether args start with a command coordinate spreads.
+func CheckCoordinated(args []string) error { return checkIn(CoordinatedCommands, args) }
+
+// ErrRefused marks a task a worker refused (unknown command, unauthorized target).
+var ErrRefused = errors.New("coord: task refused")
+
+// CheckCommand reports whether args start with an allowed client command.
+func CheckCommand(args []string) error { return checkIn(AllowedCommands, args) }
+
+func checkIn(allowed [][]string, args []string) error {
+	for _, c := range allowed {
+		if len(args) >= len(c) && slices.Equal(args[:len(c)], c) {
+			for _, a := range args[len(c):] {
+				if a == "--" {
+					return fmt.Errorf("%w: %q: a task carries flags only", ErrRefused, strings.Join(args, " "))
+				}
+			}
+			return nil
+		}
+	}
+	var names []string
+	for _, c := range allowed {
+		names = append(names, strings.Join(c, " "))
+	}
+	return fmt.Errorf("%w: %q is not a client command that can be spread (allowed: %s)", ErrRefused, strings.Join(args[:min(len(args), 2)], " "), strings.Join(names, ", "))
+}
+
+// HostRules are a worker's own target authorization: the rules of `capacity` (docs/capacity.md).
+type HostRules struct {
+	// AllowHost authorizes exactly this non-local host.
+	AllowHost string
+	// RefuseHosts are refused in addition to plan.RefusedProductionHosts.
+	RefuseHosts []string
+}
+
+// AuthorizeURL checks a target URL against the rules: local hosts (localhost, 127.0.0.1, [::1],
+// *.localhost) pass, a non-local host needs the exact AllowHost, production hosts never pass.
+func (r HostRules) AuthorizeURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%w: target %q is not an absolute URL", ErrRefused, raw)
+	}
+	host, err := plan.CanonicalHost(u.Hostname(), strings.HasPrefix(u.Host, "["))
+	if err != nil {
+		return fmt.Errorf("%w: target %q: %v", ErrRefused, raw, err)
+	}
+	return r.AuthorizeHost(host)
+}
+
+// AuthorizeHost checks a canonical host against the rules.
+func (r HostRules) AuthorizeHost(host string) error {
+	refused := slices.Clone(plan.RefusedProductionHosts)
+	for _, h := range r.RefuseHosts {
+		if c, err := plan.CanonicalHostFlag(h); err == nil {
+			refused = append(refused, c)
+		}
+	}
+	host = strings.TrimSuffix(host, ".")
+	if slices.Contains(refused, host) {
+		return fmt.Errorf("%w: %s is a refused production host", ErrRefused, host)
+	}
+	if plan.IsLocalHost(host) {
+		return nil
+	}
+	if allowed, err := plan.CanonicalHostFlag(r.AllowHost); r.AllowHost != "" && err == nil && allowed == host {
+		return nil
+	}
+	return fmt.Errorf("%w: non-local target %s needs the worker's own --allow-host %s", ErrRefused, host, host)
+}

@@ -1,0 +1,106 @@
+package coord
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/keycastload"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+func TestWireIntervalMergesExactly(t *testing.T) {
+	a, b := hist.New(), hist.New()
+	for i := range 3000 {
+		a.Record(time.Duration(i*7%50000+1) * time.Microsecond)
+		b.Record(time.Duration(i*13%900000+1) * time.Microsecond)
+	}
+	ivA := &result.Interval{T: 1, Secs: 1, Counts: map[string]int64{"success": 2990, "network": 10}, Latency: map[string]*hist.Histogram{"latency": a}}
+	ivB := &result.Interval{T: 1, Secs: 1, Counts: map[string]int64{"success": 3000}, Causes: map[string]int64{"x": 1}, Latency: map[string]*hist.Histogram{"latency": b}}
+	var direct, wire result.Interval
+	direct.Add(ivA)
+	direct.Add(ivB)
+	ToWire(ivA).AddTo(&wire)
+	ToWire(ivB).AddTo(&wire)
+	if wire.Total() != direct.Total() || wire.Causes["x"] != 1 || wire.Latency["latency"].Summary() != direct.Latency["latency"].Summary() {
+		t.Fatalf("wire merge %+v differs from direct merge %+v", wire.Latency["latency"].Summary(), direct.Latency["latency"].Summary())
+	}
+	if got := unpackBuckets([]byte{0x80}); got != nil {
+		t.Errorf("a truncated varint decoded to %v", got)
+	}
+}
+
+func TestSignerRejectsForgery(t *testing.T) {
+	s := signer{[]byte("k")}
+	m, err := s.msg("lp.r.abort", Abort{Task: -1, Reason: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a Abort
+	if err := s.open(m, &a); err != nil || a.Reason != "x" {
+		t.Fatalf("open: %v %+v", err, a)
+	}
+	m.Data = []byte(`{"task":-1,"reason":"forged"}`)
+	if err := s.open(m, &a); err != errBadSignature {
+		t.Errorf("forged body accepted: %v", err)
+	}
+	plain := nats.NewMsg("lp.r.abort")
+	plain.Data = []byte(`{}`)
+	if err := s.check(plain); err != errBadSignature {
+		t.Errorf("unsigned message accepted: %v", err)
+	}
+	if err := (signer{}).check(plain); err != nil {
+		t.Errorf("no secret: %v", err)
+	}
+}
+
+func TestHostRules(t *testing.T) {
+	r := HostRules{AllowHost: "keycast.staging.test"}
+	for url, ok := range map[string]bool{
+		"http://127.0.0.1:3000": true, "http://localhost:1": true, "http://[::1]:2": true,
+		"https://keycast.staging.test": true, "https://other.test": false,
+		"https://keycast.divine.video": false, "https://login.divine.video.": false, "not a url": false,
+	} {
+		if err := r.AuthorizeURL(url); (err == nil) != ok {
+			t.Errorf("AuthorizeURL(%q) = %v; want ok %v", url, err, ok)
+		}
+	}
+	if err := CheckCommand([]string{"keycast", "run", "--url", "x"}); err != nil {
+		t.Error(err)
+	}
+	for _, args := range [][]string{{"keycast", "server"}, {"sh", "-c", "true"}, {"keycast", "run", "--", "x"}, {}} {
+		if CheckCommand(args) == nil {
+			t.Errorf("CheckCommand(%q) allowed", args)
+		}
+	}
+}
+
+// TestKeycastArgsCarryTLS: a worker's `keycast run` verifies the target's certificate as the
+// coordinator's command was told to.
+func TestKeycastArgsCarryTLS(t *testing.T) {
+	has := func(args []string, want ...string) bool {
+		for i := range args {
+			if i+len(want) <= len(args) && slices.Equal(args[i:i+len(want)], want) {
+				return true
+			}
+		}
+		return false
+	}
+	base := keycastload.RunConfig{URL: "https://127.0.0.1:8443", Concurrency: 4, Requests: 10}
+	if a := KeycastArgs(base); has(a, "--ca-cert") || has(a, "--insecure-skip-verify") {
+		t.Errorf("no TLS options, yet %v", a)
+	}
+	ca := base
+	ca.TLS.CACertFile = "/etc/ssl/private-ca.pem"
+	if a := KeycastArgs(ca); !has(a, "--ca-cert", "/etc/ssl/private-ca.pem") {
+		t.Errorf("--ca-cert missing from %v", a)
+	}
+	skip := base
+	skip.TLS.InsecureSkipVerify = true
+	if a := KeycastArgs(skip); !has(a, "--insecure-skip-verify") {
+		t.Errorf("--insecure-skip-verify missing from %v", a)
+	}
+}

@@ -1,0 +1,509 @@
+package coord
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// WorkerConfig configures RunWorker.
+type WorkerConfig struct {
+	Conn ConnConfig
+	// Prefix is the subject prefix; empty means DefaultPrefix.
+	Prefix string
+	// Secret signs and checks every message (HMAC-SHA256); empty relies on the server's auth alone.
+	Secret string
+	// Name identifies the worker in the coordinator's messages (default: host name and pid).
+	Name string
+	// Index is the segment index to ask for (JOB_COMPLETION_INDEX), or -1 for any.
+	Index int
+	// JoinTimeout bounds the wait for a coordinator that accepts this worker; 0 means 10 minutes.
+	JoinTimeout time.Duration
+	// Exec runs a client command (loadproof tree, without the binary's name) with the hook in ctx.
+	Exec func(ctx context.Context, args []string) error
+	// Target returns the target URL of a client command, for the host rules.
+	Target func(args []string) (string, error)
+	// Hosts are this worker's own target authorization.
+	Hosts HostRules
+	// Logger receives the worker's log; nil discards.
+	Logger *slog.Logger
+}
+
+// ErrCoordinatorLost is returned when the coordinator went quiet for WatchdogAfter.
+var ErrCoordinatorLost = errors.New("coord: the coordinator stopped sending heartbeats; load stopped")
+
+// worker is one RunWorker session.
+type worker struct {
+	cfg    WorkerConfig
+	log    *slog.Logger
+	nc     *nats.Conn
+	sig    signer
+	subj   subjects
+	index  int
+	bucket string
+
+	lastCoord atomic.Int64 // unix nanos of the last coordinator heartbeat
+	state     atomic.Value // string
+	task      atomic.Int64 // current task id, -1 when idle
+
+	mu         sync.Mutex
+	release    chan struct{} // closed when the coordinator releases the current task's barrier
+	cancelTask context.CancelFunc
+	busy       bool
+	done       chan error
+	doneOnce   sync.Once
+}
+
+// RunWorker joins a coordinator and runs the tasks it sends until it says goodbye (nil), ctx ends,
+// or the coordinator goes quiet (ErrCoordinatorLost).
+func RunWorker(ctx context.Context, cfg WorkerConfig) error {
+	if cfg.Exec == nil || cfg.Target == nil {
+		return errors.New("coord: worker needs Exec and Target")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if cfg.Conn.Name == "" {
+		cfg.Conn.Name = "loadproof-worker " + cfg.Name
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &worker{cfg: cfg, log: log, sig: signer{[]byte(cfg.Secret)}, done: make(chan error, 1)}
+	w.state.Store("idle")
+	w.task.Store(-1)
+	nc, err := Connect(cfg.Conn, nats.ClosedHandler(func(*nats.Conn) { w.finish(errors.New("coord: the NATS connection closed")) }))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	w.nc = nc
+	reply, err := w.join(ctx)
+	if err != nil {
+		return err
+	}
+	w.index, w.subj, w.bucket = reply.Index, subjects{cfg.Prefix, reply.Run}, reply.Bucket
+	log.Info("joined the coordinator", "run", reply.Run, "index", reply.Index, "workers", reply.Workers)
+	w.lastCoord.Store(time.Now().UnixNano())
+	if err := w.subscribe(); err != nil {
+		return err
+	}
+	go w.heartbeat(ctx)
+	go w.watchdog(ctx)
+	select {
+	case err := <-w.done:
+		w.abortTask()
+		return err
+	case <-ctx.Done():
+		w.abortTask()
+		return ctx.Err()
+	}
+}
+
+func (w *worker) finish(err error) {
+	w.doneOnce.Do(func() { w.done <- err })
+}
+
+// join asks for a place until a coordinator accepts or refuses for good.
+func (w *worker) join(ctx context.Context) (*JoinReply, error) {
+	limit := w.cfg.JoinTimeout
+	if limit <= 0 {
+		limit = 10 * time.Minute
+	}
+	deadline := time.Now().Add(limit)
+	subj := subjects{prefix: w.cfg.Prefix}.join()
+	m, err := w.sig.msg(subj, JoinMsg{Version: ProtocolVersion, Name: w.cfg.Name, Index: w.cfg.Index, Machine: machine.Collect("KEYCAST_", "LINKKEYS_")})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := w.nc.RequestMsgWithContext(rctx, m)
+		cancel()
+		if err == nil {
+			var r JoinReply
+			if err := w.sig.open(resp, &r); err != nil {
+				return nil, err
+			}
+			if r.Accepted {
+				return &r, nil
+			}
+			return nil, fmt.Errorf("coord: the coordinator refused this worker: %s", r.Reason)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("coord: no coordinator answered on %s within %s: %w", subj, limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (w *worker) subscribe() error {
+	subs := []struct {
+		subj string
+		fn   nats.MsgHandler
+	}{
+		{w.subj.worker(w.index, "ping"), w.onPing},
+		{w.subj.worker(w.index, "task"), w.onTask},
+		{w.subj.worker(w.index, "bye"), w.onBye},
+		{w.subj.worker(w.index, "release"), w.onRelease},
+		{w.subj.sub("abort"), w.onAbort},
+		{w.subj.sub("coord"), w.onCoord},
+	}
+	for _, s := range subs {
+		if _, err := w.nc.Subscribe(s.subj, s.fn); err != nil {
+			return fmt.Errorf("coord: subscribing to %s: %w", s.subj, err)
+		}
+	}
+	return w.nc.Flush()
+}
+
+func (w *worker) onPing(m *nats.Msg) {
+	if w.sig.check(m) != nil {
+		return
+	}
+	_ = w.sig.reply(w.nc, m, PingReply{UnixNano: time.Now().UnixNano()})
+}
+
+func (w *worker) onCoord(m *nats.Msg) {
+	if w.sig.check(m) == nil {
+		w.lastCoord.Store(time.Now().UnixNano())
+	}
+}
+
+func (w *worker) onBye(m *nats.Msg) {
+	var b Bye
+	if w.sig.open(m, &b) == nil {
+		_ = w.sig.reply(w.nc, m, TaskReply{Accepted: true})
+		w.finish(nil)
+	}
+}
+
+func (w *worker) onAbort(m *nats.Msg) {
+	var a Abort
+	if err := w.sig.open(m, &a); err != nil {
+		w.log.Warn("ignoring an abort with a bad signature", "err", err)
+		return
+	}
+	if a.Task == -1 {
+		w.log.Warn("the coordinator ended the session", "reason", a.Reason)
+		w.finish(fmt.Errorf("coord: the coordinator aborted the run: %s", a.Reason))
+		return
+	}
+	if int64(a.Task) == w.task.Load() {
+		w.log.Warn("aborting the task", "task", a.Task, "reason", a.Reason)
+		w.abortTask()
+	}
+}
+
+func (w *worker) abortTask() {
+	w.mu.Lock()
+	if w.cancelTask != nil {
+		w.cancelTask()
+	}
+	w.mu.Unlock()
+}
+
+// onTask checks a task and, when it is allowed, runs it in the background.
+func (w *worker) onTask(m *nats.Msg) {
+	var t Task
+	if err := w.sig.open(m, &t); err != nil {
+		w.log.Warn("ignoring a task", "err", err)
+		return
+	}
+	if err := w.check(t); err != nil {
+		w.log.Warn("refusing a task", "task", t.ID, "err", err)
+		_ = w.sig.reply(w.nc, m, TaskReply{Reason: err.Error()})
+		return
+	}
+	w.mu.Lock()
+	if w.busy {
+		w.mu.Unlock()
+		_ = w.sig.reply(w.nc, m, TaskReply{Reason: "coord: the worker is still running another task"})
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.busy, w.cancelTask = true, cancel
+	w.mu.Unlock()
+	w.task.Store(int64(t.ID))
+	_ = w.sig.reply(w.nc, m, TaskReply{Accepted: true})
+	go w.runTask(ctx, t)
+}
+
+// check applies the allow list and the host rules to a task.
+func (w *worker) check(t Task) error {
+	if err := CheckCommand(t.Args); err != nil {
+		return err
+	}
+	if err := t.Segment.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	target, err := w.cfg.Target(t.Args)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	return w.cfg.Hosts.AuthorizeURL(target)
+}
+
+func (w *worker) runTask(ctx context.Context, t Task) {
+	defer func() {
+		w.mu.Lock()
+		w.busy, w.cancelTask = false, nil
+		w.mu.Unlock()
+		w.task.Store(-1)
+		w.state.Store("idle")
+	}()
+	w.state.Store("running")
+	var seq atomic.Int64
+	var delivered []byte
+	// publish sends each interval snapshot of the task's engine runs to the coordinator.
+	publish := func(iv *result.Interval) {
+		s := Snapshot{Index: w.index, Task: t.ID, Seq: int(seq.Add(1) - 1), Interval: ToWire(iv), State: "running"}
+		if m, err := w.sig.msg(w.subj.sub("snap"), s); err == nil {
+			_ = w.nc.PublishMsg(m)
+		}
+	}
+	hook := &Hook{
+		Segment: t.Segment, Start: t.StartAt, SampleServer: t.SampleServer,
+		Deliver: func(v any) error {
+			b, err := json.Marshal(v)
+			delivered = b
+			return err
+		},
+	}
+	if t.Barrier {
+		path, stop, err := w.serveBarrier(t)
+		if err != nil {
+			w.log.Error("cannot serve the hold barrier; the command holds for nothing", "err", err)
+		} else {
+			hook.BarrierPath = path
+			defer stop()
+		}
+	}
+	err := w.cfg.Exec(engine.WithIntervalObserver(WithHook(ctx, hook), publish), t.Args)
+	w.state.Store("uploading")
+	msg := ResultMsg{Index: w.index, Task: t.ID}
+	if delivered == nil {
+		if err == nil {
+			err = errors.New("the command delivered no result")
+		}
+		msg.Err = err.Error()
+	} else {
+		if err != nil {
+			w.log.Warn("the task ended with an error; sending its result", "err", err)
+		}
+		if uerr := w.upload(&msg, delivered); uerr != nil {
+			msg.Err = uerr.Error()
+		}
+	}
+	m, merr := w.sig.msg(w.subj.sub("result"), msg)
+	if merr != nil {
+		return
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		if _, err := w.nc.RequestMsg(m, 30*time.Second); err == nil {
+			return
+		}
+	}
+	w.log.Error("the coordinator did not acknowledge the result", "task", t.ID)
+}
+
+// upload stores the result in the object store when the coordinator made a bucket, in chunks
+// otherwise, and fills msg's location and checksum.
+func (w *worker) upload(msg *ResultMsg, b []byte) error {
+	sum := sha256.Sum256(b)
+	msg.Size, msg.SHA256 = len(b), hex.EncodeToString(sum[:])
+	if w.bucket != "" {
+		if err := w.putObject(msg, b); err == nil {
+			return nil
+		} else {
+			w.log.Warn("object store upload failed; sending the result in chunks", "err", err)
+		}
+	}
+	n := (len(b) + ChunkSize - 1) / ChunkSize
+	for i := 0; i < n; i++ {
+		part := b[i*ChunkSize : min(len(b), (i+1)*ChunkSize)]
+		m := w.sig.raw(w.subj.sub("chunk"), part)
+		m.Header.Set("Lp-Index", strconv.Itoa(w.index))
+		m.Header.Set("Lp-Task", strconv.Itoa(msg.Task))
+		m.Header.Set("Lp-Seq", strconv.Itoa(i))
+		var err error
+		for attempt := 0; attempt < 3; attempt++ {
+			if _, err = w.nc.RequestMsg(m, 10*time.Second); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("coord: sending result chunk %d of %d: %w", i+1, n, err)
+		}
+	}
+	msg.Chunks = n
+	return nil
+}
+
+func (w *worker) putObject(msg *ResultMsg, b []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		return err
+	}
+	obs, err := js.ObjectStore(ctx, w.bucket)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("task-%d-worker-%d.json", msg.Task, w.index)
+	if _, err := obs.PutBytes(ctx, name, b); err != nil {
+		return err
+	}
+	msg.Object = name
+	return nil
+}
+
+// heartbeat reports the worker's state every SnapshotEvery, so silence means a lost worker even
+// between intervals and between tasks.
+func (w *worker) heartbeat(ctx context.Context) {
+	t := time.NewTicker(SnapshotEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s := Snapshot{Index: w.index, Task: int(w.task.Load()), Seq: -1, State: w.state.Load().(string)}
+			if m, err := w.sig.msg(w.subj.sub("snap"), s); err == nil {
+				_ = w.nc.PublishMsg(m)
+			}
+		}
+	}
+}
+
+// watchdog stops the worker when the coordinator has been quiet for WatchdogAfter.
+func (w *worker) watchdog(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if time.Since(time.Unix(0, w.lastCoord.Load())) > WatchdogAfter {
+				// Confirm with a direct ping, so a worker starved of CPU does not mistake late
+				// heartbeats for a dead coordinator; a dead one answers nothing (no responders).
+				if m, err := w.sig.msg(w.subj.sub("cping"), struct{}{}); err == nil {
+					if resp, err := w.nc.RequestMsg(m, confirmWait); err == nil && w.sig.check(resp) == nil {
+						w.lastCoord.Store(time.Now().UnixNano())
+						w.log.Warn("the coordinator's heartbeats were late; it answered a ping")
+						continue
+					}
+				}
+				w.log.Error("the coordinator went quiet; stopping the load", "after", WatchdogAfter)
+				w.abortTask()
+				w.finish(ErrCoordinatorLost)
+				return
+			}
+		}
+	}
+}
+
+func (w *worker) onRelease(m *nats.Msg) {
+	var b BarrierMsg
+	if w.sig.open(m, &b) != nil || int64(b.Task) != w.task.Load() {
+		return
+	}
+	w.mu.Lock()
+	if w.release != nil {
+		close(w.release)
+		w.release = nil
+	}
+	w.mu.Unlock()
+}
+
+// serveBarrier serves a local hold barrier for one task: the command connects and says "ready N"
+// when its connections are established; the worker relays that to the coordinator, which feeds the
+// run's own barrier, and closes the command's connection when the coordinator relays the release.
+func (w *worker) serveBarrier(t Task) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "loadproof-barrier-*")
+	if err != nil {
+		return "", nil, err
+	}
+	path := dir + "/b.sock"
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	release := make(chan struct{})
+	w.mu.Lock()
+	w.release = release
+	w.mu.Unlock()
+	send := func(b BarrierMsg) {
+		b.Index, b.Task = w.index, t.ID
+		if m, err := w.sig.msg(w.subj.sub("ready"), b); err == nil {
+			_ = w.nc.PublishMsg(m)
+		}
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			send(BarrierMsg{Gone: true})
+			return
+		}
+		defer c.Close()
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(c)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		for line := range lines {
+			if rest, ok := strings.CutPrefix(line, "ready "); ok {
+				held, _ := strconv.ParseInt(rest, 10, 64)
+				send(BarrierMsg{Held: held})
+				select {
+				case <-release:
+				case <-lines: // the command left (its context ended)
+				}
+				return
+			}
+		}
+		send(BarrierMsg{Gone: true})
+	}()
+	stop := func() {
+		ln.Close()
+		os.RemoveAll(dir)
+	}
+	return path, stop, nil
+}
