@@ -1,7 +1,6 @@
 package httpwire
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -29,38 +28,6 @@ func SkipWS(b []byte, i int) int {
 	return i
 }
 
-// SWAR ("SIMD within a register") tests on 8 bytes at a time: a string's plain run of bytes is
-// skipped a word at a time until a word holds a byte that needs a look (the quote, a backslash,
-// a control byte, and for plainRun a byte of 0x80 or more). The tests may flag a word that holds
-// no such byte (a borrow from a lower byte); the byte loop after them decides.
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// needsLook reports whether the 8 bytes of x may hold '"', '\\' or a byte below 0x20.
-func needsLook(x uint64) bool {
-	q, bs := x^(lsb*'"'), x^(lsb*'\\')
-	return ((q-lsb)&^q|(bs-lsb)&^bs|(x-lsb*0x20)&^x)&msb != 0
-}
-
-// stringRun returns the index of the first byte at or after j that is '"', '\\' or below 0x20
-// (or, with ascii, 0x80 or more), or len(b).
-func stringRun(b []byte, j int, ascii bool) int {
-	for ; j+8 <= len(b); j += 8 {
-		x := binary.LittleEndian.Uint64(b[j:])
-		if needsLook(x) || (ascii && x&msb != 0) {
-			break
-		}
-	}
-	for ; j < len(b); j++ {
-		if c := b[j]; c == '"' || c == '\\' || c < 0x20 || (ascii && c >= 0x80) {
-			return j
-		}
-	}
-	return j
-}
-
 // SkipString reads the string whose opening quote is b[i]: it returns the index after the
 // closing quote and whether the content has escapes. Escapes are checked for form, control
 // bytes refused; bytes that are not UTF-8 are left alone, as encoding/json accepts them.
@@ -69,10 +36,6 @@ func SkipString(b []byte, i int) (end int, esc, ok bool) {
 		return 0, false, false
 	}
 	for j := i + 1; j < len(b); j++ {
-		j = stringRun(b, j, false)
-		if j >= len(b) {
-			break
-		}
 		switch c := b[j]; {
 		case c == '"':
 			return j + 1, esc, true
@@ -209,10 +172,6 @@ func PlainString(b []byte, i int) (s []byte, end int, ok bool) {
 	start := i + 1
 	ascii := true
 	for j := start; j < len(b); j++ {
-		j = stringRun(b, j, ascii)
-		if j >= len(b) {
-			break
-		}
 		switch c := b[j]; {
 		case c == '"':
 			s := b[start:j]

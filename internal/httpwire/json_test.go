@@ -171,27 +171,3 @@ func FuzzPlainString(f *testing.F) {
 		}
 	})
 }
-
-func TestStringRunFindsEveryStopAtEveryOffset(t *testing.T) {
-	for _, ascii := range []bool{false, true} {
-		for _, stop := range []byte{'"', '\\', 0x00, 0x1f, 0x80, 0xff} {
-			for n := 0; n < 40; n++ {
-				for at := 0; at <= n; at++ {
-					b := bytes.Repeat([]byte{'a'}, n+1)
-					b[at] = stop
-					want := at
-					if stop >= 0x80 && !ascii {
-						want = n + 1
-					}
-					if got := stringRun(b, 0, ascii); got != want {
-						t.Fatalf("stringRun(%q, ascii=%v) = %d, want %d", b, ascii, got, want)
-					}
-				}
-			}
-		}
-	}
-	// Bytes next to the stops (0x20, 0x21, 0x5b, 0x5d, 0x7f) are not stops.
-	if got := stringRun([]byte(" !#[]\x7f~ !#[]\x7f~"), 0, true); got != 14 {
-		t.Fatalf("stopped at %d", got)
-	}
-}
