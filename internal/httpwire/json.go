@@ -292,8 +292,12 @@ func (o *Object) Seek(end int) { o.i = end }
 
 // Skip moves the reader past the value at Pos, checking it as SkipValue does.
 func (o *Object) Skip() bool {
-	end, ok := SkipValue(o.b, o.i)
-	o.i = end
+	var ok bool
+	if o.i < len(o.b) && o.b[o.i] == '"' { // the usual member value, without the dispatch
+		o.i, _, ok = SkipString(o.b, o.i)
+	} else {
+		o.i, ok = skipValue(o.b, o.i, 0)
+	}
 	return ok
 }
 

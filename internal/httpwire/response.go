@@ -225,16 +225,29 @@ func (h *head) statusLine(line []byte) error {
 
 // headerLine splits "name: value" and checks it: the name a token, the value free of control
 // bytes (HTAB aside). A line starting with white space (obs-fold) has no token name and is
-// refused, where net/http would fold it into the previous value.
+// refused, where net/http would fold it into the previous value. One pass over the line, by
+// table: every response header goes through here.
 func headerLine(line []byte) (name, val []byte, err error) {
-	name, val, ok := bytes.Cut(line, []byte{':'})
-	if !ok || !isToken(name) {
+	i := 0
+	for i < len(line) && tokenTable[line[i]] {
+		i++
+	}
+	if i == 0 || i == len(line) || line[i] != ':' {
 		return nil, nil, malformed("bad header line %q", truncate(line, 40))
 	}
-	if !validValue(val) {
-		return nil, nil, malformed("control byte in header %q", truncate(name, 40))
+	name, val = line[:i], line[i+1:]
+	for _, c := range val {
+		if !valueTable[c] {
+			return nil, nil, malformed("control byte in header %q", truncate(name, 40))
+		}
 	}
-	return name, TrimOWS(val), nil
+	for len(val) > 0 && (val[0] == ' ' || val[0] == '\t') {
+		val = val[1:]
+	}
+	for len(val) > 0 && (val[len(val)-1] == ' ' || val[len(val)-1] == '\t') {
+		val = val[:len(val)-1]
+	}
+	return name, val, nil
 }
 
 func unexpectedEOF(err error) error {
