@@ -341,18 +341,26 @@ func readChunked(br *bufio.Reader, dst []byte, maxBody int) ([]byte, error) {
 	}
 }
 
-// readTrailers reads the trailer section after the last chunk, through its empty line.
+// readTrailers reads the trailer section after the last chunk, through its empty line. Unlike
+// header lines, every line must end in CRLF: net/http reads trailers only up to a literal
+// CRLF CRLF within its buffer.
 func readTrailers(br *bufio.Reader) error {
 	size := 0
 	for n := 0; ; n++ {
-		line, err := readLine(br)
+		line, err := br.ReadSlice('\n')
 		if err != nil {
-			return err
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return malformed("trailer section too long")
+			}
+			return unexpectedEOF(err)
 		}
+		if len(line) < 2 || line[len(line)-2] != '\r' {
+			return malformed("trailer line %q does not end in CRLF", truncate(line, 20))
+		}
+		line = line[:len(line)-2]
 		if len(line) == 0 {
 			return nil
 		}
-		// net/http reads trailers only when the whole section is in its buffer.
 		if size += len(line) + 2; n == MaxHeaderLines || size >= br.Size() {
 			return malformed("trailer section too long")
 		}

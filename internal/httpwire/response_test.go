@@ -62,6 +62,8 @@ func TestReadResponse(t *testing.T) {
 		{"chunk size with space before extension", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 ;x\r\nhi\r\n0\r\n\r\n", 0, "", false, "bad chunk size"},
 		{"chunk line with bare LF", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\nhi\r\n0\r\n\r\n", 0, "", false, "CRLF"},
 		{"chunk data without CRLF", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\n0\r\n\r\n", 0, "", false, "not followed by CRLF"},
+		{"trailer section ending in bare LF", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\n", 0, "", false, "CRLF"},
+		{"trailer line ending in bare LF", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\n\r\n", 0, "", false, "CRLF"},
 		{"bad trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nno colon\r\n\r\n", 0, "", false, "bad header line"},
 		{"short body", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 0, "", false, "unexpected EOF"},
 		{"short chunked body", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", 0, "", false, "unexpected EOF"},
