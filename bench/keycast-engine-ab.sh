@@ -7,6 +7,8 @@
 # Usage: bench/keycast-engine-ab.sh BEFORE_REV [AFTER_REV] [rounds] [duration_seconds] [connections]
 #   defaults: AFTER_REV = the working tree, 5 rounds, 8 s, 50 connections, get-public-key warm-cache.
 # Layout as bench/keycast-generator.sh: the server on core 1 (GOMAXPROCS=1), the client on core 0.
+# AFTER_ARGS adds `run` flags to the after binary only: `AFTER_ARGS="--http-client std"
+# bench/keycast-engine-ab.sh HEAD` compares the net/http client with the fast one at one revision.
 set -euo pipefail
 
 BEFORE=${1:?usage: bench/keycast-engine-ab.sh BEFORE_REV [AFTER_REV] [rounds] [duration] [connections]}
@@ -39,7 +41,7 @@ if [ -n "$AFTER" ]; then build_at "$AFTER" after; else go build -buildvcs=false 
 
 echo "== machine"
 go run ./cmd/loadproof machine --settings KEYCAST_,HANDLER_CACHE_SIZE,GOMAXPROCS
-echo "== before $(git rev-parse --short "$BEFORE"), after ${AFTER:-working tree at $(git rev-parse --short HEAD)}"
+echo "== before $(git rev-parse --short "$BEFORE"), after ${AFTER:-working tree at $(git rev-parse --short HEAD)}${AFTER_ARGS:+ with $AFTER_ARGS}"
 
 PORT=$((20000 + RANDOM % 20000))
 URL="http://127.0.0.1:$PORT"
@@ -55,9 +57,10 @@ done
   || { cat "$WORK/setup.err" >&2; exit 1; }
 
 measure() { # measure BIN -> "requests cpu_seconds"
-  local t="$WORK/time.$1"
+  local t="$WORK/time.$1" extra=()
+  if [ "$1" = after ] && [ -n "${AFTER_ARGS:-}" ]; then read -r -a extra <<<"$AFTER_ARGS"; fi
   { TIMEFORMAT='%R %U %S'; time taskset -c 0 "$WORK/$1" run --url "$URL" --users-file "$WORK/users.json" \
-      -c "$CONN" -d "$DUR" --ramp-up 0 -s warm-cache -m get-public-key -o "$WORK/$1.json" >/dev/null 2>"$WORK/$1.err"; } 2>"$t"
+      -c "$CONN" -d "$DUR" --ramp-up 0 -s warm-cache -m get-public-key -o "$WORK/$1.json" "${extra[@]}" >/dev/null 2>"$WORK/$1.err"; } 2>"$t"
   echo "$(jq -r '.summary.total_requests' "$WORK/$1.json") $(awk '{printf "%.3f", $2 + $3}' "$t")"
 }
 measure after >/dev/null # warm-up

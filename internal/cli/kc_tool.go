@@ -170,6 +170,8 @@ type runFlags struct {
 	maxErrorRateSet                          bool // --max-error-rate given (off otherwise, as upstream)
 	tls                                      keycastload.TLSOptions
 	segment                                  string
+	httpClient                               string
+	flags                                    map[string]string // every flag as given, for the results envelope
 }
 
 // newKeycastRunCmd is `run` (docs/protocol-keycast.md, run).
@@ -194,6 +196,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl.maxErrorRateSet = cmd.Flags().Changed("max-error-rate")
+			fl.flags = lkFlags(cmd)
 			return runRun(cmd.Context(), env, kcLogger(cmd, env), fl)
 		},
 	}
@@ -213,6 +216,8 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.Float64Var(&fl.rate, "rate", 0, "open model: arrival rate in requests per second (0 = closed model)")
 	f.Float64Var(&fl.rateFrom, "rate-from", 0, "open model: starting rate of the ramp to --rate over --ramp-up")
 	f.DurationVar(&fl.timeout, "timeout", keycastload.DefaultHTTPTimeout, "per-request timeout")
+	f.StringVar(&fl.httpClient, "http-client", keycastload.HTTPClientFast,
+		"fast (the hand-written HTTP/1.1 client) or std (the same load over net/http); recorded in metadata.http_client")
 	addTLSFlags(f, &fl.tls)
 	f.Float64Var(&fl.maxErrorRate, "max-error-rate", 0, "exit 1 when the error rate (failed requests and connect failures over all attempts, 0-1) is above this (default: off)")
 	f.StringVar(&fl.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' requests, concurrency, rate and users are disjoint and together the whole run")
@@ -237,7 +242,11 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	if fl.maxErrorRateSet && !(fl.maxErrorRate >= 0 && fl.maxErrorRate <= 1) {
 		return usageError("run: --max-error-rate %v must be between 0 and 1", fl.maxErrorRate)
 	}
+	if fl.httpClient != keycastload.HTTPClientFast && fl.httpClient != keycastload.HTTPClientStd {
+		return usageError("run: --http-client %q: want fast or std", fl.httpClient)
+	}
 	cfg := keycastload.RunConfig{
+		Flags: fl.flags, HTTPClient: fl.httpClient,
 		URL: fl.url, Concurrency: fl.concurrency, Requests: fl.requests,
 		Duration: time.Duration(fl.duration) * time.Second, RampUp: time.Duration(fl.rampUp) * time.Second,
 		Scenario: scenario, Method: method, UsersFile: fl.usersFile,

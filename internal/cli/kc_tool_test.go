@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,6 +106,7 @@ func TestKeycastToolUsageErrors(t *testing.T) {
 		{[]string{"profile", "--url", "http://127.0.0.1:1"}, ExitUsage, "--pprof-url"},
 		{[]string{"profile", "--method", "register"}, ExitUsage, "want get-public-key"},
 		{[]string{"run", "--bogus"}, ExitUsage, "unknown flag"},
+		{[]string{"run", "--http-client", "curl"}, ExitUsage, "want fast or std"},
 	} {
 		code, _, errs := kcRun(t, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.want) {
@@ -263,6 +265,7 @@ func TestKeycastRunExitStatusReflectsFailure(t *testing.T) {
 		{"75% errors, no limit", flaky, nil, ExitOK, ""},
 		{"75% errors over the limit", flaky, []string{"--max-error-rate", "0.5"}, ExitFailure, "error rate 75.0% is above --max-error-rate 50.0%"},
 		{"75% errors under the limit", flaky, []string{"--max-error-rate", "0.8"}, ExitOK, ""},
+		{"over net/http", flaky, []string{"--http-client", "std", "--max-error-rate", "0.5"}, ExitFailure, "error rate 75.0% is above --max-error-rate 50.0%"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n.Store(0)
@@ -272,8 +275,16 @@ func TestKeycastRunExitStatusReflectsFailure(t *testing.T) {
 			if code != tc.code || !strings.Contains(errs, tc.want) {
 				t.Fatalf("exit %d (want %d), stderr:\n%s\nwant %q", code, tc.code, errs, tc.want)
 			}
-			if _, err := keycastresult.Read(out); err != nil {
+			res, err := keycastresult.Read(out)
+			if err != nil {
 				t.Fatalf("results not written: %v", err)
+			}
+			client := "fast"
+			if slices.Contains(tc.extra, "std") {
+				client = "std"
+			}
+			if res.Metadata.HTTPClient != client || res.Envelope == nil || res.Envelope.Flags["http-client"] != client {
+				t.Fatalf("http client recorded as %q (flags %v), want %q", res.Metadata.HTTPClient, res.Envelope.Flags, client)
 			}
 		})
 	}

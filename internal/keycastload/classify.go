@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/loadproof/loadproof/internal/httpwire"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
 
@@ -90,13 +91,13 @@ func httpCause(status int) string {
 
 // NetworkCause names a transport error for failure_causes ("network_econnrefused", ...).
 func NetworkCause(err error) string {
-	var pe *protoError
+	var me *httpwire.MalformedError
 	var ne net.Error
 	var dnsErr *net.DNSError
 	var recErr tls.RecordHeaderError
 	var certErr *tls.CertificateVerificationError
 	switch {
-	case errors.As(err, &pe):
+	case errors.As(err, &me), malformedStd(err):
 		return "network_bad_response"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "network_econnrefused"
@@ -124,193 +125,108 @@ func NetworkCause(err error) string {
 	return "network_other"
 }
 
-// bodyInfo is what the judge learns from a response body without decoding it.
+// bodyInfo is what the judge learns from a response body.
 type bodyInfo struct {
-	object   bool   // a well-formed JSON object (nested values are checked for balance only)
+	object   bool   // a JSON object
 	hasError bool   // a top-level "error" member that is not null
-	errText  []byte // the raw content of "error" when it is a string without escapes
-	code     []byte // the raw content of "code" when it is a string without escapes
+	errText  []byte // the value of "error" when it is a string
+	code     []byte // the value of "code" when it is a string
 }
 
-// scanBody looks at the top level of a JSON object: which members it has, and the string values of
-// "error" and "code". Nested objects and arrays are skipped by matching brackets outside strings.
+// scanBody judges a response body: a single pass over a JSON object's top level with httpwire's
+// scanners (every value checked against the grammar, none decoded), which answers for the plain
+// bodies servers send. Anything it is not sure of (escapes in a key or in the "error" and
+// "code" strings, either member twice, nesting deeper than httpwire.MaxDepth, any syntax error
+// after the opening brace) is judged by encoding/json instead (scanBodyJSON), so the two
+// always agree (FuzzScanBody).
 func scanBody(b []byte) bodyInfo {
-	var info bodyInfo
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return info
+	info, sure := scanBodyFast(b)
+	if !sure {
+		return scanBodyJSON(b)
 	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		info.object = skipWS(b, i+1) == len(b)
-		return info
+	return info
+}
+
+func scanBodyFast(b []byte) (info bodyInfo, sure bool) {
+	o, ok := httpwire.OpenObject(b, 0)
+	if !ok {
+		return bodyInfo{}, true // not an object, whatever follows
 	}
+	var seenError, seenCode bool
 	for {
-		if i >= len(b) || b[i] != '"' {
-			return bodyInfo{}
+		key, esc, more, ok := o.Next()
+		if !ok || esc {
+			return bodyInfo{}, false
 		}
-		ks, ke, esc, ok := scanString(b, i)
-		if !ok {
-			return bodyInfo{}
+		if !more {
+			break
 		}
-		key := b[ks:ke]
-		if esc {
-			// A key written with escapes ("\u0065rror") is the same key to a JSON decoder.
-			var k string
-			if json.Unmarshal(b[ks-1:ke+1], &k) != nil {
-				return bodyInfo{}
-			}
-			key = []byte(k)
+		start := o.Pos()
+		if !o.Skip() {
+			return bodyInfo{}, false
 		}
-		i = skipWS(b, ke+1)
-		if i >= len(b) || b[i] != ':' {
-			return bodyInfo{}
-		}
-		i = skipWS(b, i+1)
-		if i >= len(b) {
-			return bodyInfo{}
-		}
-		vs := i
-		i, ok = skipValue(b, i)
-		if !ok {
-			return bodyInfo{}
-		}
-		val := b[vs:i]
+		val := b[start:o.Pos()]
 		switch string(key) {
 		case "error":
+			if seenError {
+				return bodyInfo{}, false
+			}
+			seenError = true
 			if string(val) != "null" {
 				info.hasError = true
-				info.errText = rawString(val)
+				if info.errText, ok = plainValue(val); !ok {
+					return bodyInfo{}, false
+				}
 			}
 		case "code":
-			info.code = rawString(val)
-		}
-		i = skipWS(b, i)
-		if i >= len(b) {
-			return bodyInfo{}
-		}
-		if b[i] == '}' {
-			info.object = skipWS(b, i+1) == len(b)
-			if !info.object {
-				return bodyInfo{}
+			if seenCode {
+				return bodyInfo{}, false
 			}
-			return info
-		}
-		if b[i] != ',' {
-			return bodyInfo{}
-		}
-		i = skipWS(b, i+1)
-	}
-}
-
-// rawString returns the content of a JSON string value without escapes, or nil.
-func rawString(v []byte) []byte {
-	if len(v) < 2 || v[0] != '"' {
-		return nil
-	}
-	in := v[1 : len(v)-1]
-	if indexByte(in, '\\') >= 0 {
-		return nil
-	}
-	return in
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// scanString reads the string starting at b[i] == '"'. It returns the content's bounds [s, e) (e is
-// the index of the closing quote) and whether the content has escapes.
-func scanString(b []byte, i int) (s, e int, esc, ok bool) {
-	s = i + 1
-	for j := s; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return s, j, esc, true
-		case c == '\\':
-			esc = true
-			j++
-			if j >= len(b) {
-				return 0, 0, false, false
-			}
-			switch b[j] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if j+4 >= len(b) {
-					return 0, 0, false, false
-				}
-				for k := j + 1; k <= j+4; k++ {
-					if _, ok := parseHex(b[k : k+1]); !ok {
-						return 0, 0, false, false
-					}
-				}
-				j += 4
-			default:
-				return 0, 0, false, false
-			}
-		case c < 0x20:
-			return 0, 0, false, false
-		}
-	}
-	return 0, 0, false, false
-}
-
-// skipValue skips one JSON value starting at b[i]; nested containers are matched by depth.
-func skipValue(b []byte, i int) (int, bool) {
-	switch c := b[i]; {
-	case c == '"':
-		_, e, _, ok := scanString(b, i)
-		return e + 1, ok
-	case c == '{' || c == '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				_, e, _, ok := scanString(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = e
-			case '{', '[':
-				depth++
-				if depth > 512 {
-					return 0, false
-				}
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
+			seenCode = true
+			if info.code, ok = plainValue(val); !ok {
+				return bodyInfo{}, false
 			}
 		}
-		return 0, false
-	case c == 't':
-		return literal(b, i, "true")
-	case c == 'f':
-		return literal(b, i, "false")
-	case c == 'n':
-		return literal(b, i, "null")
-	case c == '-' || ('0' <= c && c <= '9'):
-		j := i + 1
-		for j < len(b) && (('0' <= b[j] && b[j] <= '9') || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-') {
-			j++
-		}
-		if c == '-' && j == i+1 {
-			return 0, false
-		}
-		return j, true
 	}
-	return 0, false
+	if httpwire.SkipWS(b, o.Pos()) != len(b) {
+		return bodyInfo{}, false
+	}
+	info.object = true
+	return info, true
 }
 
-func literal(b []byte, i int, lit string) (int, bool) {
-	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
-		return i + len(lit), true
+// plainValue returns the content of a plain string value, nil for a value that is not a string;
+// ok is false for a string whose bytes are not its value (escapes, bytes that are not UTF-8).
+func plainValue(v []byte) ([]byte, bool) {
+	if v[0] != '"' {
+		return nil, true
 	}
-	return 0, false
+	s, _, ok := httpwire.PlainString(v, 0)
+	return s, ok
+}
+
+// scanBodyJSON is scanBody by encoding/json: the authority for whatever scanBodyFast is not
+// sure of. Of a member written twice the last counts, as encoding/json decides.
+func scanBodyJSON(b []byte) bodyInfo {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		return bodyInfo{}
+	}
+	info := bodyInfo{object: true}
+	str := func(raw json.RawMessage) []byte {
+		var s string
+		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+			return nil
+		}
+		return []byte(s)
+	}
+	if e, ok := m["error"]; ok && string(e) != "null" {
+		info.hasError, info.errText = true, str(e)
+	}
+	if c, ok := m["code"]; ok {
+		info.code = str(c)
+	}
+	return info
 }
 
 // addClass counts one request of class c into counts.

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/httpwire"
 )
 
 const (
@@ -28,6 +30,12 @@ const (
 	idleTimeout = 90 * time.Second
 	// readBufSize is each connection's read buffer: every Keycast response header fits.
 	readBufSize = 4096
+	// idleCheckAfter is how long a pooled connection must have been idle before it is checked for
+	// a close by the server ahead of the next request (conn.send). The check is a system call
+	// (280–380 ns here, BenchmarkIdleCheck: 4–6 % of a request's client CPU), so connections reused
+	// at once under load are not checked; servers close idle connections after seconds, not
+	// milliseconds.
+	idleCheckAfter = time.Millisecond
 )
 
 // target is a parsed base URL.
@@ -80,9 +88,13 @@ func parseTarget(raw string) (*target, error) {
 // conn is one keep-alive connection.
 type conn struct {
 	nc        net.Conn
-	rc        syscall.RawConn // plain TCP only: the write-then-wait path of Read
-	pending   []byte          // a request to write at the start of the next Read
-	werr      error           // the failure of that write
+	sc        syscall.RawConn // the TCP socket under nc, for the idle check (nil where there is none)
+	rc        syscall.RawConn // plain TCP with rawSocketIO only: the write-then-wait path of Read
+	tls       bool
+	sent      *int64 // TLS: bytes written to the socket (countingConn)
+	wrote     int64  // bytes of the current request written to the socket
+	pending   []byte // a request to write at the start of the next Read
+	werr      error  // the failure of that write
 	readFn    func(uintptr) bool
 	rbuf      []byte // rawIO's destination
 	rn        int    // rawIO's result
@@ -92,6 +104,19 @@ type conn struct {
 	reused    bool
 	idleSince time.Time
 	dl        time.Time // the read/write deadline in force
+}
+
+// countingConn counts the bytes written to a TLS connection's socket: tls.Conn.Write reports
+// plaintext bytes, and the retry rule is about what reached the wire.
+type countingConn struct {
+	net.Conn
+	n int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func (c *conn) close() { _ = c.nc.Close() }
@@ -106,6 +131,7 @@ func (c *conn) setDeadline(t time.Time) {
 // userClient is one simulated user's HTTP client: its connections and its cookie jar.
 type userClient struct {
 	t      *target
+	token  string
 	prefix []byte // request line and fixed headers, ending with "\r\n" (no blank line)
 
 	mu      sync.Mutex
@@ -124,14 +150,32 @@ func newUserClient(t *target, path, token string) *userClient {
 	b = append(b, path...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, t.host...)
-	b = append(b, "\r\nUser-Agent: keycast-loadtest (loadproof)\r\n"...)
+	b = append(b, "\r\nUser-Agent: "...)
+	b = append(b, userAgent...)
+	b = append(b, "\r\n"...)
 	if token != "" {
 		b = append(b, "Authorization: Bearer "...)
 		b = append(b, token...)
 		b = append(b, "\r\n"...)
 	}
 	b = append(b, "Content-Type: application/json\r\n"...)
-	return &userClient{t: t, prefix: b}
+	return &userClient{t: t, token: token, prefix: b}
+}
+
+// userAgent is the User-Agent of every /api/nostr request.
+const userAgent = "keycast-loadtest (loadproof)"
+
+// appendRequest appends the whole request with body: the precomputed head, the cookie line and
+// Content-Length.
+func (u *userClient) appendRequest(b, body []byte) []byte {
+	b = append(b, u.prefix...)
+	if line := u.line.Load(); line != nil {
+		b = append(b, *line...)
+	}
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	return append(b, body...)
 }
 
 // get returns an idle connection (most recently used first) or nil.
@@ -256,227 +300,6 @@ func parseSetCookie(v []byte) (name, value string, del, ok bool) {
 	return n, val, del, true
 }
 
-// response is what the client keeps of one response.
-type response struct {
-	status int
-	body   []byte // up to maxBody bytes
-	close  bool   // the server asked to close, or the body was delimited by close
-}
-
-// errNoResponse wraps a failure to read the first byte of a response.
-var errNoResponse = errors.New("no response")
-
-// protoError is a malformed response.
-type protoError struct{ msg string }
-
-func (e *protoError) Error() string { return "keycastload: malformed HTTP response: " + e.msg }
-
-// readResponse reads one HTTP/1.1 response from br. body is reused as the body buffer. setCookie,
-// when not nil, is called with each Set-Cookie value. headOnly responses (1xx, 204, 304) carry no body.
-func readResponse(br *bufio.Reader, body []byte, setCookie func([]byte)) (response, error) {
-	var r response
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return r, &protoError{"status line longer than 4096 bytes"}
-		}
-		if len(line) == 0 {
-			return r, fmt.Errorf("%w: %w", errNoResponse, err)
-		}
-		return r, unexpectedEOF(err)
-	}
-	// "HTTP/1.1 200 OK\r\n"
-	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' {
-		return r, &protoError{fmt.Sprintf("bad status line %q", truncateBytes(line, 40))}
-	}
-	st := line[9:12]
-	if st[0] < '1' || st[0] > '5' || st[1] < '0' || st[1] > '9' || st[2] < '0' || st[2] > '9' ||
-		(len(line) > 12 && line[12] != ' ' && line[12] != '\r' && line[12] != '\n') {
-		return r, &protoError{fmt.Sprintf("bad status code in %q", truncateBytes(line, 40))}
-	}
-	r.status = int(st[0]-'0')*100 + int(st[1]-'0')*10 + int(st[2]-'0')
-	http10 := line[7] == '0'
-	r.close = http10
-	contentLength := int64(-1)
-	chunked := false
-	for nh := 0; ; nh++ {
-		if nh > 100 {
-			return r, &protoError{"more than 100 header lines"}
-		}
-		line, err = br.ReadSlice('\n')
-		if err != nil {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				return r, &protoError{"header line longer than 4096 bytes"}
-			}
-			return r, unexpectedEOF(err)
-		}
-		line = trimCRLF(line)
-		if len(line) == 0 {
-			break
-		}
-		colon := indexByte(line, ':')
-		if colon <= 0 {
-			return r, &protoError{fmt.Sprintf("header line without a name: %q", truncateBytes(line, 40))}
-		}
-		name, val := line[:colon], trimSpace(line[colon+1:])
-		switch len(name) {
-		case 14: // content-length
-			if equalFold(name, "content-length") {
-				n, ok := parseUint(val)
-				if !ok || (contentLength >= 0 && n != contentLength) {
-					return r, &protoError{fmt.Sprintf("bad Content-Length %q", truncateBytes(val, 40))}
-				}
-				contentLength = n
-			}
-		case 17: // transfer-encoding
-			if equalFold(name, "transfer-encoding") {
-				if !equalFold(lastToken(val), "chunked") {
-					return r, &protoError{fmt.Sprintf("unsupported Transfer-Encoding %q", truncateBytes(val, 40))}
-				}
-				chunked = true
-			}
-		case 10: // connection, set-cookie
-			if equalFold(name, "connection") {
-				if containsTokenFold(val, "close") {
-					r.close = true
-				} else if http10 && containsTokenFold(val, "keep-alive") {
-					r.close = false
-				}
-			} else if setCookie != nil && equalFold(name, "set-cookie") {
-				setCookie(val)
-			}
-		}
-	}
-	if r.status < 200 || r.status == 204 || r.status == 304 {
-		if r.status < 200 {
-			// An interim response (100 Continue) precedes the real one; we never send Expect, so
-			// treat it as a protocol violation rather than loop.
-			return r, &protoError{fmt.Sprintf("unexpected interim status %d", r.status)}
-		}
-		r.body = body[:0]
-		return r, nil
-	}
-	switch {
-	case chunked:
-		r.body, err = readChunked(br, body[:0])
-	case contentLength >= 0:
-		r.body, err = readN(br, body[:0], contentLength)
-	default:
-		r.close = true
-		r.body, err = readToEOF(br, body[:0])
-	}
-	return r, err
-}
-
-func unexpectedEOF(err error) error {
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-// readN reads n body bytes, keeping at most maxBody of them.
-func readN(br *bufio.Reader, dst []byte, n int64) ([]byte, error) {
-	keep := min(n, int64(maxBody))
-	if int64(cap(dst)) < keep {
-		dst = make([]byte, 0, keep)
-	}
-	dst = dst[:keep]
-	if _, err := io.ReadFull(br, dst); err != nil {
-		return dst[:0], unexpectedEOF(err)
-	}
-	if rest := n - keep; rest > 0 {
-		if _, err := br.Discard(int(rest)); err != nil {
-			return dst, unexpectedEOF(err)
-		}
-	}
-	return dst, nil
-}
-
-// readChunked reads a chunked body (RFC 9112, section 7.1), keeping at most maxBody bytes, and skips
-// trailers.
-func readChunked(br *bufio.Reader, dst []byte) ([]byte, error) {
-	for n := 0; ; n++ {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				return dst, &protoError{"chunk size line too long"}
-			}
-			return dst, unexpectedEOF(err)
-		}
-		line = trimCRLF(line)
-		if i := indexByte(line, ';'); i >= 0 {
-			line = line[:i]
-		}
-		size, ok := parseHex(trimSpace(line))
-		if !ok {
-			return dst, &protoError{fmt.Sprintf("bad chunk size %q", truncateBytes(line, 20))}
-		}
-		if size == 0 {
-			for nt := 0; ; nt++ {
-				if nt > 100 {
-					return dst, &protoError{"more than 100 trailer lines"}
-				}
-				line, err := br.ReadSlice('\n')
-				if err != nil {
-					return dst, unexpectedEOF(err)
-				}
-				if len(trimCRLF(line)) == 0 {
-					return dst, nil
-				}
-			}
-		}
-		keep := min(size, int64(maxBody-len(dst)))
-		if keep > 0 {
-			if cap(dst)-len(dst) < int(keep) {
-				nd := make([]byte, len(dst), len(dst)+int(keep))
-				copy(nd, dst)
-				dst = nd
-			}
-			start := len(dst)
-			dst = dst[:start+int(keep)]
-			if _, err := io.ReadFull(br, dst[start:]); err != nil {
-				return dst[:start], unexpectedEOF(err)
-			}
-		}
-		if rest := size - keep; rest > 0 {
-			if _, err := br.Discard(int(rest)); err != nil {
-				return dst, unexpectedEOF(err)
-			}
-		}
-		crlf, err := br.ReadSlice('\n')
-		if err != nil {
-			return dst, unexpectedEOF(err)
-		}
-		if len(trimCRLF(crlf)) != 0 {
-			return dst, &protoError{"chunk data not followed by CRLF"}
-		}
-	}
-}
-
-// readToEOF reads a close-delimited body.
-func readToEOF(br *bufio.Reader, dst []byte) ([]byte, error) {
-	for {
-		if len(dst) >= maxBody {
-			_, err := io.Copy(io.Discard, br)
-			return dst, err
-		}
-		if cap(dst) == len(dst) {
-			nd := make([]byte, len(dst), max(2*cap(dst), 512))
-			copy(nd, dst)
-			dst = nd
-		}
-		n, err := br.Read(dst[len(dst):min(cap(dst), maxBody)])
-		dst = dst[:len(dst)+n]
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return dst, err
-		}
-	}
-}
-
 // dial opens a connection (TLS for https targets).
 func (t *target) dial(ctx context.Context, timeout time.Duration) (*conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
@@ -484,8 +307,15 @@ func (t *target) dial(ctx context.Context, timeout time.Duration) (*conn, error)
 	if err != nil {
 		return nil, err
 	}
+	c := &conn{nc: nc}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		if sc, err := tc.SyscallConn(); err == nil {
+			c.sc = sc
+		}
+	}
 	if t.tls != nil {
-		tc := tls.Client(nc, t.tls)
+		cc := &countingConn{Conn: nc}
+		tc := tls.Client(cc, t.tls)
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		err := tc.HandshakeContext(hctx)
 		cancel()
@@ -493,28 +323,47 @@ func (t *target) dial(ctx context.Context, timeout time.Duration) (*conn, error)
 			_ = nc.Close()
 			return nil, err
 		}
-		nc = tc
-	}
-	c := &conn{nc: nc}
-	if tc, ok := nc.(*net.TCPConn); ok && rawSocketIO {
-		if rc, err := tc.SyscallConn(); err == nil {
-			c.rc = rc
-			c.readFn = c.rawIO
-		}
+		c.nc, c.tls, c.sent = tc, true, &cc.n
+	} else if rawSocketIO && c.sc != nil {
+		c.rc = c.sc
+		c.readFn = c.rawIO
 	}
 	c.br = bufio.NewReaderSize(c, readBufSize)
 	return c, nil
 }
 
-// send writes req and arranges for the response to be read. On a plain TCP connection the write
-// happens inside the first read of the response (see Read), which saves the read system call that
-// would find nothing yet; on TLS it is an ordinary write.
-func (c *conn) send(req []byte) error {
+// errIdleClosed is a pooled connection the server closed while it was idle: nothing was written.
+var errIdleClosed = errors.New("keycastload: the server closed the idle connection")
+
+// send writes req and arranges for the response to be read; c.wrote counts the bytes of req that
+// reached the socket. A connection that has been idle for idleCheckAfter or longer is first
+// checked for a close by the server (peekIdle: one non-blocking read), so that the request goes
+// on a fresh connection instead (errIdleClosed, nothing written). On a plain TCP connection the
+// write happens inside the first read of the response (see Read), which saves the read system
+// call that would find nothing yet; on TLS it is an ordinary write.
+func (c *conn) send(req []byte, now time.Time) error {
+	c.wrote, c.werr = 0, nil
+	if c.reused && c.sc != nil && now.Sub(c.idleSince) >= idleCheckAfter {
+		// Any byte waiting on plain HTTP/1.1 is a protocol violation or the start of a close; on
+		// TLS it may be a record the TLS layer owns, so there only an end or an error counts.
+		if closed, data := peekIdle(c.sc); closed || (data && !c.tls) {
+			return errIdleClosed
+		}
+	}
 	if c.rc == nil {
-		_, err := c.nc.Write(req)
+		before := int64(0)
+		if c.sent != nil {
+			before = *c.sent
+		}
+		n, err := c.nc.Write(req)
+		if c.sent != nil {
+			c.wrote = *c.sent - before
+		} else {
+			c.wrote = int64(n)
+		}
 		return err
 	}
-	c.pending, c.werr = req, nil
+	c.pending = req
 	return nil
 }
 
@@ -533,7 +382,9 @@ func (c *conn) Read(p []byte) (int, error) {
 	if c.slow {
 		rest := c.pending
 		c.pending = nil
-		if _, err := c.nc.Write(rest); err != nil {
+		n, err := c.nc.Write(rest)
+		c.wrote += int64(n)
+		if err != nil {
 			c.werr = err
 			return 0, err
 		}
@@ -571,6 +422,7 @@ func (c *conn) rawIO(fd uintptr) bool {
 				c.pending = nil
 				return true
 			}
+			c.wrote += int64(w)
 			c.pending = c.pending[w:]
 		}
 		c.pending = nil
@@ -585,111 +437,96 @@ func (c *conn) rawIO(fd uintptr) bool {
 	return c.rerr != syscall.EAGAIN
 }
 
-// --- small byte helpers (no allocation) ---
-
-func trimCRLF(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
+// fastClient is the hand-written HTTP/1.1 client (`--http-client fast`, the default): per-user
+// connection pools and cookie jars, precomputed request heads, responses read by
+// httpwire.ReadResponse.
+type fastClient struct {
+	r *runner
 }
 
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
+// exchange sends body as user u on one of u's connections and reads the response.
+//
+// A request is retried, once and on a fresh connection, only when it went out on a reused
+// connection and not a single byte of it was written: the server closed the idle connection
+// (errIdleClosed), or the first write failed outright. Once any byte is on the wire the server
+// may have acted on the request, so a failure then is the request's outcome and is counted, as
+// net/http does for a request that is not idempotent.
+func (f fastClient) exchange(ctx context.Context, wk *worker, u *userClient, body []byte, start time.Time) (httpwire.Response, error) {
+	r := f.r
+	wk.req = u.appendRequest(wk.req[:0], body)
+	timeout := r.cfg.HTTPTimeout
+	c := u.get(start)
+	for attempt := 0; ; attempt++ {
+		if c == nil {
+			var err error
+			if c, err = r.t.dial(ctx, timeout); err != nil {
+				return httpwire.Response{}, &connectError{err}
+			}
 		}
-	}
-	return -1
-}
-
-// equalFold compares b with a lower-case ASCII string, ignoring ASCII case.
-func equalFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+		wk.active.Store(c)
+		if r.aborted.Load() {
+			wk.active.Store(nil)
+			c.close()
+			return httpwire.Response{}, context.Canceled
 		}
-		if c != lower[i] {
-			return false
+		// Refresh the deadline only when less than 90% of the timeout is left, to save a timer
+		// update per request: every request still gets at least 90% of HTTPTimeout.
+		if dl, ok := c.deadline(); !ok || dl.Sub(start) < timeout*9/10 {
+			c.setDeadline(start.Add(timeout))
 		}
-	}
-	return true
-}
-
-// lastToken returns the last comma-separated token of a header value.
-func lastToken(v []byte) []byte {
-	for i := len(v) - 1; i >= 0; i-- {
-		if v[i] == ',' {
-			return trimSpace(v[i+1:])
+		err := c.send(wk.req, start)
+		var resp httpwire.Response
+		if err == nil {
+			resp, err = httpwire.ReadResponse(c.br, wk.resp, maxBody, u.setCookie)
+			if cap(resp.Body) > cap(wk.resp) {
+				wk.resp = resp.Body[:0]
+			}
 		}
-	}
-	return trimSpace(v)
-}
-
-func containsTokenFold(v []byte, lower string) bool {
-	for len(v) > 0 {
-		i := indexByte(v, ',')
-		tok := v
-		if i >= 0 {
-			tok, v = v[:i], v[i+1:]
+		wk.active.Store(nil)
+		if err != nil {
+			retry := c.reused && attempt == 0 && c.wrote == 0 && !isTimeout(err)
+			c.close()
+			if retry && !r.aborted.Load() {
+				c = nil
+				continue
+			}
+			return resp, err
+		}
+		if resp.Close || c.br.Buffered() > 0 {
+			// Bytes beyond the response are a protocol violation; the connection is not reused.
+			c.close()
 		} else {
-			v = nil
+			u.put(c, time.Now())
 		}
-		if equalFold(trimSpace(tok), lower) {
-			return true
-		}
+		return resp, nil
 	}
-	return false
 }
 
-func parseUint(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
+// cutOff interrupts the requests in flight: their connections' deadlines are moved to the past.
+func (f fastClient) cutOff() {
+	past := time.Unix(1, 0)
+	r := f.r
+	r.wksMu.Lock()
+	defer r.wksMu.Unlock()
+	for _, wk := range r.wks {
+		if c := wk.active.Load(); c != nil {
+			_ = c.nc.SetDeadline(past)
 		}
-		n = n*10 + int64(c-'0')
 	}
-	return n, true
 }
 
-func parseHex(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 15 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
+// closeIdle closes every user's pooled connections.
+func (f fastClient) closeIdle() {
+	for i := range f.r.clients {
+		if c := f.r.clients[i].Load(); c != nil {
+			c.closeIdle()
 		}
-		n = n<<4 | int64(d)
 	}
-	return n, true
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func truncateBytes(b []byte, n int) string {

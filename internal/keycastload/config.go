@@ -97,6 +97,9 @@ type RunConfig struct {
 	Drain time.Duration
 	// TLS says how an https target's certificate is verified; recorded in metadata.tls.
 	TLS TLSOptions
+	// HTTPClient is the client that sends the requests: HTTPClientFast (the hand-written one) or
+	// HTTPClientStd (net/http); recorded in metadata.http_client. Empty means HTTPClientFast.
+	HTTPClient string
 }
 
 // StopConditions are evaluated every second over a sliding window; a breach ends the run early.
@@ -123,6 +126,10 @@ func (c RunConfig) normalize() (RunConfig, error) {
 		c.URL = DefaultURL
 	}
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.HTTPClient = cmp.Or(c.HTTPClient, HTTPClientFast)
+	if c.HTTPClient != HTTPClientFast && c.HTTPClient != HTTPClientStd {
+		errs = append(errs, fmt.Errorf("keycastload: http client %q is not fast or std", c.HTTPClient))
+	}
 	if c.Scenario == "" {
 		c.Scenario = keycast.ScenarioMixed
 	}

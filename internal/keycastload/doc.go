@@ -2,21 +2,33 @@
 // into the server's store), `run` (closed and open workload models against POST /api/nostr) and the
 // server-metrics snapshots around a run. The `capacity` command and the CLI drive it through Run.
 //
-// # The client
+// # The clients
 //
-// The generator must cost far less CPU per request than the server it measures, so it does not use
-// net/http on the hot path. Each simulated user has its own small HTTP/1.1 client (as upstream: one
-// client, one cookie jar and one connection pool per user, so a load balancer's affinity cookie is
-// kept per user): keep-alive connections over raw TCP (or TLS for https targets), the request bytes
-// precomputed per user and method (request line, Host, Authorization, Content-Type), the user's
-// cookies applied as one Cookie header rebuilt only when a Set-Cookie arrives, and a response parser
-// that reads the status line, Content-Length or chunked bodies up to a bound, and judges the JSON
-// body without decoding it: success is a 2xx status and a well-formed JSON object with no top-level
-// "error" member (a null "error" counts as absent, as serde reads it).
+// The generator must cost far less CPU per request than the server it measures, so by default
+// (`--http-client fast`) it does not use net/http on the hot path. Each simulated user has its own
+// small HTTP/1.1 client (as upstream: one client, one cookie jar and one connection pool per user,
+// so a load balancer's affinity cookie is kept per user): keep-alive connections over raw TCP (or
+// TLS for https targets), the request head precomputed per user (request line, Host,
+// Authorization, Content-Type), the user's cookies applied as one Cookie header rebuilt only when
+// a Set-Cookie arrives, and responses read by internal/httpwire (interim 1xx responses skipped,
+// Content-Length, chunked and close-delimited bodies up to a bound). The body is judged without
+// decoding it: success is a 2xx status and a JSON object with no top-level "error" member (a null
+// "error" counts as absent, as serde reads it); a body the single pass is unsure of is judged by
+// encoding/json.
 //
-// A request written on a reused keep-alive connection that the server had already closed (nothing
-// written, or end of stream before the first response byte) is sent once more on a fresh connection,
-// as hyper's pool does; every other failure is counted.
+// `--http-client std` runs the same load over net/http: one http.Client whose keep-alive pool
+// holds as many connections as there are workers, HTTP/1.1, the same head fields, the same
+// per-user cookies and bodies, the same classification from status and body. It is the escape
+// hatch when the fast client is in doubt, and the reference it is tested against
+// (TestResponseParsingBothClients). The results record which one ran (metadata.http_client).
+//
+// A request is retried at most once, on a fresh connection, and only when it went out on a reused
+// connection and not a single byte of it was written: the server had closed the idle connection
+// (seen before writing: a connection idle for a millisecond or more is checked with one
+// non-blocking read), or the first write failed outright. Once any byte is on the wire the server
+// may have acted on the request, so its failure is counted, as net/http does for a POST. A server
+// that closes a connection within a millisecond of answering on it, without Connection: close,
+// therefore fails the next request sent on it at once; net/http has the same race.
 //
 // # Classification
 //

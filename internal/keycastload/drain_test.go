@@ -34,27 +34,30 @@ func silentServer(t *testing.T) string {
 // timeout). The run now ends within its duration plus a bounded drain, cutting off the requests still
 // in flight and counting them apart.
 func TestRunEndsWithinItsDurationPlusTheDrain(t *testing.T) {
-	metricsTimeout = 200 * time.Millisecond
-	defer func() { metricsTimeout = 5 * time.Second }()
-	cfg := baseConfig(silentServer(t), 2)
-	cfg.Concurrency, cfg.Duration, cfg.HTTPTimeout, cfg.Drain = 3, time.Second, 30*time.Second, 300*time.Millisecond
-	start := time.Now()
-	res, err := Run(context.Background(), cfg)
-	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 0.2 s metrics fetch before, 1 s run, 0.3 s drain, no fetch after (the one before failed).
-	if took > 4*time.Second {
-		t.Fatalf("a 1 s run with a 0.3 s drain took %v", took)
-	}
-	s := res.Summary
-	if s.CutOffRequests != 3 || s.TotalRequests != 0 || res.Latency().Count() != 0 {
-		t.Fatalf("cut off %d, requests %d: the three requests in flight are cut off and counted apart", s.CutOffRequests, s.TotalRequests)
-	}
-	if s.DurationSecs > 1.3+0.5 {
-		t.Fatalf("duration %v s", s.DurationSecs)
-	}
+	forEachClient(t, func(t *testing.T, client string) {
+		metricsTimeout = 200 * time.Millisecond
+		defer func() { metricsTimeout = 5 * time.Second }()
+		cfg := baseConfig(silentServer(t), 2)
+		cfg.HTTPClient = client
+		cfg.Concurrency, cfg.Duration, cfg.HTTPTimeout, cfg.Drain = 3, time.Second, 30*time.Second, 300*time.Millisecond
+		start := time.Now()
+		res, err := Run(context.Background(), cfg)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 0.2 s metrics fetch before, 1 s run, 0.3 s drain, no fetch after (the one before failed).
+		if took > 4*time.Second {
+			t.Fatalf("a 1 s run with a 0.3 s drain took %v", took)
+		}
+		s := res.Summary
+		if s.CutOffRequests != 3 || s.TotalRequests != 0 || res.Latency().Count() != 0 {
+			t.Fatalf("cut off %d, requests %d: the three requests in flight are cut off and counted apart", s.CutOffRequests, s.TotalRequests)
+		}
+		if s.DurationSecs > 1.3+0.5 {
+			t.Fatalf("duration %v s", s.DurationSecs)
+		}
+	})
 }
 
 func TestDrainIsBoundedByTheRequestTimeout(t *testing.T) {

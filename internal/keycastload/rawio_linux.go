@@ -34,3 +34,27 @@ func rawRead(fd uintptr, b []byte) (int, error) {
 	}
 	return int(n), nil
 }
+
+// peekIdle looks at an idle connection's socket without consuming anything: closed reports that
+// the peer closed or reset the connection, data that bytes are waiting. One non-blocking
+// recv(MSG_PEEK); the callback returns true at once, so the poller never waits here.
+func peekIdle(sc syscall.RawConn) (closed, data bool) {
+	var b [1]byte
+	err := sc.Read(func(fd uintptr) bool {
+		for {
+			n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+			switch {
+			case e == syscall.EINTR:
+				continue
+			case e == syscall.EAGAIN:
+			case e != 0, n == 0:
+				closed = true
+			default:
+				data = true
+			}
+			return true
+		}
+	})
+	return closed || err != nil, data
+}

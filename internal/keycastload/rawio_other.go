@@ -13,3 +13,8 @@ const rawSocketIO = false
 func rawWrite(uintptr, []byte) (int, error) { return 0, syscall.EINVAL }
 
 func rawRead(uintptr, []byte) (int, error) { return 0, syscall.EINVAL }
+
+// peekIdle is not implemented here: an idle connection is not checked before it is reused, so a
+// request sent on one the server has closed fails (and is not retried, as bytes of it were
+// written) instead of moving to a fresh connection.
+func peekIdle(syscall.RawConn) (closed, data bool) { return false, false }

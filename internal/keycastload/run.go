@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/httpwire"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/machine"
@@ -47,6 +47,7 @@ func Run(ctx context.Context, cfg RunConfig) (*keycastresult.Results, error) {
 	if r.httpTLS, err = r.configureTLS(); err != nil { // tls.go
 		return nil, err
 	}
+	r.hc = r.newHTTPClient()
 
 	// The target must answer before the run counts anything: a run against nothing is not a run.
 	probeCtx, cancel := context.WithTimeout(ctx, min(cfg.HTTPTimeout, 10*time.Second))
@@ -116,6 +117,7 @@ type runner struct {
 	wksMu   sync.Mutex
 	wks     []*worker
 
+	hc         httpClient // fast (client.go) or std (stdclient.go)
 	failLogged atomic.Int32
 	staticBody []byte
 	runID      string      // register method: part of every email
@@ -140,6 +142,15 @@ func newRunner(cfg RunConfig, t *target) *runner {
 		r.staticBody, _ = keycast.AppendRPCBody(nil, cfg.Method, "", 0, "")
 	}
 	return r
+}
+
+// newHTTPClient makes the run's HTTP client (after configureTLS: the std client copies the
+// target's TLS configuration).
+func (r *runner) newHTTPClient() httpClient {
+	if r.cfg.HTTPClient == HTTPClientStd {
+		return newStdClient(r.t, r.workers, r.cfg.HTTPTimeout)
+	}
+	return fastClient{r}
 }
 
 func (r *runner) client(i int) *userClient {
@@ -175,14 +186,7 @@ func (r *runner) newWorker(id int) any {
 // cutOff interrupts requests in flight; their outcome is unknown, so they are not counted.
 func (r *runner) cutOff() {
 	r.aborted.Store(true)
-	past := time.Unix(1, 0)
-	r.wksMu.Lock()
-	defer r.wksMu.Unlock()
-	for _, wk := range r.wks {
-		if c := wk.active.Load(); c != nil {
-			_ = c.nc.SetDeadline(past)
-		}
-	}
+	r.hc.cutOff()
 }
 
 // timelineBuilder turns the engine's intervals into upstream's timeline points (cumulative
@@ -298,11 +302,7 @@ func (r *runner) run(ctx context.Context) *keycastresult.Results {
 	}
 	duration := run.Elapsed()
 	tb.add(duration, run.Totals, false)
-	for i := range r.clients {
-		if c := r.clients[i].Load(); c != nil {
-			c.closeIdle()
-		}
-	}
+	r.hc.closeIdle()
 	return r.results(run, tb.points)
 }
 
@@ -331,6 +331,7 @@ func (r *runner) results(run *engine.Run, timeline []keycastresult.TimelinePoint
 			Timestamp:    keycast.FormatTimestamp(time.Now()),
 			Seed:         cfg.Seed,
 			RampUpSecs:   uint64(cfg.RampUp / time.Second),
+			HTTPClient:   cfg.HTTPClient,
 		},
 		Summary:  keycastresult.Summarize(counts, lat, duration),
 		Timeline: timeline,
@@ -442,10 +443,10 @@ func (r *runner) do(ctx context.Context, ew *engine.Worker, local int64) engine.
 	}
 	ui := SelectUser(r.cfg.Scenario, len(r.cfg.Users), num, r.cfg.Seed)
 	u := r.client(ui)
-	wk.req = r.buildRequest(wk, u, ui)
+	body := r.requestBody(wk, ui)
 
 	start := time.Now()
-	resp, err := r.exchange(ctx, wk, u, start)
+	resp, err := r.hc.exchange(ctx, wk, u, body, start)
 	took := time.Since(start)
 	if err != nil && r.aborted.Load() {
 		return r.cutOffOutcome(err, start) // cut off (drain, signal, stop condition): outcome unknown
@@ -455,20 +456,26 @@ func (r *runner) do(ctx context.Context, ew *engine.Worker, local int64) engine.
 	}
 	var out engine.Outcome
 	var cl Class
-	if err != nil {
-		cl, out.Cause = Network, NetworkCause(err)
+	cl, out.Cause = outcomeOf(resp, err)
+	switch {
+	case err != nil:
 		r.logFailure(num, err.Error())
-	} else {
-		cl, out.Cause = Classify(resp.status, resp.body)
-		if cl != Success {
-			r.logFailure(num, failureText(resp))
-		}
+	case cl != Success:
+		r.logFailure(num, failureText(resp))
 	}
 	out.Class, out.Took, out.Start = uint8(cl), took, start
 	if cl == Success && took < cacheHitUnder {
 		out.Tally = ctrCacheHit + 1
 	}
 	return out
+}
+
+// outcomeOf classifies one exchange: a transport failure by its cause, a response by Classify.
+func outcomeOf(resp httpwire.Response, err error) (Class, string) {
+	if err != nil {
+		return Network, NetworkCause(err)
+	}
+	return Classify(resp.Status, resp.Body)
 }
 
 // logFailure logs the first three failures (upstream: failures among request numbers 0–2).
@@ -480,35 +487,27 @@ func (r *runner) logFailure(num uint64, text string) {
 	}
 }
 
-func failureText(resp response) string {
-	b := resp.body
+func failureText(resp httpwire.Response) string {
+	b := resp.Body
 	if len(b) > 200 {
 		b = b[:200]
 	}
-	return "HTTP " + strconv.Itoa(resp.status) + ": " + string(b)
+	return "HTTP " + strconv.Itoa(resp.Status) + ": " + string(b)
 }
 
-// buildRequest writes the whole request for user ui into wk.req.
-func (r *runner) buildRequest(wk *worker, u *userClient, ui int) []byte {
-	body := r.staticBody
-	if body == nil {
-		user := &r.cfg.Users[ui]
-		switch r.cfg.Method {
-		case keycast.MethodSignEvent:
-			wk.body, _ = keycast.AppendRPCBody(wk.body[:0], r.cfg.Method, user.Pubkey, time.Now().Unix(), "")
-		case keycast.MethodNIP44Encrypt:
-			wk.body, _ = keycast.AppendRPCBody(wk.body[:0], r.cfg.Method, user.Pubkey, 0, wk.recipient())
-		}
-		body = wk.body
+// requestBody returns the /api/nostr body for user ui (in wk.body unless it is the same for all).
+func (r *runner) requestBody(wk *worker, ui int) []byte {
+	if r.staticBody != nil {
+		return r.staticBody
 	}
-	b := append(wk.req[:0], u.prefix...)
-	if line := u.line.Load(); line != nil {
-		b = append(b, *line...)
+	user := &r.cfg.Users[ui]
+	switch r.cfg.Method {
+	case keycast.MethodSignEvent:
+		wk.body, _ = keycast.AppendRPCBody(wk.body[:0], r.cfg.Method, user.Pubkey, time.Now().Unix(), "")
+	case keycast.MethodNIP44Encrypt:
+		wk.body, _ = keycast.AppendRPCBody(wk.body[:0], r.cfg.Method, user.Pubkey, 0, wk.recipient())
 	}
-	b = append(b, "Content-Length: "...)
-	b = strconv.AppendInt(b, int64(len(body)), 10)
-	b = append(b, "\r\n\r\n"...)
-	return append(b, body...)
+	return wk.body
 }
 
 // recipient returns a fresh random recipient public key (hex), as upstream generates one per
@@ -529,64 +528,6 @@ func (wk *worker) recipient() string {
 			return s
 		}
 	}
-}
-
-// exchange sends wk.req on one of u's connections and reads the response.
-func (r *runner) exchange(ctx context.Context, wk *worker, u *userClient, start time.Time) (response, error) {
-	timeout := r.cfg.HTTPTimeout
-	c := u.get(start)
-	for attempt := 0; ; attempt++ {
-		if c == nil {
-			var err error
-			if c, err = r.t.dial(ctx, timeout); err != nil {
-				return response{}, &connectError{err}
-			}
-		}
-		wk.active.Store(c)
-		if r.aborted.Load() {
-			wk.active.Store(nil)
-			c.close()
-			return response{}, context.Canceled
-		}
-		// Refresh the deadline only when less than 90% of the timeout is left, to save a timer
-		// update per request: every request still gets at least 90% of HTTPTimeout.
-		if dl, ok := c.deadline(); !ok || dl.Sub(start) < timeout*9/10 {
-			c.setDeadline(start.Add(timeout))
-		}
-		err := c.send(wk.req)
-		retryable := err != nil // nothing reached the server intact
-		var resp response
-		if err == nil {
-			resp, err = readResponse(c.br, wk.resp, u.setCookie)
-			if cap(resp.body) > cap(wk.resp) {
-				wk.resp = resp.body[:0]
-			}
-			// A failed write surfaces through the read; either way no response byte came back.
-			retryable = c.werr != nil || errors.Is(err, errNoResponse)
-		}
-		wk.active.Store(nil)
-		if err != nil {
-			stale := c.reused && attempt == 0 && retryable && !isTimeout(err)
-			c.close()
-			if stale && !r.aborted.Load() {
-				c = nil
-				continue
-			}
-			return resp, err
-		}
-		if resp.close || c.br.Buffered() > 0 {
-			// Bytes beyond the response are a protocol violation; the connection is not reused.
-			c.close()
-		} else {
-			u.put(c, time.Now())
-		}
-		return resp, nil
-	}
-}
-
-func isTimeout(err error) bool {
-	var ne interface{ Timeout() bool }
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

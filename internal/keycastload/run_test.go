@@ -32,46 +32,49 @@ func baseConfig(url string, users int) RunConfig {
 }
 
 func TestRunUntilRequestsDoneIsExact(t *testing.T) {
-	f := newFakeServer(t, nil)
-	cfg := baseConfig(f.URL, 10)
-	cfg.Requests = 1000
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := res.Summary
-	if s.TotalRequests != 1000 || s.SuccessfulRequests != 1000 || f.requests.Load() != 1000 {
-		t.Fatalf("total %d success %d server saw %d; want exactly 1000", s.TotalRequests, s.SuccessfulRequests, f.requests.Load())
-	}
-	if res.Latency().Count() != 1000 {
-		t.Fatalf("histogram holds %d samples", res.Latency().Count())
-	}
-	// cold-start sends request r as user r mod 10: 100 each.
-	for i, u := range cfg.Users {
-		if got := f.auths["Bearer "+u.UcanToken]; got != 100 {
-			t.Fatalf("user %d sent %d requests, want 100", i, got)
+	forEachClient(t, func(t *testing.T, client string) {
+		f := newFakeServer(t, nil)
+		cfg := baseConfig(f.URL, 10)
+		cfg.HTTPClient = client
+		cfg.Requests = 1000
+		res, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if res.Metadata.URL != f.URL || res.Metadata.Method != "GetPublicKey" || res.Metadata.Scenario != "ColdStart" ||
-		res.Metadata.UserCount != 10 || res.Metadata.Concurrency != 7 || res.Metadata.Requests != 1000 {
-		t.Fatalf("metadata %+v", res.Metadata)
-	}
-	if res.ServerMetrics == nil || res.ServerMetrics.Deltas == nil || res.ServerMetrics.Deltas.HTTPRPCRequestsTotal != 1000 {
-		t.Fatalf("server metrics %+v", res.ServerMetrics)
-	}
-	if len(res.Machines) != 1 || res.Machines[0].Target != f.URL {
-		t.Fatalf("machine records %+v", res.Machines)
-	}
-	if len(res.Timeline) < 2 || res.Timeline[len(res.Timeline)-1].RequestsTotal != 1000 {
-		t.Fatalf("timeline %+v", res.Timeline)
-	}
-	if res.Stop != nil {
-		t.Fatalf("stop %+v on a run that ended normally", res.Stop)
-	}
-	// The results survive the file format.
-	if _, err := keycastresult.Parse(mustJSON(t, res)); err != nil {
-		t.Fatal(err)
-	}
+		s := res.Summary
+		if s.TotalRequests != 1000 || s.SuccessfulRequests != 1000 || f.requests.Load() != 1000 {
+			t.Fatalf("total %d success %d server saw %d; want exactly 1000", s.TotalRequests, s.SuccessfulRequests, f.requests.Load())
+		}
+		if res.Latency().Count() != 1000 {
+			t.Fatalf("histogram holds %d samples", res.Latency().Count())
+		}
+		// cold-start sends request r as user r mod 10: 100 each.
+		for i, u := range cfg.Users {
+			if got := f.auths["Bearer "+u.UcanToken]; got != 100 {
+				t.Fatalf("user %d sent %d requests, want 100", i, got)
+			}
+		}
+		if res.Metadata.URL != f.URL || res.Metadata.Method != "GetPublicKey" || res.Metadata.Scenario != "ColdStart" ||
+			res.Metadata.UserCount != 10 || res.Metadata.Concurrency != 7 || res.Metadata.Requests != 1000 {
+			t.Fatalf("metadata %+v", res.Metadata)
+		}
+		if res.ServerMetrics == nil || res.ServerMetrics.Deltas == nil || res.ServerMetrics.Deltas.HTTPRPCRequestsTotal != 1000 {
+			t.Fatalf("server metrics %+v", res.ServerMetrics)
+		}
+		if len(res.Machines) != 1 || res.Machines[0].Target != f.URL {
+			t.Fatalf("machine records %+v", res.Machines)
+		}
+		if len(res.Timeline) < 2 || res.Timeline[len(res.Timeline)-1].RequestsTotal != 1000 {
+			t.Fatalf("timeline %+v", res.Timeline)
+		}
+		if res.Stop != nil {
+			t.Fatalf("stop %+v on a run that ended normally", res.Stop)
+		}
+		// The results survive the file format.
+		if _, err := keycastresult.Parse(mustJSON(t, res)); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestRunRequestBodies(t *testing.T) {
@@ -116,80 +119,86 @@ func TestRunRequestBodies(t *testing.T) {
 }
 
 func TestRunClassifiesEveryOutcome(t *testing.T) {
-	answers := []struct {
-		status int
-		body   string
-	}{
-		{200, `{"result":"x"}`},
-		{200, `{"error":"Operation denied"}`},
-		{401, `{"error":"Invalid or expired token. Please log in again."}`},
-		{403, `{"error":"Operation denied by policy"}`},
-		{429, `{"error":"slow down","code":"rate_limited"}`},
-		{503, `{"error":"server at capacity, retry shortly","code":"admission_rejected"}`},
-		{503, `{"error":"Database temporarily unavailable"}`},
-		{500, `{"error":"Database error"}`},
-		{400, `{"error":"Missing event parameter"}`},
-		{200, `not json`},
-	}
-	f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
-		a := answers[n%int64(len(answers))]
-		return a.status, a.body
+	forEachClient(t, func(t *testing.T, client string) {
+		answers := []struct {
+			status int
+			body   string
+		}{
+			{200, `{"result":"x"}`},
+			{200, `{"error":"Operation denied"}`},
+			{401, `{"error":"Invalid or expired token. Please log in again."}`},
+			{403, `{"error":"Operation denied by policy"}`},
+			{429, `{"error":"slow down","code":"rate_limited"}`},
+			{503, `{"error":"server at capacity, retry shortly","code":"admission_rejected"}`},
+			{503, `{"error":"Database temporarily unavailable"}`},
+			{500, `{"error":"Database error"}`},
+			{400, `{"error":"Missing event parameter"}`},
+			{200, `not json`},
+		}
+		f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
+			a := answers[n%int64(len(answers))]
+			return a.status, a.body
+		})
+		cfg := baseConfig(f.URL, 3)
+		cfg.HTTPClient = client
+		cfg.Requests = int64(len(answers)) * 20
+		res, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := res.Summary
+		want := keycastresult.Summary{TotalRequests: 200, SuccessfulRequests: 20, FailedRequests: 180,
+			ErrorsAuth: 40, RateLimitedRequests: 20, IntentionalRejections: 20, ErrorsServer: 40, ErrorsClient: 20, ErrorsOther: 40}
+		if s.TotalRequests != want.TotalRequests || s.SuccessfulRequests != want.SuccessfulRequests || s.FailedRequests != want.FailedRequests ||
+			s.ErrorsAuth != want.ErrorsAuth || s.RateLimitedRequests != want.RateLimitedRequests || s.IntentionalRejections != want.IntentionalRejections ||
+			s.ErrorsServer != want.ErrorsServer || s.ErrorsClient != want.ErrorsClient || s.ErrorsOther != want.ErrorsOther || s.ErrorsNetwork != 0 {
+			t.Fatalf("summary %+v", s)
+		}
+		if s.IntentionalRejectionRate != 0.1 || s.ErrorRate != 0.9 || s.UnintentionalErrorRate != 0.8 {
+			t.Fatalf("rates %v %v %v", s.IntentionalRejectionRate, s.ErrorRate, s.UnintentionalErrorRate)
+		}
+		wantCauses := map[string]int64{"rpc_error": 20, "bad_response_body": 20, "http_401": 20, "http_403": 20, "http_429": 20,
+			"http_503_admission_rejected": 20, "http_503": 20, "http_500": 20, "http_400": 20}
+		if fmt.Sprint(res.FailureCauses()) != fmt.Sprint(wantCauses) {
+			t.Fatalf("causes %v", res.FailureCauses())
+		}
 	})
-	cfg := baseConfig(f.URL, 3)
-	cfg.Requests = int64(len(answers)) * 20
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := res.Summary
-	want := keycastresult.Summary{TotalRequests: 200, SuccessfulRequests: 20, FailedRequests: 180,
-		ErrorsAuth: 40, RateLimitedRequests: 20, IntentionalRejections: 20, ErrorsServer: 40, ErrorsClient: 20, ErrorsOther: 40}
-	if s.TotalRequests != want.TotalRequests || s.SuccessfulRequests != want.SuccessfulRequests || s.FailedRequests != want.FailedRequests ||
-		s.ErrorsAuth != want.ErrorsAuth || s.RateLimitedRequests != want.RateLimitedRequests || s.IntentionalRejections != want.IntentionalRejections ||
-		s.ErrorsServer != want.ErrorsServer || s.ErrorsClient != want.ErrorsClient || s.ErrorsOther != want.ErrorsOther || s.ErrorsNetwork != 0 {
-		t.Fatalf("summary %+v", s)
-	}
-	if s.IntentionalRejectionRate != 0.1 || s.ErrorRate != 0.9 || s.UnintentionalErrorRate != 0.8 {
-		t.Fatalf("rates %v %v %v", s.IntentionalRejectionRate, s.ErrorRate, s.UnintentionalErrorRate)
-	}
-	wantCauses := map[string]int64{"rpc_error": 20, "bad_response_body": 20, "http_401": 20, "http_403": 20, "http_429": 20,
-		"http_503_admission_rejected": 20, "http_503": 20, "http_500": 20, "http_400": 20}
-	if fmt.Sprint(res.FailureCauses()) != fmt.Sprint(wantCauses) {
-		t.Fatalf("causes %v", res.FailureCauses())
-	}
 }
 
 func TestRunCountsNetworkFailures(t *testing.T) {
-	// A server that accepts and closes every connection: no status, so every request is a network
-	// failure, and none is lost.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			buf := make([]byte, 4096)
-			c.Read(buf)
-			c.Close()
+	forEachClient(t, func(t *testing.T, client string) {
+		// A server that accepts and closes every connection: no status, so every request is a network
+		// failure, and none is lost.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	cfg := baseConfig("http://"+ln.Addr().String(), 2)
-	cfg.Requests = 50
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Summary.TotalRequests != 50 || res.Summary.ErrorsNetwork != 50 || res.ServerMetrics != nil {
-		t.Fatalf("summary %+v, server metrics %+v", res.Summary, res.ServerMetrics)
-	}
-	if res.FailureCauses()["network_eof"]+res.FailureCauses()["network_econnreset"] != 50 {
-		t.Fatalf("causes %v", res.FailureCauses())
-	}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				buf := make([]byte, 4096)
+				c.Read(buf)
+				c.Close()
+			}
+		}()
+		cfg := baseConfig("http://"+ln.Addr().String(), 2)
+		cfg.HTTPClient = client
+		cfg.Requests = 50
+		res, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Summary.TotalRequests != 50 || res.Summary.ErrorsNetwork != 50 || res.ServerMetrics != nil {
+			t.Fatalf("summary %+v, server metrics %+v", res.Summary, res.ServerMetrics)
+		}
+		if res.FailureCauses()["network_eof"]+res.FailureCauses()["network_econnreset"] != 50 {
+			t.Fatalf("causes %v", res.FailureCauses())
+		}
+	})
 }
 
 func TestRunUnreachableTargetIsAnError(t *testing.T) {
@@ -329,48 +338,54 @@ func TestRunStopsOnStopCondition(t *testing.T) {
 }
 
 func TestRunEndsOnSignalWithPartialResults(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
-		if n == 100 {
-			cancel()
+	forEachClient(t, func(t *testing.T, client string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
+			if n == 100 {
+				cancel()
+			}
+			return 200, `{"result":"x"}`
+		})
+		cfg := baseConfig(f.URL, 2)
+		cfg.HTTPClient = client
+		cfg.Duration = time.Minute
+		res, err := Run(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return 200, `{"result":"x"}`
+		// 101 requests had reached the server when it cancelled; at most Concurrency were still in flight
+		// (cut off, uncounted).
+		if res.Stop == nil || res.Stop.Reason != StopSignal || res.Summary.TotalRequests < 101-7 || res.Summary.DurationSecs >= 60 {
+			t.Fatalf("stop %+v summary %+v", res.Stop, res.Summary)
+		}
+		if uint64(res.Latency().Count()) != res.Summary.TotalRequests {
+			t.Fatal("histogram and counters disagree")
+		}
 	})
-	cfg := baseConfig(f.URL, 2)
-	cfg.Duration = time.Minute
-	res, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 101 requests had reached the server when it cancelled; at most Concurrency were still in flight
-	// (cut off, uncounted).
-	if res.Stop == nil || res.Stop.Reason != StopSignal || res.Summary.TotalRequests < 101-7 || res.Summary.DurationSecs >= 60 {
-		t.Fatalf("stop %+v summary %+v", res.Stop, res.Summary)
-	}
-	if uint64(res.Latency().Count()) != res.Summary.TotalRequests {
-		t.Fatal("histogram and counters disagree")
-	}
 }
 
 func TestEachUserKeepsItsOwnCookies(t *testing.T) {
-	f := newFakeServer(t, nil, cookieSetter)
-	cfg := baseConfig(f.URL, 3)
-	cfg.Requests, cfg.Concurrency = 30, 1
-	if _, err := Run(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	// Requests 0..2 are each user's first: no cookie yet. Afterwards user i always sends its own.
-	for n, c := range f.cookies {
-		want := ""
-		if n >= 3 {
-			want = fmt.Sprintf("affinity=token-%d", n%3)
+	forEachClient(t, func(t *testing.T, client string) {
+		f := newFakeServer(t, nil, cookieSetter)
+		cfg := baseConfig(f.URL, 3)
+		cfg.HTTPClient = client
+		cfg.Requests, cfg.Concurrency = 30, 1
+		if _, err := Run(context.Background(), cfg); err != nil {
+			t.Fatal(err)
 		}
-		if c != want {
-			t.Fatalf("request %d sent Cookie %q, want %q", n, c, want)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		// Requests 0..2 are each user's first: no cookie yet. Afterwards user i always sends its own.
+		for n, c := range f.cookies {
+			want := ""
+			if n >= 3 {
+				want = fmt.Sprintf("affinity=token-%d", n%3)
+			}
+			if c != want {
+				t.Fatalf("request %d sent Cookie %q, want %q", n, c, want)
+			}
 		}
-	}
+	})
 }
 
 // cookieSetter answers every request with a Set-Cookie naming the caller's token.
@@ -383,52 +398,25 @@ func cookieSetter(h http.Handler) http.Handler {
 	})
 }
 
-func TestStaleKeepAliveConnectionIsRetriedOnce(t *testing.T) {
-	// The server closes every connection after one response without saying so: the second request
-	// on that connection fails before any byte and is sent again on a fresh connection.
-	f := newFakeServer(t, nil, closeAfter)
-	cfg := baseConfig(f.URL, 1)
-	cfg.Requests, cfg.Concurrency = 20, 1
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Summary.SuccessfulRequests != 20 {
-		t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses())
-	}
-}
-
-// closeAfter hijacks the connection after each response and closes it with no Connection: close
-// header, as an idle-timeout close looks to a client.
-func closeAfter(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r)
-		w.(http.Flusher).Flush()
-		if hj, ok := w.(http.Hijacker); ok {
-			if c, buf, err := hj.Hijack(); err == nil {
-				buf.Flush()
-				c.Close()
-			}
+func TestRunReportsTimeoutAsNetworkFailure(t *testing.T) {
+	forEachClient(t, func(t *testing.T, client string) {
+		block := make(chan struct{})
+		defer close(block)
+		f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
+			<-block
+			return 200, "{}"
+		})
+		cfg := baseConfig(f.URL, 1)
+		cfg.HTTPClient = client
+		cfg.Requests, cfg.Concurrency, cfg.HTTPTimeout = 1, 1, 200*time.Millisecond
+		res, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.FailureCauses()["network_timeout"] != 1 {
+			t.Fatalf("causes %v", res.FailureCauses())
 		}
 	})
-}
-
-func TestRunReportsTimeoutAsNetworkFailure(t *testing.T) {
-	block := make(chan struct{})
-	defer close(block)
-	f := newFakeServer(t, func(n int64, _ *http.Request, _ []byte) (int, string) {
-		<-block
-		return 200, "{}"
-	})
-	cfg := baseConfig(f.URL, 1)
-	cfg.Requests, cfg.Concurrency, cfg.HTTPTimeout = 1, 1, 200*time.Millisecond
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.FailureCauses()["network_timeout"] != 1 {
-		t.Fatalf("causes %v", res.FailureCauses())
-	}
 }
 
 func mustJSON(t *testing.T, r *keycastresult.Results) []byte {
@@ -468,30 +456,33 @@ func TestRunEndsAtItsDurationEvenDuringRampUp(t *testing.T) {
 }
 
 func TestRunOverTLS(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/api/nostr" || r.Header.Get("Authorization") == "" {
-			w.WriteHeader(404)
-			return
+	forEachClient(t, func(t *testing.T, client string) {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/api/nostr" || r.Header.Get("Authorization") == "" {
+				w.WriteHeader(404)
+				return
+			}
+			w.Header().Set("Set-Cookie", "lb=1")
+			io.WriteString(w, `{"result":"ok"}`)
+		}))
+		srv.EnableHTTP2 = false
+		srv.StartTLS()
+		defer srv.Close()
+		ca := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		w.Header().Set("Set-Cookie", "lb=1")
-		io.WriteString(w, `{"result":"ok"}`)
-	}))
-	srv.EnableHTTP2 = false
-	srv.StartTLS()
-	defer srv.Close()
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := baseConfig(srv.URL, 2)
-	cfg.Requests, cfg.TLS = 40, TLSOptions{CACertFile: ca}
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Summary.SuccessfulRequests != 40 {
-		t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses())
-	}
+		cfg := baseConfig(srv.URL, 2)
+		cfg.HTTPClient = client
+		cfg.Requests, cfg.TLS = 40, TLSOptions{CACertFile: ca}
+		res, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Summary.SuccessfulRequests != 40 {
+			t.Fatalf("summary %+v causes %v", res.Summary, res.FailureCauses())
+		}
+	})
 }
 
 func TestRunOpenModelRamp(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
+	"github.com/loadproof/loadproof/internal/httpwire"
 	"github.com/loadproof/loadproof/internal/keycast"
 )
 
@@ -143,8 +143,7 @@ func isToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x21 || c > 0x7e || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+		if !httpwire.IsTokenChar(s[i]) {
 			return false
 		}
 	}

@@ -84,6 +84,9 @@ type Metadata struct {
 	TargetRate float64 `json:"target_rate,omitempty"`
 	// TLS records how an https target's certificate was verified; absent: against the system roots.
 	TLS *TLS `json:"tls,omitempty"`
+	// HTTPClient is the client that sent the requests: "fast" (the hand-written HTTP/1.1 client)
+	// or "std" (net/http); absent in files written before the choice existed (fast).
+	HTTPClient string `json:"http_client,omitempty"`
 }
 
 // TLS is the record of the certificate verification options (--ca-cert, --insecure-skip-verify).

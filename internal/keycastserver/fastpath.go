@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/loadproof/loadproof/internal/httpwire"
+	"github.com/loadproof/loadproof/internal/keycast"
 )
 
 // The HTTP/1.1 fast path.
@@ -310,138 +313,26 @@ func peekHead(br *bufio.Reader, c net.Conn, headTimeout time.Duration, arm bool)
 	}
 }
 
-var (
-	crlfcrlf    = []byte("\r\n\r\n")
-	requestLine = []byte("POST /api/nostr HTTP/1.1\r\n")
-)
+var crlfcrlf = []byte("\r\n\r\n")
 
 // parseHead reads a request head in the fast path's shape; ok false sends the connection to
-// net/http. Header names are tokens, values carry no control characters, Host and
-// Content-Length appear exactly once, and nothing asks for behaviour only net/http has.
+// net/http. The head must be plain (httpwire.ParseRequestHead: tokens, no control bytes, Host
+// and Content-Length once, nothing that asks for behaviour only net/http has) and be
+// "POST /api/nostr HTTP/1.1" with a Content-Length body within the body limit.
 func (s *Server) parseHead(h []byte) (fastReq, bool) {
-	var r fastReq
-	if !bytes.HasPrefix(h, requestLine) {
-		return r, false
+	hd, ok := httpwire.ParseRequestHead(h)
+	if !ok || hd.Minor != 1 || string(hd.Method) != "POST" || string(hd.Target) != keycast.PathNostr ||
+		hd.ContentLength < 0 || hd.ContentLength > s.cfg.BodyLimit { // net/http answers 413
+		return fastReq{}, false
 	}
-	h = h[len(requestLine) : len(h)-2] // header lines, each ending in CRLF
-	var haveCL, haveHost, haveAuth bool
-	for len(h) > 0 {
-		i := bytes.IndexByte(h, '\n')
-		if i < 1 || h[i-1] != '\r' {
-			return r, false
-		}
-		line := h[:i-1]
-		h = h[i+1:]
-		colon := bytes.IndexByte(line, ':')
-		if colon < 1 {
-			return r, false
-		}
-		name := line[:colon]
-		for _, c := range name {
-			if !isTokenChar(c) {
-				return r, false
-			}
-		}
-		v := line[colon+1:]
-		for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
-			v = v[1:]
-		}
-		for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-			v = v[:len(v)-1]
-		}
-		for _, c := range v {
-			if c < ' ' && c != '\t' || c == 0x7f {
-				return r, false
-			}
-		}
-		switch {
-		case asciiEqualFold(name, "content-length"):
-			if haveCL || len(v) == 0 || len(v) > 18 {
-				return r, false
-			}
-			var n int64
-			for _, c := range v {
-				if c < '0' || c > '9' {
-					return r, false
-				}
-				n = n*10 + int64(c-'0')
-			}
-			if n > s.cfg.BodyLimit {
-				return r, false // net/http answers 413
-			}
-			r.contentLength, haveCL = n, true
-		case asciiEqualFold(name, "content-type"):
-			if r.jsonCT {
-				return r, false
-			}
-			r.jsonCT = jsonMediaType(v)
-		case asciiEqualFold(name, "authorization"):
-			if haveAuth {
-				return r, false
-			}
-			r.authz, haveAuth = unsafeString(v), true
-		case asciiEqualFold(name, "host"):
-			if haveHost || len(v) == 0 {
-				return r, false
-			}
-			r.host, haveHost = unsafeString(v), true
-		case asciiEqualFold(name, "connection"):
-			switch {
-			case asciiEqualFold(v, "close"):
-				r.close = true
-			case asciiEqualFold(v, "keep-alive"):
-			default:
-				return r, false
-			}
-		case asciiEqualFold(name, "origin"):
-			r.origin = true
-		case asciiEqualFold(name, "transfer-encoding"), asciiEqualFold(name, "expect"), asciiEqualFold(name, "upgrade"),
-			asciiEqualFold(name, "te"), asciiEqualFold(name, "trailer"):
-			return r, false
-		}
-	}
-	return r, haveCL && haveHost
-}
-
-// jsonMediaType is jsonContentType for a raw header value.
-func jsonMediaType(v []byte) bool {
-	if i := bytes.IndexByte(v, ';'); i >= 0 {
-		v = v[:i]
-	}
-	v = bytes.TrimSpace(v)
-	if asciiEqualFold(v, "application/json") {
-		return true
-	}
-	const app = "application/"
-	return len(v) > len("application/+json") && asciiEqualFold(v[:len(app)], app) && asciiEqualFold(v[len(v)-5:], "+json")
-}
-
-func asciiEqualFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func isTokenChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
+	return fastReq{
+		contentLength: hd.ContentLength,
+		jsonCT:        httpwire.IsJSONMediaType(hd.ContentType),
+		authz:         unsafeString(hd.Authorization),
+		host:          unsafeString(hd.Host),
+		origin:        hd.Origin,
+		close:         hd.Close,
+	}, true
 }
 
 func unsafeString(b []byte) string {

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/httpwire"
 )
 
 // Request framing on connections served by net/http.
@@ -261,7 +263,7 @@ func (g *framingGuard) lineByte(c byte) bool {
 				return false
 			}
 			g.colon = g.lineLen
-		} else if !isTokenChar(c) {
+		} else if !httpwire.IsTokenChar(c) {
 			return false
 		}
 	}
@@ -313,17 +315,17 @@ func (g *framingGuard) checkLine() (ok, last bool) {
 	}
 	n := min(g.lineLen, fgCapture)
 	name, value := g.capture[:g.colon], g.capture[g.colon+1:n]
-	isCL, isTE := asciiEqualFold(name, "content-length"), asciiEqualFold(name, "transfer-encoding")
+	isCL, isTE := httpwire.EqualFold(name, "content-length"), httpwire.EqualFold(name, "transfer-encoding")
 	if !isCL && !isTE {
 		return true, false
 	}
 	if g.lineLen > fgCapture {
 		return false, false // too long to be a value we accept
 	}
-	value = trimOWS(value)
+	value = httpwire.TrimOWS(value)
 	if isTE {
 		g.teCount++
-		g.teChunk = asciiEqualFold(value, "chunked")
+		g.teChunk = httpwire.EqualFold(value, "chunked")
 		return true, false
 	}
 	g.clCount++
@@ -390,35 +392,13 @@ func (g *framingGuard) chunkByte(c byte) bool {
 		g.chunkSemi = true
 		return g.hexDigits > 0
 	}
-	d, ok := hexDigit(c)
+	d, ok := httpwire.HexDigit(c)
 	if !ok || g.hexDigits == 16 {
 		return false
 	}
 	g.hexDigits++
 	g.remain = g.remain<<4 | uint64(d)
 	return true
-}
-
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-func trimOWS(v []byte) []byte {
-	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
-		v = v[1:]
-	}
-	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-		v = v[:len(v)-1]
-	}
-	return v
 }
 
 // CloseWrite lets net/http half-close as it does for a bare *net.TCPConn.

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/httpwire"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycaststore"
 )
@@ -281,18 +282,7 @@ func (e *bodyError) Error() string { return e.msg }
 // parameters, or application/*+json), as axum's Json extractor requires.
 func jsonContentType(r *http.Request) bool {
 	ct := r.Header["Content-Type"]
-	if len(ct) == 0 {
-		return false
-	}
-	v := ct[0]
-	if i := strings.IndexByte(v, ';'); i >= 0 {
-		v = v[:i]
-	}
-	v = strings.TrimSpace(v)
-	if strings.EqualFold(v, "application/json") {
-		return true
-	}
-	return len(v) > len("application/+json") && strings.HasPrefix(strings.ToLower(v), "application/") && strings.HasSuffix(strings.ToLower(v), "+json")
+	return len(ct) > 0 && httpwire.IsJSONMediaType([]byte(ct[0]))
 }
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}

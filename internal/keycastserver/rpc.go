@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/httpwire"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycaststore"
 )
@@ -464,20 +465,18 @@ func (s *Server) signEvent(ctx context.Context, h *rpcHandler, params []json.Raw
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
-// stringParam returns params[i] when it is a JSON string.
+// stringParam returns params[i] when it is a JSON string: a plain one read in place, any other
+// decoded by encoding/json (httpwire.String).
 func stringParam(params []json.RawMessage, i int) (string, bool) {
 	if i >= len(params) {
 		return "", false
 	}
-	raw := bytes.TrimSpace(params[i])
-	if len(raw) < 2 || raw[0] != '"' {
+	raw := params[i]
+	s, end, ok := httpwire.String(raw, httpwire.SkipWS(raw, 0))
+	if !ok || httpwire.SkipWS(raw, end) != len(raw) {
 		return "", false
 	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", false
-	}
-	return v, true
+	return s, true
 }
 
 // crypt runs nip44_encrypt/decrypt and nip04_encrypt/decrypt: [peer_pubkey_hex, text].
