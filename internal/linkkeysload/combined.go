@@ -780,8 +780,7 @@ const SourcePrefixesVar = "TCP_SOURCE_PREFIXES"
 // combinedAccounting reads the server after the run: the whole run's accounting (every stream's
 // connection attempts against the server's totals), the per-prefix accounting of each stream when
 // the server counts the stream's source range under its name (Attribution "source-prefix"), and
-// the server's close counters for the held population's survival: its own prefix's when counted,
-// else every source's.
+// the server's close counters (every source's) for the held population's survival.
 func (r *Run) combinedAccounting(ctx context.Context, res *Result, before linkkeys.MetricsLine, beforeErr error) {
 	res.Combined.Attribution = "none"
 	r.readAccounting(ctx, res, before, beforeErr)
@@ -798,10 +797,9 @@ func (r *Run) combinedAccounting(ctx context.Context, res *Result, before linkke
 			s.Server = streamAccounting(s, d)
 		}
 		if s.Survival != nil {
+			// Every source's, as the survival records them; the held range's own closed_*
+			// counters are in s.Server.Delta.
 			s.Survival.ServerCloses = closeDeltas(b, a)
-			if d != nil {
-				s.Survival.ServerCloses = prefixCloses(d)
-			}
 		}
 	}
 }
@@ -840,16 +838,6 @@ func prefixDeltas(before, after linkkeys.MetricsLine, name string) map[string]in
 	return d
 }
 
-// prefixCloses returns the closed_* deltas of one prefix.
-func prefixCloses(d map[string]int64) map[string]int64 {
-	out := map[string]int64{}
-	for k, v := range d {
-		if strings.HasPrefix(k, "closed_") || strings.HasPrefix(k, "close_") {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // closeDeltas returns the changes of the server's close counters: the closed_* fields of the
 // METRICS line, and close_* or closed_* fields another server appends.
