@@ -791,10 +791,9 @@ func (r *Run) combinedAccounting(ctx context.Context, res *Result, before linkke
 	b, a := acc.Before, acc.After
 	for i := range res.Combined.Streams {
 		s := &res.Combined.Streams[i]
-		d := prefixDeltas(b, a, s.Name)
-		if d != nil {
+		if ss := StreamAccounting(s, b, a); ss != nil {
 			res.Combined.Attribution = "source-prefix"
-			s.Server = streamAccounting(s, d)
+			s.Server = ss
 		}
 		if s.Survival != nil {
 			// Every source's, as the survival records them; the held range's own closed_*
@@ -865,6 +864,17 @@ func closeDeltas(before, after linkkeys.MetricsLine) map[string]int64 {
 		}
 	}
 	return d
+}
+
+// StreamAccounting is a stream's own server accounting between two readings of a server that
+// counts the stream's source range under the stream's name (see streamAccounting), or nil when
+// the after reading has no such prefix.
+func StreamAccounting(s *linkkeysresult.Stream, before, after linkkeys.MetricsLine) *linkkeysresult.StreamServer {
+	d := prefixDeltas(before, after, s.Name)
+	if d == nil {
+		return nil
+	}
+	return streamAccounting(s, d)
 }
 
 // streamAccounting checks one stream's client counts against the server's counters of its prefix:
