@@ -837,7 +837,6 @@ func prefixDeltas(before, after linkkeys.MetricsLine, name string) map[string]in
 	return d
 }
 
-
 // closeDeltas returns the changes of the server's close counters: the closed_* fields of the
 // METRICS line, and close_* or closed_* fields another server appends.
 func closeDeltas(before, after linkkeys.MetricsLine) map[string]int64 {
