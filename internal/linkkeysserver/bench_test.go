@@ -229,3 +229,25 @@ func BenchmarkAdmitShed(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSourceMatch is the lookup the accept loop adds per connection with source prefixes
+// configured: a scan of the ranges for the peer address.
+func BenchmarkSourceMatch(b *testing.B) {
+	set := newSourceSet(sixteenPrefixes())
+	for _, bc := range []struct {
+		name string
+		peer netip.Addr
+		want uint8
+	}{{"16/first", netip.MustParseAddr("127.1.0.9"), 1}, {"16/last", netip.MustParseAddr("127.0.0.1"), 16},
+		{"16/none", netip.MustParseAddr("10.0.0.1"), 0}, {"16/ipv6", netip.MustParseAddr("::1"), 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var got uint8
+			for range b.N {
+				got = set.match(bc.peer)
+			}
+			if got != bc.want {
+				b.Fatalf("match %d, want %d", got, bc.want)
+			}
+		})
+	}
+}
