@@ -197,21 +197,23 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 	h := Harness[*linkkeysresult.Result]{
 		Run: func(ctx context.Context, i int) (*PhaseResult[*linkkeysresult.Result], error) {
 			ph := &pl.Phases[i]
-			prof := pl.EnvironmentProfiles[ph.EnvironmentProfile]
+			cfg := CombinedConfig(ph)
+			prof := phaseProfile(pl, ph, cfg)
 			line, err := opts.Validate.ServerConfigLine(prof.Variables)
 			if err != nil {
 				return nil, &SafeError{Msg: "computing the expected config: line", Err: err}
 			}
 			srec := &ServerRecord{Mode: "started", EnvironmentProfile: ph.EnvironmentProfile, Declared: prof.Variables,
-				Processes: max(prof.Processes, 1), ExpectedConfigLine: line, Mismatches: []string{}}
+				Processes: max(prof.Processes, 1), ExpectedConfigLine: line, Mismatches: []string{},
+				SourcePrefixes: prof.Variables[plan.SourcePrefixesVariable]}
 			if pl.Target.Mode == plan.TargetRunning {
-				srec.Mode = "running"
+				srec.Mode, srec.SourcePrefixes = "running", cfg.SourcePrefixes()
 			}
 			if srec.Declared == nil {
 				srec.Declared = map[string]string{}
 			}
 			servers[i] = srec
-			res, log, err := runner(ctx, LinkKeysPhaseRun{Index: i, Phase: ph, Profile: prof, Config: CombinedConfig(ph), Server: srec,
+			res, log, err := runner(ctx, LinkKeysPhaseRun{Index: i, Phase: ph, Profile: prof, Config: cfg, Server: srec,
 				Stop: liveStop(pl.StopConditions)})
 			logs[i] = log
 			if err != nil || res == nil {
@@ -306,6 +308,30 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 	}
 	return ev, nil
 }
+
+// phaseProfile is the environment a phase's server runs with: the phase's profile and, for a
+// server the harness starts, TCP_SOURCE_PREFIXES naming every stream's source range after the
+// stream, so the server counts each stream's accounting apart (the combined command attributes it
+// per stream). A running server is read with whatever prefixes it counts; the declared variables
+// are the profile's alone.
+func phaseProfile(pl *LinkKeysPlan, ph *LinkKeysPhase, cfg linkkeysload.CombinedConfig) EnvironmentProfile {
+	prof := pl.EnvironmentProfiles[ph.EnvironmentProfile]
+	prefixes := cfg.SourcePrefixes()
+	if pl.Target.Mode == plan.TargetRunning || prefixes == "" || len(cfg.SourceRanges()) > linkKeysMaxSourcePrefixes {
+		return prof
+	}
+	vars := make(map[string]string, len(prof.Variables)+1)
+	for k, v := range prof.Variables {
+		vars[k] = v
+	}
+	vars[plan.SourcePrefixesVariable] = prefixes
+	prof.Variables = vars
+	return prof
+}
+
+// linkKeysMaxSourcePrefixes is the most source prefixes the reference server counts
+// (linkkeysserver.MaxSourcePrefixes); a phase of more streams is attributed by elimination.
+const linkKeysMaxSourcePrefixes = 16
 
 func isLimits(err error) bool {
 	_, inc := err.(*incompleteError)
@@ -694,18 +720,34 @@ func LinkKeysPhaseMetrics(res *linkkeysresult.Result) Metrics {
 	return m
 }
 
-// streamServerFigures adds a stream's server-side figures: from the server's counters of its
-// source prefix when it reports them; otherwise by elimination, where that is exact: a stream with
-// no client-observed failure had nothing shed (every shed connection fails at the client), and when
-// only one stream of the phase saw failures, every shed of the phase is that stream's.
+// streamServerFigures adds a stream's server-side figures (plan.StreamServerFigures): from the
+// server's counters of its source prefix when it reports them (every stream of a phase whose server
+// the harness started, which names each stream's range in TCP_SOURCE_PREFIXES); otherwise by
+// elimination, where that is exact: a stream with no client-observed failure had nothing shed
+// (every shed connection fails at the client), and when only one stream of the phase saw failures,
+// every shed of the phase is that stream's. With two or more failing streams and no per-prefix
+// counters the figures are unknown (their checks fail).
 func streamServerFigures(m Metrics, p string, s linkkeysresult.Stream, a *linkkeysresult.Attempts, acc *linkkeysresult.ServerAccounting, verified bool, failing int) {
 	if ss := s.Server; ss != nil {
+		var closed int64
+		closedSeen := false
 		for k, v := range ss.Delta {
-			if strings.HasPrefix(k, "shed_handshake_") {
+			switch {
+			case strings.HasPrefix(k, "shed_handshake_"):
 				m[p+"shed_"+strings.TrimPrefix(k, "shed_handshake_")] = float64(v)
-			} else if k == "shed_connection_limit" || k == "admitted" {
+			case k == "shed_connection_limit", k == "admitted", k == "accepted", k == "handshake_rejections", k == "handshake_timeouts":
 				m[p+k] = float64(v)
+			case k == "established":
+				m[p+"handshakes_completed"] = float64(v)
+			case k == "rate_limited_responses":
+				m[p+"server_rate_limited"] = float64(v)
+			case strings.HasPrefix(k, "closed_"):
+				closed += v
+				closedSeen = true
 			}
+		}
+		if closedSeen {
+			m[p+"server_closed"] = float64(closed)
 		}
 		m[p+"shed"] = float64(ss.Shed())
 		var gap int64

@@ -86,6 +86,53 @@ func TestLinkKeysPhaseMetrics(t *testing.T) {
 	}
 }
 
+// Two streams with failures, each shed for its own reason: elimination leaves both unattributed,
+// the server's per-prefix counters (as linkkeysload attributes them) give each its own figures.
+func TestLinkKeysPhaseMetricsTwoFailingStreams(t *testing.T) {
+	r := lkResult(100)
+	held := &r.Combined.Streams[0]
+	for range 5 {
+		held.Result.Attempts.Add(linkkeysresult.ClassTLS, linkkeysresult.ClassTLS+":EOF", time.Millisecond)
+	}
+	// The server saw 5 more connections, from held's range, shed per source.
+	after := r.Server.After
+	after.AcceptedConnections += 5
+	after.ShedHandshakePerSource += 5
+	m := LinkKeysPhaseMetrics(r)
+	for _, k := range []string{"held.shed_per_source", "ddos.shed_overflow", "held.accounting_gap", "ddos.accounting_gap"} {
+		if _, ok := m[k]; ok {
+			t.Errorf("elimination attributed %s with two failing streams", k)
+		}
+	}
+	before := r.Server.Before
+	before.Sources = []linkkeys.SourceCounters{{Name: "held"}, {Name: "ddos"}}
+	after.Sources = []linkkeys.SourceCounters{
+		{Name: "held", Accepted: 105, Admitted: 100, ShedHandshakePerSource: 5, Established: 100, ClosedByPeer: 3},
+		{Name: "ddos", Accepted: 50, Admitted: 10, ShedHandshakeOverflow: 30, ShedHandshakeGlobal: 10, Established: 10, RateLimitedResponses: 2},
+	}
+	// linkkeysload's combined accounting: the whole run's, then each stream's from its prefix.
+	r.Server = linkkeysload.NewServerAccounting("server.log", before, after, 155, 110, 45, true)
+	if r.Server.Mismatch() {
+		t.Fatalf("whole run %+v", r.Server.Checks)
+	}
+	for i := range r.Combined.Streams {
+		s := &r.Combined.Streams[i]
+		s.Server = linkkeysload.StreamAccounting(s, before, after)
+	}
+	m = LinkKeysPhaseMetrics(r)
+	want := map[string]float64{
+		"held.accepted": 105, "held.admitted": 100, "held.shed": 5, "held.shed_per_source": 5, "held.shed_overflow": 0, "held.handshakes_completed": 100,
+		"held.server_closed": 3, "held.accounting_gap": 0,
+		"ddos.accepted": 50, "ddos.admitted": 10, "ddos.shed": 40, "ddos.shed_overflow": 30, "ddos.shed_global": 10, "ddos.shed_per_source": 0,
+		"ddos.server_rate_limited": 2, "ddos.accounting_gap": 0, "server.shed": 45,
+	}
+	for k, v := range want {
+		if got, ok := m[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+}
+
 func lkTestPlan(t *testing.T) *LinkKeysPlan {
 	t.Helper()
 	p, err := ReadLinkKeysPlan("../../internal/cli/testdata/linkkeys-capacity-scaled.json")
@@ -117,6 +164,15 @@ func TestExecuteLinkKeysWritesEvidence(t *testing.T) {
 	}
 	if len(runs) != 3 || runs[2].Config.DDoS[0].Name != "ddos" || runs[2].Config.Held.HoldSecs != 2 || runs[2].Profile.Variables["TCP_HANDSHAKE_DISTINCT_SOURCE_THRESHOLD"] != "1000" {
 		t.Fatalf("runs %+v", runs)
+	}
+	// Each started server is told every stream's range under the stream's name, and must run it.
+	const prefixes = "held=127.0.1.0/26,ddos=127.6.0.0-127.6.4.175"
+	if v := runs[2].Profile.Variables[plan.SourcePrefixesVariable]; v != prefixes || runs[2].Server.Declared[plan.SourcePrefixesVariable] != prefixes ||
+		runs[2].Server.SourcePrefixes != prefixes || runs[0].Profile.Variables[plan.SourcePrefixesVariable] != "held=127.0.1.0/28" {
+		t.Fatalf("prefixes %q, server %+v", v, runs[2].Server)
+	}
+	if _, leaked := p.EnvironmentProfiles["combined-shedding"].Variables[plan.SourcePrefixesVariable]; leaked {
+		t.Fatal("the plan's profile was changed")
 	}
 	if ev.Harness != plan.HarnessLinkKeys || len(ev.Phases) != 3 || !ev.Passed || !ev.CertificationReady || len(ev.CertificationBlockers) != 0 {
 		t.Fatalf("evidence %+v", ev)
@@ -243,6 +299,35 @@ func TestVerifyServer(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+	// A started server must run the phase's source prefixes; a running one is read with whatever it
+	// counts, and the record says how they compare.
+	withPrefixes := line + " source_prefixes=held=127.0.1.0/28"
+	rec = &ServerRecord{Mode: "started", EnvironmentProfile: "p", Declared: map[string]string{"TCP_HANDSHAKE_GLOBAL_BURST": "1000",
+		"TCP_SOURCE_PREFIXES": "held=127.0.1.0/28"}, ExpectedConfigLine: withPrefixes, SourcePrefixes: "held=127.0.1.0/28"}
+	err = verify(context.Background(), srv, rec, ok)
+	if err == nil || !strings.Contains(err.Error(), "config: source_prefixes=(none), declared source_prefixes=held=127.0.1.0/28") ||
+		!strings.Contains(err.Error(), "environment: TCP_SOURCE_PREFIXES is unset, but the profile declares held=127.0.1.0/28") {
+		t.Fatalf("started server without its prefixes: %v", err)
+	}
+	rec = &ServerRecord{Mode: "running", EnvironmentProfile: "p", Declared: map[string]string{"TCP_HANDSHAKE_GLOBAL_BURST": "1000"},
+		ExpectedConfigLine: line, SourcePrefixes: "held=127.0.1.0/28"}
+	if err := verify(context.Background(), srv, rec, ok); err != nil || !strings.Contains(rec.SourcePrefixesNote, "counts no source prefix") {
+		t.Fatalf("running server without prefixes: %v %+v", err, rec)
+	}
+	if err := os.WriteFile(log, []byte(line+" source_prefixes=other=127.9.0.0/16\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec = &ServerRecord{Mode: "running", EnvironmentProfile: "p", Declared: map[string]string{"TCP_HANDSHAKE_GLOBAL_BURST": "1000"},
+		ExpectedConfigLine: line, SourcePrefixes: "held=127.0.1.0/28"}
+	envWith := func(uint32) (map[string]string, error) {
+		return map[string]string{"TCP_HANDSHAKE_GLOBAL_BURST": "1000", "TCP_SOURCE_PREFIXES": "other=127.9.0.0/16"}, nil
+	}
+	if err := verify(context.Background(), srv, rec, envWith); err != nil || !strings.Contains(rec.SourcePrefixesNote, "counts source prefixes other=127.9.0.0/16") {
+		t.Fatalf("running server with other prefixes: %v %+v", err, rec)
+	}
+	if err := os.WriteFile(log, []byte(line+"\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	// An unreadable environment leaves the config: line as the only verification, and says so.
 	rec = &ServerRecord{EnvironmentProfile: "p", ExpectedConfigLine: line}

@@ -55,6 +55,13 @@ type ServerRecord struct {
 	Mismatches []string `json:"mismatches"`
 	// Log is the server log's file in the bundle, when it was kept.
 	Log string `json:"log,omitempty"`
+	// SourcePrefixes is the TCP_SOURCE_PREFIXES value naming every stream's source range: what a
+	// started server runs with (it is in Declared and in the expected config: line), and what a
+	// running server would need to count each stream apart.
+	SourcePrefixes string `json:"source_prefixes,omitempty"`
+	// SourcePrefixesNote says, for a running server, how the prefixes it counts compare with the
+	// phase's streams (the streams it does not count are attributed by elimination, where exact).
+	SourcePrefixesNote string `json:"source_prefixes_note,omitempty"`
 }
 
 // ServerLauncher starts the reference server of a phase: Executable (empty: this program) with
@@ -250,7 +257,20 @@ func processEnvironment(pid uint32) (map[string]string, error) {
 	return out, nil
 }
 
-// verify compares what the server runs with the profile and fills rec.
+// sourcePrefixesField is the config: line's field of the source prefixes (the reference server
+// prints it after the seed's fields when TCP_SOURCE_PREFIXES is set).
+const sourcePrefixesField = "source_prefixes"
+
+// withoutSourcePrefixes returns a config: line without its source_prefixes field.
+func withoutSourcePrefixes(line string) string {
+	fields := strings.Fields(line)
+	fields = slices.DeleteFunc(fields, func(f string) bool { return strings.HasPrefix(f, sourcePrefixesField+"=") })
+	return strings.Join(fields, " ")
+}
+
+// verify compares what the server runs with the profile and fills rec. A started server must run
+// the phase's source prefixes too (they are declared); a running server is measured with whatever
+// prefixes it counts, which rec.SourcePrefixesNote compares with the phase's streams.
 func verify(ctx context.Context, srv *phaseServer, rec *ServerRecord, environ func(uint32) (map[string]string, error)) error {
 	rec.PID = srv.target.PID
 	line, err := lastConfigLine(ctx, srv.logPath, 10*time.Second)
@@ -260,21 +280,39 @@ func verify(ctx context.Context, srv *phaseServer, rec *ServerRecord, environ fu
 	rec.ConfigLine = line
 	rec.Limits = configFields(line)
 	rec.Mismatches = []string{}
-	if line != rec.ExpectedConfigLine {
-		want := configFields(rec.ExpectedConfigLine)
+	running := rec.Mode == "running"
+	if running {
+		got := rec.Limits[sourcePrefixesField]
+		switch {
+		case got == rec.SourcePrefixes:
+		case got == "":
+			rec.SourcePrefixesNote = "the server counts no source prefix, so the streams' server figures come from the whole run's by elimination where that is exact; " +
+				"start it with " + plan.SourcePrefixesVariable + "=" + rec.SourcePrefixes + " to count each stream apart"
+		default:
+			rec.SourcePrefixesNote = "the server counts source prefixes " + got + "; this phase's streams are " + rec.SourcePrefixes +
+				" (a stream the server counts under its own name gets its own server figures)"
+		}
+	}
+	expected := rec.ExpectedConfigLine
+	if running {
+		line, expected = withoutSourcePrefixes(line), withoutSourcePrefixes(expected)
+	}
+	if line != expected {
+		want := configFields(expected)
 		keys := make([]string, 0, len(want))
 		for k := range want {
 			keys = append(keys, k)
 		}
-		for k := range rec.Limits {
+		got := configFields(line)
+		for k := range got {
 			if _, ok := want[k]; !ok {
 				keys = append(keys, k)
 			}
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if rec.Limits[k] != want[k] {
-				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("config: %s=%s, declared %s=%s", k, orNone(rec.Limits[k]), k, orNone(want[k])))
+			if got[k] != want[k] {
+				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("config: %s=%s, declared %s=%s", k, orNone(got[k]), k, orNone(want[k])))
 			}
 		}
 		if len(rec.Mismatches) == 0 {
@@ -291,6 +329,9 @@ func verify(ctx context.Context, srv *phaseServer, rec *ServerRecord, environ fu
 		rec.Environment, rec.EnvironmentVerified = env, true
 		keys := map[string]bool{}
 		for k := range env {
+			if k == plan.SourcePrefixesVariable && running {
+				continue // read with whatever prefixes it counts (SourcePrefixesNote)
+			}
 			keys[k] = true
 		}
 		for k := range rec.Declared {

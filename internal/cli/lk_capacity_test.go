@@ -12,20 +12,25 @@ import (
 
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/capacity/plan"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 )
 
-// The plan's variables are exactly the server's TCP_* and PUBLIC_READ_* variables but TCP_PORT.
+// The plan's variables are exactly the server's TCP_* and PUBLIC_READ_* variables but TCP_PORT and
+// TCP_SOURCE_PREFIXES (the harness sets both).
 func TestLinkKeysPlanVariablesAreTheServers(t *testing.T) {
 	var want []string
 	for _, v := range linkkeysserver.EnvVars {
-		if (strings.HasPrefix(v, "TCP_") || strings.HasPrefix(v, "PUBLIC_READ_")) && v != "TCP_PORT" {
+		if (strings.HasPrefix(v, "TCP_") || strings.HasPrefix(v, "PUBLIC_READ_")) && v != "TCP_PORT" && v != plan.SourcePrefixesVariable {
 			want = append(want, v)
 		}
 	}
 	if !slices.Equal(want, plan.LinkKeysVariables) {
 		t.Fatalf("plan.LinkKeysVariables %v\nwant %v", plan.LinkKeysVariables, want)
+	}
+	if plan.SourcePrefixesVariable != linkkeysserver.SourcePrefixesVar || linkkeysload.SourcePrefixesVar != linkkeysserver.SourcePrefixesVar {
+		t.Fatal("the source prefixes variable is spelled differently")
 	}
 }
 
@@ -72,10 +77,16 @@ func TestLinkKeysCapacityEndToEnd(t *testing.T) {
 	if !ev.Passed || !ev.CertificationReady || len(ev.Phases) != 5 {
 		t.Fatalf("passed %v ready %v phases %d blockers %q\n%s", ev.Passed, ev.CertificationReady, len(ev.Phases), ev.CertificationBlockers, stdout)
 	}
-	for _, ph := range ev.Phases {
+	for i, ph := range ev.Phases {
 		s := ph.Server
 		if s == nil || s.Mode != "started" || len(s.Mismatches) != 0 || s.ConfigLine != s.ExpectedConfigLine || !s.EnvironmentVerified {
 			t.Fatalf("phase %s server %+v", ph.Name, s)
+		}
+		// Every started server counts the phase's streams apart, verified like its limits.
+		prefixes := capacity.CombinedConfig(&ev.Plan.Phases[i]).SourcePrefixes()
+		if s.SourcePrefixes != prefixes || s.Declared[plan.SourcePrefixesVariable] != prefixes || s.Environment[plan.SourcePrefixesVariable] != prefixes ||
+			!strings.HasSuffix(s.ConfigLine, " source_prefixes="+prefixes) || ph.Results.Combined.Attribution != "source-prefix" {
+			t.Fatalf("phase %s: prefixes %q, server %+v", ph.Name, prefixes, s)
 		}
 		if _, err := os.Stat(filepath.Join(out, s.Log)); err != nil {
 			t.Fatalf("phase %s server log: %v", ph.Name, err)
@@ -92,9 +103,25 @@ func TestLinkKeysCapacityEndToEnd(t *testing.T) {
 	if ddos.Metrics["ddos.shed_overflow"] != 490 || ddos.Metrics["ddos.shed_global"] != 810 || ddos.Metrics["ddos.admitted"] != 200 {
 		t.Fatalf("ddos metrics %v", ddos.Metrics)
 	}
+	// Two streams of the combined phase are shed, each for its own reason: elimination from the
+	// whole run's counters cannot split them; the server's per-prefix counters do, exactly.
 	comb := ev.Phases[4]
-	if comb.Kind != "combined" || comb.Metrics["held.survival_percent"] != 100 || comb.Metrics["ddos.shed_overflow"] < 1 {
-		t.Fatalf("combined metrics %v", comb.Metrics)
+	m := comb.Metrics
+	if comb.Kind != "combined" || m["held.survival_percent"] != 100 || m["ddos.shed_overflow"] < 1 || m["handshakes.shed_per_source"] < 1 ||
+		m["ddos.shed_per_source"] != 0 || m["handshakes.shed_overflow"] != 0 || m["held.shed"] != 0 {
+		t.Fatalf("combined metrics %v", m)
+	}
+	var shed, accepted capacity.Number
+	for _, st := range []string{"held", "handshakes", "requests", "ddos"} {
+		if m[st+".accounting_gap"] != 0 || m[st+".accepted"] != m[st+".admitted"]+m[st+".shed"] {
+			t.Errorf("stream %s: gap %v, accepted %v, admitted %v, shed %v", st, m[st+".accounting_gap"], m[st+".accepted"], m[st+".admitted"], m[st+".shed"])
+		}
+		shed += m[st+".shed"]
+		accepted += m[st+".accepted"]
+	}
+	if shed != m["server.shed"] || accepted != m["server.accepted"] || m["handshakes.attempted"] != m["handshakes.accepted"] ||
+		m["handshakes.completed"] != m["handshakes.handshakes_completed"] {
+		t.Errorf("streams shed %v accepted %v, server %v %v; metrics %v", shed, accepted, m["server.shed"], m["server.accepted"], m)
 	}
 	// The report reads the bundle alone.
 	renv, rout, rerr := lkTestEnv()
@@ -212,6 +239,9 @@ func TestLinkKeysCapacityAgainstARunningServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		ph := ev.Phases[0]
+		if !strings.Contains(ph.Server.SourcePrefixesNote, "the server counts no source prefix") || ph.Server.SourcePrefixes != "held=127.0.1.0/28" {
+			t.Errorf("server %+v", ph.Server)
+		}
 		if ph.Server.Mode != "running" || len(ph.Server.Mismatches) != 0 || !ph.Server.EnvironmentVerified || ph.Checks[0].Outcome != capacity.Passed ||
 			ph.Checks[1].Metric != "server.shed_global" || ph.Checks[1].Outcome != capacity.Failed {
 			t.Fatalf("phase %+v\nserver %+v", ph.Checks, ph.Server)

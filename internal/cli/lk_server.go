@@ -39,6 +39,7 @@ type lkServerFlags struct {
 	perProcessMetrics bool
 	releaseIdleMemory bool
 	parkAfter         time.Duration
+	sourcePrefixes    []string
 	childIndex        int
 	childCount        int
 }
@@ -50,6 +51,7 @@ func newLinkKeysServerCmd(env *Env) *cobra.Command {
 		Short: "Run the LinkKeys reference TCP/TLS server (prints METRICS lines)",
 		Long: "server runs the LinkKeys reference server: a self-signed Ed25519 certificate, the full admission control\n" +
 			"(TCP_* and PUBLIC_READ_* variables), a real SQLite file, and a METRICS line on stdout every interval.\n" +
+			"With TCP_SOURCE_PREFIXES or --source-prefix it also counts its accounting per named source range.\n" +
 			"It writes an info file (port, domain, fingerprint, pid) for the client subcommands. By default the\n" +
 			"server's own key is stored as an active signing key, so get-domain-keys returns one key;\n" +
 			"--empty-domain-keys serves the upstream load test's empty list. DOMAIN_KEY_PASSPHRASE, when set,\n" +
@@ -75,6 +77,8 @@ func newLinkKeysServerCmd(env *Env) *cobra.Command {
 	fl.IntVar(&f.processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
 	fl.BoolVar(&f.perProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's METRICS line as PROCESS_METRICS <i> {json}")
 	fl.BoolVar(&f.releaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS when the server goes quiet after activity (see docs/benchmarks.md)")
+	fl.StringArrayVar(&f.sourcePrefixes, "source-prefix", nil, "count the accounting of connections from a named source range apart, as `NAME=CIDR` or NAME=FIRST-LAST "+
+		"(repeatable; added to those of TCP_SOURCE_PREFIXES; METRICS fields source_<NAME>_<counter>)")
 	fl.DurationVar(&f.parkAfter, "park-after", linkkeysserver.DefaultParkAfter, "park a connection (no goroutine, no buffers) after it had nothing to read this long; negative never parks (benchmark comparisons)")
 	_ = fl.MarkHidden("park-after")
 	fl.IntVar(&f.childIndex, "child-index", 0, "internal: index of this child process")
@@ -146,6 +150,16 @@ func lkServerConfig(env *Env, f lkServerFlags) (linkkeysserver.Config, error) {
 	cfg, err := linkkeysserver.ConfigFromEnv(env.Getenv)
 	if err != nil {
 		return cfg, &ExitError{Code: ExitUsage, Err: err}
+	}
+	if len(f.sourcePrefixes) > 0 {
+		ps, problems := linkkeysserver.ParseSourcePrefixes(strings.Join(f.sourcePrefixes, ","))
+		cfg.SourcePrefixes = append(cfg.SourcePrefixes, ps...)
+		if len(problems) == 0 {
+			problems = linkkeysserver.CheckSourcePrefixes(cfg.SourcePrefixes)
+		}
+		if len(problems) > 0 {
+			return cfg, usageError("--source-prefix (with %s): %s", linkkeysserver.SourcePrefixesVar, strings.Join(problems, "; "))
+		}
 	}
 	cfg.Domain = f.domain
 	cfg.ParkAfter = f.parkAfter
@@ -328,6 +342,9 @@ func runLinkKeysServerParent(ctx context.Context, env *Env, f lkServerFlags, cfg
 				"--child-index", strconv.Itoa(i), "--child-count", strconv.Itoa(f.processes),
 				"--listen", childAddr, "--db-path", f.dbPath, "--domain", f.domain,
 				"--release-idle-memory="+strconv.FormatBool(f.releaseIdleMemory), "--park-after", f.parkAfter.String())
+			for _, p := range f.sourcePrefixes {
+				args = append(args, "--source-prefix", p)
+			}
 			cmd := exec.Command(exe, args...)
 			cmd.Stderr = env.Stderr
 			return cmd

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -250,5 +251,80 @@ func TestInfoFileAdvertisesMetrics(t *testing.T) {
 	cancel()
 	if code := <-done; code != ExitOK {
 		t.Fatalf("server exit %d: %s", code, errBuf.String())
+	}
+}
+
+// TestLinkKeysServerSourcePrefixes: TCP_SOURCE_PREFIXES and --source-prefix together name the
+// ranges the server counts apart, in single-process and --processes mode (the children get the same
+// ones); the config: line names them and the METRICS lines carry their counters. Overlapping or bad
+// ones refuse the start.
+func TestLinkKeysServerSourcePrefixes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	t.Setenv(childTreeEnv, "linkkeys")
+	t.Setenv(linkkeysserver.SourcePrefixesVar, "a=127.0.50.0/24") // what the --processes children inherit
+	for _, procs := range []string{"1", "2"} {
+		t.Run("processes="+procs, func(t *testing.T) {
+			dir := t.TempDir()
+			info := filepath.Join(dir, "info.json")
+			env, out, errBuf := lksEnv(map[string]string{linkkeysserver.SourcePrefixesVar: "a=127.0.50.0/24"})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan int, 1)
+			go func() {
+				done <- Run(ctx, LinkKeys, []string{"server", "--db-path", filepath.Join(dir, "db.sqlite3"), "--info-file", info,
+					"--metrics-interval-secs", "1", "--processes", procs, "--source-prefix", "b=127.0.51.1-127.0.51.9"}, env)
+			}()
+			if l := waitLine(t, out, "config: "); !strings.HasSuffix(l, " source_prefixes=a=127.0.50.0/24,b=127.0.51.1-127.0.51.9") {
+				t.Fatalf("config line %s", l)
+			}
+			waitLine(t, out, "listening on ")
+			inf, err := linkkeys.ReadInfo(info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(inf.Port))
+			d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.51.3")}}
+			nc, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc := tls.Client(nc, linkkeys.ClientTLSConfig(inf.Domain, inf.Fingerprint))
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			tc.Close()
+			for {
+				l := waitLine(t, out, "METRICS ")
+				m, err := linkkeys.ParseMetricsLine(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(m.SourceNames(), []string{"a", "b"}) {
+					t.Fatalf("prefixes %v in %s", m.SourceNames(), l)
+				}
+				if b := m.Source("b"); b.Accepted == 1 && b.Established == 1 && m.Source("a").Accepted == 0 {
+					break
+				}
+			}
+			cancel()
+			if code := <-done; code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errBuf.String())
+			}
+		})
+	}
+	env, _, errBuf := lksEnv(map[string]string{linkkeysserver.SourcePrefixesVar: "a=127.0.50.0/24"})
+	dir := t.TempDir()
+	code := Run(context.Background(), LinkKeys, []string{"server", "--db-path", filepath.Join(dir, "db"), "--info-file", filepath.Join(dir, "i.json"),
+		"--source-prefix", "b=127.0.50.9", "--source-prefix", "c"}, env)
+	if code != ExitUsage || !strings.Contains(errBuf.String(), `--source-prefix (with TCP_SOURCE_PREFIXES): entry "c" has no '='`) {
+		t.Errorf("exit %d: %s", code, errBuf.String())
+	}
+	env, _, errBuf = lksEnv(map[string]string{linkkeysserver.SourcePrefixesVar: "a=127.0.50.0/24"})
+	code = Run(context.Background(), LinkKeys, []string{"server", "--db-path", filepath.Join(dir, "db"), "--info-file", filepath.Join(dir, "i.json"),
+		"--source-prefix", "b=127.0.50.9"}, env)
+	if code != ExitUsage || !strings.Contains(errBuf.String(), `prefixes "a" (127.0.50.0/24) and "b" (127.0.50.9/32) share addresses`) {
+		t.Errorf("exit %d: %s", code, errBuf.String())
 	}
 }

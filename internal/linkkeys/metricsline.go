@@ -24,7 +24,8 @@ import (
 const MetricsPrefix = "METRICS "
 
 // MaxMetricsLineBytes bounds the METRICS lines [ParseMetricsLine] accepts; a
-// real line is about 900 bytes.
+// real line is about 900 bytes, plus at most about 1.5 KB per configured
+// source prefix (16 at most).
 const MaxMetricsLineBytes = 64 << 10
 
 // ErrNotMetricsLine is returned (wrapped) by [ParseMetricsLine] for a line
@@ -34,8 +35,9 @@ var ErrNotMetricsLine = errors.New("linkkeys: not a METRICS line")
 
 // MetricsLine is one reading of a load-test server's counters and gauges: the
 // 15 fields of the upstream line in their order, then the fields the
-// loadproof server appends after process_rss_bytes, then any other numeric
-// fields a server appends. The server fills it directly; clients parse a line
+// loadproof server appends after process_rss_bytes, then its counters per
+// configured source prefix (Sources), then any other numeric fields a server
+// appends. The server fills it directly; clients parse a line
 // or a Prometheus scrape into it.
 //
 // The zero value is a line of this server with every counter 0: every
@@ -122,6 +124,12 @@ type MetricsLine struct {
 	// ClosedShutdown counts established connections the server closed while
 	// shutting down.
 	ClosedShutdown uint64 `json:"closed_shutdown"`
+
+	// Sources are the counters per configured source prefix
+	// (TCP_SOURCE_PREFIXES), in the server's order: on the line, the
+	// source_<name>_<counter> fields after every other field of this server.
+	// Empty when the server counts no prefix.
+	Sources []SourceCounters `json:"sources,omitempty"`
 
 	// Absent names the appended fields the reading did not carry, in line
 	// order; empty for a reading of this server.
@@ -252,6 +260,258 @@ var metricsFields = [...]MetricsField{
 		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedShutdown }},
 }
 
+// SourceCounters is a server's accounting of one configured source prefix
+// (TCP_SOURCE_PREFIXES: a name and an address range): what the global
+// counters of the same names count, for the connections whose peer address
+// lies in the range. On the METRICS line each is a field
+// source_<Name>_<counter> ([SourceFieldName]), after every other field of
+// this server; on /metrics a series with a prefix="<Name>" label
+// ([SourceFields]). On a server whose accounting is exact, Accepted =
+// Admitted + Shed() and Admitted = Established + HandshakeRejections +
+// HandshakeTimeouts once no handshake is in progress.
+type SourceCounters struct {
+	// Name is the prefix's name: 1 to 32 of a-z, 0-9, '_' and '-', starting
+	// with a letter or digit ([ValidSourcePrefixName]).
+	Name string `json:"name"`
+	// Accepted counts the accept()s of the prefix's connections.
+	Accepted uint64 `json:"accepted"`
+	// Admitted counts the connections that passed admission (the connection
+	// cap and the handshake limiter) and went on to the TLS handshake.
+	Admitted uint64 `json:"admitted"`
+	// ShedConnectionLimit, ShedHandshakePerSource, ShedHandshakeOverflow and
+	// ShedHandshakeGlobal count the connections refused, by reason.
+	ShedConnectionLimit    uint64 `json:"shed_connection_limit"`
+	ShedHandshakePerSource uint64 `json:"shed_handshake_per_source"`
+	ShedHandshakeOverflow  uint64 `json:"shed_handshake_overflow"`
+	ShedHandshakeGlobal    uint64 `json:"shed_handshake_global"`
+	// HandshakeRejections and HandshakeTimeouts count failed TLS handshakes
+	// and slot waits or handshakes past the timeout.
+	HandshakeRejections uint64 `json:"handshake_rejections"`
+	HandshakeTimeouts   uint64 `json:"handshake_timeouts"`
+	// Established counts the completed TLS handshakes (established_total of
+	// the prefix).
+	Established uint64 `json:"established"`
+	// The closed_* counters count the prefix's established connections that
+	// ended, by reason (the global closed_* fields' reasons).
+	ClosedByPeer            uint64 `json:"closed_by_peer"`
+	ClosedOversizedFrame    uint64 `json:"closed_oversized_frame"`
+	ClosedMalformedRequest  uint64 `json:"closed_malformed_request"`
+	ClosedIdleTimeout       uint64 `json:"closed_idle_timeout"`
+	ClosedIOTimeout         uint64 `json:"closed_io_timeout"`
+	ClosedSlowFrameBody     uint64 `json:"closed_slow_frame_body"`
+	ClosedFrameBudget       uint64 `json:"closed_frame_budget"`
+	ClosedOversizedResponse uint64 `json:"closed_oversized_response"`
+	ClosedShutdown          uint64 `json:"closed_shutdown"`
+	// RateLimitedResponses counts the status-7 answers of the public-read
+	// gate on the prefix's connections.
+	RateLimitedResponses uint64 `json:"rate_limited_responses"`
+}
+
+// Shed returns the sum of the four shed counters.
+func (c SourceCounters) Shed() uint64 {
+	return c.ShedConnectionLimit + c.ShedHandshakePerSource + c.ShedHandshakeOverflow + c.ShedHandshakeGlobal
+}
+
+// Closed returns the sum of the closed_* counters.
+func (c SourceCounters) Closed() uint64 {
+	return c.ClosedByPeer + c.ClosedOversizedFrame + c.ClosedMalformedRequest + c.ClosedIdleTimeout + c.ClosedIOTimeout +
+		c.ClosedSlowFrameBody + c.ClosedFrameBudget + c.ClosedOversizedResponse + c.ClosedShutdown
+}
+
+// Counters returns every counter by its name ([SourceFields] order).
+func (c SourceCounters) Counters() map[string]uint64 {
+	out := make(map[string]uint64, len(sourceFields))
+	for _, f := range sourceFields {
+		out[f.Name] = *f.ptr(&c)
+	}
+	return out
+}
+
+// SourceField describes one per-prefix counter: its name (the <counter> of
+// source_<prefix>_<counter>) and its Prometheus series, which carries a
+// prefix="<name>" label and, where PromLabel is set, that label too.
+type SourceField struct {
+	// Name is the counter's name ("accepted", "shed_handshake_global", …).
+	Name string
+	// PromName is the Prometheus metric name without the namespace
+	// ("source_accepted_connections_total").
+	PromName string
+	// PromLabel is the series' label besides prefix, as {name, value}, or
+	// empty.
+	PromLabel [2]string
+	// Help is the Prometheus help text.
+	Help string
+
+	ptr func(*SourceCounters) *uint64
+}
+
+// Value returns the counter's value in c.
+func (f SourceField) Value(c *SourceCounters) uint64 { return *f.ptr(c) }
+
+const (
+	sourceShedHelp   = "Connections from a configured source prefix closed before the TLS handshake, by reason."
+	sourceClosedHelp = "Established connections from a configured source prefix closed, by reason."
+)
+
+// sourceFields is every per-prefix counter in line order. No name is another
+// one's tail after an underscore, so a field name splits into prefix and
+// counter one way only.
+var sourceFields = [...]SourceField{
+	{Name: "accepted", PromName: "source_accepted_connections_total", Help: "Connections accepted from a configured source prefix.",
+		ptr: func(c *SourceCounters) *uint64 { return &c.Accepted }},
+	{Name: "admitted", PromName: "source_admitted_connections_total", Help: "Connections from a configured source prefix that passed admission.",
+		ptr: func(c *SourceCounters) *uint64 { return &c.Admitted }},
+	{Name: "shed_connection_limit", PromName: "source_shed_connections_total", PromLabel: [2]string{"reason", "connection_limit"}, Help: sourceShedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ShedConnectionLimit }},
+	{Name: "shed_handshake_per_source", PromName: "source_shed_connections_total", PromLabel: [2]string{"reason", "handshake_per_source"}, Help: sourceShedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ShedHandshakePerSource }},
+	{Name: "shed_handshake_overflow", PromName: "source_shed_connections_total", PromLabel: [2]string{"reason", "handshake_overflow"}, Help: sourceShedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ShedHandshakeOverflow }},
+	{Name: "shed_handshake_global", PromName: "source_shed_connections_total", PromLabel: [2]string{"reason", "handshake_global"}, Help: sourceShedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ShedHandshakeGlobal }},
+	{Name: "handshake_rejections", PromName: "source_handshake_rejections_total", Help: "Failed TLS handshakes from a configured source prefix.",
+		ptr: func(c *SourceCounters) *uint64 { return &c.HandshakeRejections }},
+	{Name: "handshake_timeouts", PromName: "source_handshake_timeouts_total", Help: "Handshake slot waits plus handshakes past TCP_HANDSHAKE_TIMEOUT_SECONDS, from a configured source prefix.",
+		ptr: func(c *SourceCounters) *uint64 { return &c.HandshakeTimeouts }},
+	{Name: "established", PromName: "source_established_total", Help: "TLS handshakes completed from a configured source prefix.",
+		ptr: func(c *SourceCounters) *uint64 { return &c.Established }},
+	{Name: "closed_by_peer", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "peer"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedByPeer }},
+	{Name: "closed_oversized_frame", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "oversized_frame"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedOversizedFrame }},
+	{Name: "closed_malformed_request", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "malformed_request"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedMalformedRequest }},
+	{Name: "closed_idle_timeout", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "idle_timeout"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedIdleTimeout }},
+	{Name: "closed_io_timeout", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "io_timeout"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedIOTimeout }},
+	{Name: "closed_slow_frame_body", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "slow_frame_body"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedSlowFrameBody }},
+	{Name: "closed_frame_budget", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "frame_budget"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedFrameBudget }},
+	{Name: "closed_oversized_response", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "oversized_response"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedOversizedResponse }},
+	{Name: "closed_shutdown", PromName: "source_closed_connections_total", PromLabel: [2]string{"reason", "shutdown"}, Help: sourceClosedHelp,
+		ptr: func(c *SourceCounters) *uint64 { return &c.ClosedShutdown }},
+	{Name: "rate_limited_responses", PromName: "source_rate_limited_responses_total", Help: "Public-read requests answered with status 7 on connections from a configured source prefix.",
+		ptr: func(c *SourceCounters) *uint64 { return &c.RateLimitedResponses }},
+}
+
+// SourceFields returns the table of per-prefix counters in line order (a
+// copy).
+func SourceFields() []SourceField { return slices.Clone(sourceFields[:]) }
+
+// LookupSourceField returns the per-prefix counter called name.
+func LookupSourceField(name string) (SourceField, bool) {
+	for _, f := range sourceFields {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return SourceField{}, false
+}
+
+// LookupSourceProm returns the per-prefix counter of the Prometheus series
+// promName (without the namespace) whose label besides prefix is
+// labelName=labelValue ("" and "" for none).
+func LookupSourceProm(promName, labelName, labelValue string) (SourceField, bool) {
+	for _, f := range sourceFields {
+		if f.PromName == promName && f.PromLabel == [2]string{labelName, labelValue} {
+			return f, true
+		}
+	}
+	return SourceField{}, false
+}
+
+// MaxSourcePrefixNameLen bounds a source prefix's name.
+const MaxSourcePrefixNameLen = 32
+
+// ValidSourcePrefixName reports whether name may name a source prefix: 1 to
+// 32 of a-z, 0-9, '_' and '-', starting with a letter or digit (so a
+// combined run's stream names, "held" or "ddos-1", are prefix names as they
+// are).
+func ValidSourcePrefixName(name string) bool {
+	if name == "" || len(name) > MaxSourcePrefixNameLen || name[0] == '_' || name[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// sourceFieldPrefix starts every per-prefix field of the METRICS line.
+const sourceFieldPrefix = "source_"
+
+// SourceFieldName returns the METRICS field of a prefix's counter:
+// source_<prefix>_<counter>.
+func SourceFieldName(prefix, counter string) string {
+	return sourceFieldPrefix + prefix + "_" + counter
+}
+
+// SplitSourceFieldName splits a METRICS field name source_<prefix>_<counter>
+// into a valid prefix name and a counter of [SourceFields]; ok is false for
+// any other name.
+func SplitSourceFieldName(key string) (prefix string, f SourceField, ok bool) {
+	rest, found := strings.CutPrefix(key, sourceFieldPrefix)
+	if !found {
+		return "", SourceField{}, false
+	}
+	for _, f := range sourceFields {
+		if len(rest) > len(f.Name)+1 && strings.HasSuffix(rest, f.Name) && rest[len(rest)-len(f.Name)-1] == '_' {
+			p := rest[:len(rest)-len(f.Name)-1]
+			if ValidSourcePrefixName(p) {
+				return p, f, true
+			}
+		}
+	}
+	return "", SourceField{}, false
+}
+
+// Source returns the counters of the prefix called name, or nil when the
+// reading has none.
+func (m *MetricsLine) Source(name string) *SourceCounters {
+	for i := range m.Sources {
+		if m.Sources[i].Name == name {
+			return &m.Sources[i]
+		}
+	}
+	return nil
+}
+
+// SetSourceCounter sets the counter called counter of the prefix called
+// prefix, adding the prefix (all its counters 0) when the reading has none,
+// and reports whether prefix is a valid name and counter a per-prefix
+// counter.
+func (m *MetricsLine) SetSourceCounter(prefix, counter string, v uint64) bool {
+	f, ok := LookupSourceField(counter)
+	if !ok || !ValidSourcePrefixName(prefix) {
+		return false
+	}
+	*f.ptr(m.sourceOrAdd(prefix)) = v
+	return true
+}
+
+func (m *MetricsLine) sourceOrAdd(name string) *SourceCounters {
+	if c := m.Source(name); c != nil {
+		return c
+	}
+	m.Sources = append(m.Sources, SourceCounters{Name: name})
+	return &m.Sources[len(m.Sources)-1]
+}
+
+// SourceNames returns the names of the reading's prefixes, in order.
+func (m *MetricsLine) SourceNames() []string {
+	out := make([]string, len(m.Sources))
+	for i, c := range m.Sources {
+		out[i] = c.Name
+	}
+	return out
+}
+
 // upstreamMetricsCount is the number of fields of the upstream line: label,
 // elapsed_secs and the table's first 13.
 const upstreamMetricsCount = 15
@@ -335,7 +595,8 @@ func (m *MetricsLine) markPresent(name string) {
 
 // WithoutAppended returns a reading with only the upstream fields, as an
 // upstream Rust server reports: every appended field is zeroed and listed in
-// Absent. Scrapes start from it and mark what they find.
+// Absent, and the per-prefix counters are dropped. Scrapes start from it and
+// mark what they find.
 func WithoutAppended(m MetricsLine) MetricsLine {
 	for _, f := range metricsFields {
 		if f.Appended {
@@ -343,6 +604,7 @@ func WithoutAppended(m MetricsLine) MetricsLine {
 		}
 	}
 	m.Absent = AppendedMetricsFields()
+	m.Sources = nil
 	return m
 }
 
@@ -403,12 +665,21 @@ func (m MetricsLine) HandshakesCompleted() (uint64, bool) {
 // SumMetricsLines adds several processes' readings into one, as the
 // --processes parent reports them: every counter and gauge is summed,
 // process_rss_bytes is the sum of the known values (nil when none is known),
-// a field absent from any reading is absent from the sum, and Extra is
-// dropped. Label and ElapsedSecs are left zero for the caller to set.
+// a field absent from any reading is absent from the sum, the per-prefix
+// counters are summed prefix by prefix (in the order the prefixes first
+// appear), and Extra is dropped. Label and ElapsedSecs are left zero for the
+// caller to set.
 func SumMetricsLines(lines ...MetricsLine) MetricsLine {
 	var t MetricsLine
 	var absent []string
 	for _, m := range lines {
+		for i := range m.Sources {
+			c := &m.Sources[i]
+			sum := t.sourceOrAdd(c.Name)
+			for _, f := range sourceFields {
+				*f.ptr(sum) += *f.ptr(c)
+			}
+		}
 		for _, f := range metricsFields {
 			v, ok := f.Value(&m)
 			switch {
@@ -434,8 +705,10 @@ func SumMetricsLines(lines ...MetricsLine) MetricsLine {
 
 // AppendMetricsLine appends the METRICS line of m to dst, without a newline:
 // [MetricsPrefix] and compact JSON with label, elapsed_secs and the fields of
-// [MetricsFields] in order (the appended ones unless Absent), then the Extra
-// fields in key order. elapsed_secs is formatted like serde_json formats an
+// [MetricsFields] in order (the appended ones unless Absent), then the
+// per-prefix counters (source_<name>_<counter>, prefix by prefix in order,
+// each prefix's counters in [SourceFields] order; a prefix whose name is not
+// valid is left out), then the Extra fields in key order. elapsed_secs is formatted like serde_json formats an
 // f64 ([AppendSerdeFloat]); process_rss_bytes is null when nil.
 func AppendMetricsLine(dst []byte, m MetricsLine) []byte {
 	dst = append(dst, MetricsPrefix...)
@@ -454,12 +727,31 @@ func AppendMetricsLine(dst []byte, m MetricsLine) []byte {
 			dst = append(dst, `":null`...)
 		}
 	}
+	for i := range m.Sources {
+		c := &m.Sources[i]
+		if !ValidSourcePrefixName(c.Name) {
+			continue
+		}
+		for _, f := range sourceFields {
+			dst = append(dst, ',', '"')
+			dst = append(dst, sourceFieldPrefix...)
+			dst = append(dst, c.Name...)
+			dst = append(dst, '_')
+			dst = append(dst, f.Name...)
+			dst = append(dst, '"', ':')
+			dst = strconv.AppendUint(dst, *f.ptr(c), 10)
+		}
+	}
 	if len(m.Extra) > 0 {
 		keys := make([]string, 0, len(m.Extra))
 		for k := range m.Extra {
-			if _, named := metricsFieldIndex[k]; !named {
-				keys = append(keys, k)
+			if _, named := metricsFieldIndex[k]; named {
+				continue
 			}
+			if _, _, src := SplitSourceFieldName(k); src {
+				continue // the parser never puts one in Extra
+			}
+			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
@@ -574,9 +866,14 @@ func AppendSerdeFloat(dst []byte, f float64) []byte {
 //     bits and process_rss_bytes such a number or null;
 //   - the appended fields of [MetricsFields], when present, are whole
 //     numbers (null counts as absent), in any order after the upstream ones;
+//   - the per-prefix fields source_<name>_<counter> (a valid prefix name and
+//     a counter of [SourceFields]) are whole numbers or null, in any order
+//     after the upstream ones;
 //   - no field appears twice.
 //
-// Appended fields the line lacks are listed in Absent. Other fields are kept
+// Appended fields the line lacks are listed in Absent. The per-prefix fields
+// go to Sources, prefix by prefix in the order the prefixes first appear (a
+// counter of a prefix the line does not give is 0). Other fields are kept
 // in Extra when they are finite numbers and skipped otherwise. A line without
 // the prefix gives an error wrapping [ErrNotMetricsLine]; every other error
 // names the problem.
@@ -677,6 +974,17 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 func (m *MetricsLine) set(key string, idx int, named bool, raw json.RawMessage) (bool, error) {
 	text := string(raw)
 	if !named {
+		if prefix, f, ok := SplitSourceFieldName(key); ok {
+			if text == "null" {
+				return false, nil
+			}
+			v, err := strconv.ParseUint(text, 10, 64)
+			if err != nil {
+				return false, metricsErrorf("%s is %s: must be a whole number from 0 to 2^64-1", key, truncate(text, 40))
+			}
+			*f.ptr(m.sourceOrAdd(prefix)) = v
+			return true, nil
+		}
 		if isJSONNumber(text) {
 			if f, err := strconv.ParseFloat(text, 64); err == nil {
 				if m.Extra == nil {

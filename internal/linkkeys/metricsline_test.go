@@ -225,6 +225,8 @@ func FuzzParseMetricsLine(f *testing.F) {
 	f.Add(upstreamMetricsLine + "\n")
 	f.Add(strings.Replace(upstreamMetricsLine, `28311552}`, `null,"established_total":5,"note":"x","admitted":1.5e3}`, 1))
 	f.Add(`METRICS {"label":"final","elapsed_secs":1e-5,"accepted_connections":0,"open_connections":0,"established_connections":0,"handshakes_in_progress":0,"handshake_timeouts":0,"handshake_rejections":0,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":0,"shed_handshake_global":0,"frames_processed":0,"frame_buffer_bytes":0,"process_rss_bytes":null}`)
+	f.Add(strings.TrimSuffix(ourMetricsLine, "}") + `,"source_held_accepted":3,"source_held_shed_handshake_per_source":1,"source_ddos-1_closed_by_peer":2,"source_x_bogus":1,"source_y_admitted":null}`)
+	f.Add(strings.TrimSuffix(upstreamMetricsLine, "}") + `,"source_a_b_established":18446744073709551615,"source_a_b_established":1}`)
 	f.Add("METRICS {}")
 	f.Add("METRICS ")
 	f.Add(`METRICS {"label":1}`)
@@ -318,5 +320,188 @@ func TestHasAndAccounting(t *testing.T) {
 	}
 	if p := m.Pending(); p != 1-(14+6+5+7+8+9+10) {
 		t.Errorf("Pending %d", p)
+	}
+}
+
+// sourceLineFields are the per-prefix fields of prefix "held" with counters 1, 2, …, 19 and of
+// "ddos-1" with 100, 101, …, 118, as the server appends them after closed_shutdown.
+func sourceLineFields() string {
+	var b strings.Builder
+	for _, p := range []struct {
+		name string
+		base uint64
+	}{{"held", 1}, {"ddos-1", 100}} {
+		for i, f := range SourceFields() {
+			b.WriteString(`,"` + SourceFieldName(p.name, f.Name) + `":` + strconv.FormatUint(p.base+uint64(i), 10))
+		}
+	}
+	return b.String()
+}
+
+func sourceSample() MetricsLine {
+	m := sampleMetricsLine()
+	for _, p := range []struct {
+		name string
+		base uint64
+	}{{"held", 1}, {"ddos-1", 100}} {
+		for i, f := range SourceFields() {
+			if !m.SetSourceCounter(p.name, f.Name, p.base+uint64(i)) {
+				panic(f.Name)
+			}
+		}
+	}
+	return m
+}
+
+// The per-prefix counters come after every other field, so a line with them is the line without
+// them plus a tail: every parser of the older lines (the seed's upstream-shaped one included)
+// reads it, and this one parses it back exactly.
+func TestSourceCountersLine(t *testing.T) {
+	m := sourceSample()
+	got := FormatMetricsLine(m)
+	want := strings.TrimSuffix(ourMetricsLine, "}") + sourceLineFields() + "}"
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if !strings.HasPrefix(got, strings.TrimSuffix(ourMetricsLine, "}")+`,"source_held_accepted":1,"source_held_admitted":2,`) {
+		t.Errorf("prefix fields not appended after closed_shutdown: %s", got)
+	}
+	back, err := ParseMetricsLine(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", back, m)
+	}
+	held := back.Source("held")
+	if held == nil || held.Accepted != 1 || held.Admitted != 2 || held.ShedHandshakePerSource != 4 || held.Established != 9 ||
+		held.ClosedShutdown != 18 || held.RateLimitedResponses != 19 || held.Shed() != 3+4+5+6 || back.Source("nope") != nil {
+		t.Fatalf("held %+v", held)
+	}
+	if c := held.Counters(); len(c) != len(SourceFields()) || c["handshake_timeouts"] != 8 {
+		t.Errorf("Counters %v", c)
+	}
+	if !slices.Equal(back.SourceNames(), []string{"held", "ddos-1"}) {
+		t.Errorf("names %v", back.SourceNames())
+	}
+	// Without the prefix fields, the line is the line of a server with no prefix configured.
+	plain := m
+	plain.Sources = nil
+	if FormatMetricsLine(plain) != ourMetricsLine {
+		t.Errorf("no prefixes: %s", FormatMetricsLine(plain))
+	}
+	// A counter of a prefix the line does not give is 0; unknown counters and invalid names stay
+	// extra fields; null counts as not given.
+	odd := strings.TrimSuffix(ourMetricsLine, "}") + `,"source_x_accepted":3,"source_x_bogus":4,"source_Bad_accepted":5,"source_y_admitted":null}`
+	o, err := ParseMetricsLine(odd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Sources) != 1 || o.Sources[0] != (SourceCounters{Name: "x", Accepted: 3}) ||
+		!reflect.DeepEqual(o.Extra, map[string]float64{"source_x_bogus": 4, "source_Bad_accepted": 5}) {
+		t.Errorf("odd line: sources %+v extra %v", o.Sources, o.Extra)
+	}
+	// An extra key that names a prefix counter is never written (it would repeat one).
+	dup := m
+	dup.Extra = map[string]float64{"source_held_accepted": 7, "other": 1}
+	if FormatMetricsLine(dup) != strings.TrimSuffix(got, "}")+`,"other":1}` {
+		t.Errorf("extra shadowing a prefix counter: %s", FormatMetricsLine(dup))
+	}
+}
+
+func TestSourceCountersRejects(t *testing.T) {
+	base := strings.TrimSuffix(ourMetricsLine, "}")
+	for _, tc := range []struct{ name, tail, want string }{
+		{"negative", `,"source_held_accepted":-1}`, "source_held_accepted is -1: must be a whole number"},
+		{"fraction", `,"source_held_accepted":1.5}`, "source_held_accepted is 1.5"},
+		{"string", `,"source_held_accepted":"1"}`, `source_held_accepted is "1"`},
+		{"duplicate", `,"source_held_accepted":1,"source_held_accepted":1}`, `field "source_held_accepted" appears twice`},
+	} {
+		if _, err := ParseMetricsLine(base + tc.tail); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	before := strings.Replace(ourMetricsLine, `"frames_processed":11,`, `"source_held_accepted":1,"frames_processed":11,`, 1)
+	if _, err := ParseMetricsLine(before); err == nil || !strings.Contains(err.Error(), "upstream fields must come first") {
+		t.Errorf("prefix field among the upstream ones: %v", err)
+	}
+}
+
+// A field name splits into prefix and counter one way only: no counter's name is another's tail
+// after an underscore, and every series is distinct.
+func TestSourceFieldNamesSplitOneWay(t *testing.T) {
+	series := map[string]bool{}
+	for _, a := range SourceFields() {
+		for _, b := range SourceFields() {
+			if a.Name != b.Name && strings.HasSuffix(a.Name, "_"+b.Name) {
+				t.Errorf("counter %s ends in _%s", a.Name, b.Name)
+			}
+		}
+		key := a.PromName + "/" + a.PromLabel[0] + "=" + a.PromLabel[1]
+		if series[key] || a.Help == "" || !strings.HasPrefix(a.PromName, "source_") {
+			t.Errorf("counter %s: series %q repeated, unnamed or without help", a.Name, key)
+		}
+		series[key] = true
+		if f, ok := LookupSourceProm(a.PromName, a.PromLabel[0], a.PromLabel[1]); !ok || f.Name != a.Name {
+			t.Errorf("LookupSourceProm(%s) = %v %v", key, f.Name, ok)
+		}
+		// A counter named like a global field counts what that field counts.
+		if g, ok := LookupMetricsField(a.Name); ok && (g.Kind != MetricCounter || g.PromName != strings.TrimPrefix(a.PromName, "source_") || g.PromLabel != a.PromLabel) {
+			t.Errorf("%s differs from the global field of its name", a.Name)
+		}
+		for _, prefix := range []string{"a", "held", "ddos-1", "x_shed", "a_b_c", strings.Repeat("z", 32)} {
+			p, f, ok := SplitSourceFieldName(SourceFieldName(prefix, a.Name))
+			if !ok || p != prefix || f.Name != a.Name {
+				t.Errorf("split %s = %q %q %v", SourceFieldName(prefix, a.Name), p, f.Name, ok)
+			}
+		}
+	}
+	rt := reflect.TypeOf(SourceCounters{})
+	var want []string
+	for i := range rt.NumField() {
+		if f := rt.Field(i); f.Type.Kind() == reflect.Uint64 {
+			want = append(want, f.Tag.Get("json"))
+		}
+	}
+	var got []string
+	for _, f := range SourceFields() {
+		got = append(got, f.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("table %v\nstruct %v", got, want)
+	}
+	for _, bad := range []string{"", "_a", "-a", "A", "a.b", "a b", strings.Repeat("z", 33), "é"} {
+		if ValidSourcePrefixName(bad) {
+			t.Errorf("%q taken as a prefix name", bad)
+		}
+	}
+	for _, key := range []string{"source__accepted", "source_accepted", "source_x_", "sourcex_accepted", "accepted"} {
+		if p, f, ok := SplitSourceFieldName(key); ok {
+			t.Errorf("%s split as %q %q", key, p, f.Name)
+		}
+	}
+}
+
+// The --processes parent sums prefix by prefix; a prefix only one process reports is kept.
+func TestSumMetricsLinesSources(t *testing.T) {
+	a, b := sourceSample(), sourceSample()
+	b.Sources = append(b.Sources, SourceCounters{Name: "late", Accepted: 5})
+	s := SumMetricsLines(a, b, sampleMetricsLine())
+	if !slices.Equal(s.SourceNames(), []string{"held", "ddos-1", "late"}) {
+		t.Fatalf("names %v", s.SourceNames())
+	}
+	for i, f := range SourceFields() {
+		if v := f.Value(s.Source("held")); v != 2*uint64(1+i) {
+			t.Errorf("held %s = %d, want %d", f.Name, v, 2*(1+i))
+		}
+	}
+	if s.Source("late").Accepted != 5 || s.Source("ddos-1").RateLimitedResponses != 2*118 {
+		t.Errorf("sum %+v", s.Sources)
+	}
+	if a.Source("held").Accepted != 1 {
+		t.Error("the sum changed its input")
+	}
+	if WithoutAppended(a).Sources != nil {
+		t.Error("WithoutAppended kept the prefixes")
 	}
 }

@@ -674,6 +674,12 @@ func monotone(ivs []result.Interval) {
 // Combined runs the combined command: header, every stream at once (in this process or fanned
 // out), the server's accounting before and after (and per stream where the server reports
 // counters per source prefix), the streams' DONE lines and the held population's survival.
+//
+// The run expects the server to count each stream's source range under the stream's name
+// (TCP_SOURCE_PREFIXES=cfg.SourcePrefixes(); the capacity command starts its servers so): each
+// stream then gets its own server accounting. A server that counts none of them, or not all, is
+// still measured, with a line on stderr saying which streams' server figures are not attributed and
+// the value that would attribute them.
 func Combined(ctx context.Context, cfg CombinedConfig, r Run) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -681,6 +687,11 @@ func Combined(ctx context.Context, cfg CombinedConfig, r Run) (Result, error) {
 	out := r.stdout()
 	WriteCombinedHeader(out, cfg)
 	before, metricsErr := r.metricsBefore(ctx)
+	if r.Metrics != nil && metricsErr == nil {
+		if note := cfg.PrefixNote(before); note != "" {
+			fmt.Fprintf(r.stderr(), "combined: %s\n", note)
+		}
+	}
 	meter := r.startCPU(cfg.Target)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -713,9 +724,63 @@ func Combined(ctx context.Context, cfg CombinedConfig, r Run) (Result, error) {
 	return res, r.writeJSON(res)
 }
 
+// SourcePrefixes returns the TCP_SOURCE_PREFIXES value under which a server counts each stream's
+// source range by the stream's name ("held=127.0.1.0/27,ddos-1=127.6.0.0-127.6.4.175"): a CIDR
+// where the range is exactly one, else FIRST-LAST. It is "" for a configuration whose ranges leave
+// 127.0.0.0/8 or wrap (Validate refuses those).
+func (c CombinedConfig) SourcePrefixes() string {
+	var parts []string
+	for _, r := range c.SourceRanges() {
+		first, n := uint32(r.First), uint64(max(r.Count, 1))
+		if first>>24 != 127 || uint64(first&0xFFFFFF)+n > 1<<24 {
+			return ""
+		}
+		last := IPv4(first + uint32(n-1))
+		spec := r.First.String() + "-" + last.String()
+		if n&(n-1) == 0 && uint64(first)%n == 0 {
+			spec = fmt.Sprintf("%s/%d", r.First, 32-bitsLen(n-1))
+		}
+		parts = append(parts, r.Stream+"="+spec)
+	}
+	return strings.Join(parts, ",")
+}
+
+func bitsLen(v uint64) int {
+	n := 0
+	for ; v > 0; v >>= 1 {
+		n++
+	}
+	return n
+}
+
+// PrefixNote says which of the configuration's streams a server reading counts no source prefix
+// for ("" when it counts every one), and the TCP_SOURCE_PREFIXES value that would attribute them.
+func (c CombinedConfig) PrefixNote(m linkkeys.MetricsLine) string {
+	var missing []string
+	for _, name := range c.CombinedNames() {
+		if m.Source(name) == nil {
+			missing = append(missing, name)
+		}
+	}
+	switch {
+	case len(missing) == 0:
+		return ""
+	case len(m.Sources) == 0:
+		return "the server counts no source prefix, so the streams' server figures are not attributed (only the whole run's); " +
+			"start it with " + SourcePrefixesVar + "=" + c.SourcePrefixes() + " for each stream's own"
+	}
+	return fmt.Sprintf("the server counts source prefixes %s but not %s, whose server figures are not attributed; start it with %s=%s",
+		strings.Join(m.SourceNames(), ", "), strings.Join(missing, ", "), SourcePrefixesVar, c.SourcePrefixes())
+}
+
+// SourcePrefixesVar is the server variable that names source prefixes (the reference server's
+// TCP_SOURCE_PREFIXES).
+const SourcePrefixesVar = "TCP_SOURCE_PREFIXES"
+
 // combinedAccounting reads the server after the run: the whole run's accounting (every stream's
 // connection attempts against the server's totals), the per-prefix accounting of each stream when
-// the server reports it, and the server's close counters for the held population's survival.
+// the server counts the stream's source range under its name (Attribution "source-prefix"), and
+// the server's close counters (every source's) for the held population's survival.
 func (r *Run) combinedAccounting(ctx context.Context, res *Result, before linkkeys.MetricsLine, beforeErr error) {
 	res.Combined.Attribution = "none"
 	r.readAccounting(ctx, res, before, beforeErr)
@@ -726,24 +791,37 @@ func (r *Run) combinedAccounting(ctx context.Context, res *Result, before linkke
 	b, a := acc.Before, acc.After
 	for i := range res.Combined.Streams {
 		s := &res.Combined.Streams[i]
-		if d := prefixDeltas(b, a, s.Name); d != nil {
+		if ss := StreamAccounting(s, b, a); ss != nil {
 			res.Combined.Attribution = "source-prefix"
-			s.Server = streamAccounting(s, d)
+			s.Server = ss
 		}
 		if s.Survival != nil {
+			// Every source's, as the survival records them; the held range's own closed_*
+			// counters are in s.Server.Delta.
 			s.Survival.ServerCloses = closeDeltas(b, a)
 		}
 	}
 }
 
 // PrefixField is the name of a server's per-source-prefix counter: source_<prefix>_<counter>.
-func PrefixField(prefix, counter string) string { return "source_" + prefix + "_" + counter }
+func PrefixField(prefix, counter string) string { return linkkeys.SourceFieldName(prefix, counter) }
 
-// prefixDeltas returns the changes of the server's source_<name>_* counters, or nil when the server
-// reports none for name.
+// prefixDeltas returns the changes of the server's counters of the prefix called name (every
+// counter of linkkeys.SourceCounters, and source_<name>_* fields of other names a server appends),
+// or nil when the server reports none for name.
 func prefixDeltas(before, after linkkeys.MetricsLine, name string) map[string]int64 {
-	p := PrefixField(name, "")
 	var d map[string]int64
+	if c := after.Source(name); c != nil {
+		var b linkkeys.SourceCounters
+		if bc := before.Source(name); bc != nil {
+			b = *bc
+		}
+		d = map[string]int64{}
+		for _, f := range linkkeys.SourceFields() {
+			d[f.Name] = int64(f.Value(c)) - int64(f.Value(&b))
+		}
+	}
+	p := PrefixField(name, "")
 	for k, v := range after.Extra {
 		c, ok := strings.CutPrefix(k, p)
 		if !ok {
@@ -752,7 +830,9 @@ func prefixDeltas(before, after linkkeys.MetricsLine, name string) map[string]in
 		if d == nil {
 			d = map[string]int64{}
 		}
-		d[c] = int64(v) - int64(before.Extra[k])
+		if _, known := d[c]; !known {
+			d[c] = int64(v) - int64(before.Extra[k])
+		}
 	}
 	return d
 }
@@ -785,9 +865,21 @@ func closeDeltas(before, after linkkeys.MetricsLine) map[string]int64 {
 	return d
 }
 
+// StreamAccounting is a stream's own server accounting between two readings of a server that
+// counts the stream's source range under the stream's name (see streamAccounting), or nil when
+// the after reading has no such prefix.
+func StreamAccounting(s *linkkeysresult.Stream, before, after linkkeys.MetricsLine) *linkkeysresult.StreamServer {
+	d := prefixDeltas(before, after, s.Name)
+	if d == nil {
+		return nil
+	}
+	return streamAccounting(s, d)
+}
+
 // streamAccounting checks one stream's client counts against the server's counters of its prefix:
 // attempts = accepted, attempts = admitted + shed, and (where the server counts them) successes =
-// handshakes completed.
+// handshakes completed and failures = shed + handshake rejections + timeouts, as the whole run's
+// accounting checks the server's totals.
 func streamAccounting(s *linkkeysresult.Stream, d map[string]int64) *linkkeysresult.StreamServer {
 	ss := &linkkeysresult.StreamServer{Prefix: s.Name, Delta: d}
 	a := s.Result.Attempts
@@ -805,6 +897,11 @@ func streamAccounting(s *linkkeysresult.Stream, d map[string]int64) *linkkeysres
 	}
 	if v, ok := d["established"]; ok {
 		check("established = server handshakes completed", a.Succeeded, v)
+	}
+	rej, rok := d["handshake_rejections"]
+	tmo, tok := d["handshake_timeouts"]
+	if rok && tok {
+		check("failed = server shed + handshake rejections + timeouts", a.Failed, ss.Shed()+rej+tmo)
 	}
 	return ss
 }

@@ -31,7 +31,8 @@ func TestCombinedAgainstServer(t *testing.T) {
 	rs := startReal(t, config(t, scaleProfile))
 	cfg := combinedConfig(t, rs)
 	var out bytes.Buffer
-	res, err := linkkeysload.Combined(context.Background(), cfg, linkkeysload.Run{Stdout: &out,
+	var errOut bytes.Buffer
+	res, err := linkkeysload.Combined(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Stderr: &errOut,
 		Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,12 @@ func TestCombinedAgainstServer(t *testing.T) {
 	c := res.Combined
 	if c == nil || len(c.Streams) != 4 {
 		t.Fatalf("%+v", c)
+	}
+	// A server that counts no source prefix: the whole run is checked, no stream is attributed, and
+	// stderr says what would attribute them.
+	if c.Attribution != "none" || c.Streams[0].Server != nil || !strings.Contains(errOut.String(),
+		"start it with TCP_SOURCE_PREFIXES=held=127.0.31.0/29,handshakes=127.0.32.0/29,requests=127.0.33.0/30,ddos-1=127.34.0.0-127.34.1.43 for each stream's own") {
+		t.Errorf("attribution %q, stderr:\n%s", c.Attribution, errOut.String())
 	}
 	held := c.Stream(linkkeysresult.StreamHeld)
 	if held.Survival == nil || held.Survival.Established != 200 || held.Survival.StillOpen != 200 || held.Survival.Percent != 100 {
@@ -200,5 +207,80 @@ func TestCombinedLiveStop(t *testing.T) {
 	}
 	if q := res.Combined.Stream(linkkeysresult.StreamRequests).Result.Requests; q.Completed == 0 {
 		t.Fatalf("requests %+v", q)
+	}
+}
+
+func TestCombinedSourcePrefixes(t *testing.T) {
+	cfg := linkkeysload.CombinedConfig{
+		Held:       &linkkeysload.HeldStream{Count: 10, Concurrency: 1, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.1.0"), Count: 32}},
+		Handshakes: &linkkeysload.HandshakeStream{Concurrency: 1, DurationSecs: 1, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.2.7")}},
+		Requests:   &linkkeysload.RequestStream{Connections: 1, Op: linkkeysload.OpHello, DurationSecs: 1, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.3.4"), Count: 4}},
+		DDoS:       []linkkeysload.DDoSWave{{Sources: 300, Concurrency: 1, Base: ip(t, "127.34.0.0")}, {Name: "w2", Sources: 256, Concurrency: 1, Base: ip(t, "127.35.0.128")}},
+	}
+	want := "held=127.0.1.0/27,handshakes=127.0.2.7/32,requests=127.0.3.4/30,ddos-1=127.34.0.0-127.34.1.43,w2=127.35.0.128-127.35.1.127"
+	if got := cfg.SourcePrefixes(); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestCombinedAttributesEveryStreamBySourcePrefix: with the server counting each stream's range
+// under the stream's name, two streams that both see failures (the handshake stream shed per
+// source, the ddos wave through the overflow bucket) each get their own exact server accounting,
+// which elimination from the whole run's counters cannot give.
+func TestCombinedAttributesEveryStreamBySourcePrefix(t *testing.T) {
+	cfg := linkkeysload.CombinedConfig{AttemptTimeout: 10 * time.Second,
+		Held:       &linkkeysload.HeldStream{Count: 40, Concurrency: 8, HoldSecs: 1, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.41.0"), Count: 4}},
+		Handshakes: &linkkeysload.HandshakeStream{Concurrency: 2, DurationSecs: 1, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.42.9")}},
+		Requests: &linkkeysload.RequestStream{Connections: 2, Op: linkkeysload.OpHello, DurationSecs: 1,
+			Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.43.0"), Count: 2}},
+		DDoS: []linkkeysload.DDoSWave{{StartSecs: 0.3, Sources: 200, Concurrency: 20, Base: ip(t, "127.44.0.0")}},
+	}
+	env := map[string]string{
+		"TCP_HANDSHAKE_BURST": "20", "TCP_HANDSHAKE_RATE_PER_MINUTE": "1",
+		"TCP_HANDSHAKE_DISTINCT_SOURCE_THRESHOLD": "100", "TCP_HANDSHAKE_OVERFLOW_BURST": "10", "TCP_HANDSHAKE_OVERFLOW_RATE_PER_SECOND": "0.001",
+		"TCP_HANDSHAKE_GLOBAL_BURST": "100000", "TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND": "100000",
+		linkkeysload.SourcePrefixesVar: cfg.SourcePrefixes(),
+	}
+	for k, v := range unlimitedReads {
+		env[k] = v
+	}
+	rs := startReal(t, config(t, env))
+	cfg.Target = rs.target
+	var out, errOut bytes.Buffer
+	res, err := linkkeysload.Combined(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Stderr: &errOut,
+		Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Combined
+	if c.Attribution != "source-prefix" || strings.Contains(errOut.String(), "not attributed") {
+		t.Fatalf("attribution %q\n%s", c.Attribution, errOut.String())
+	}
+	var shed, accepted int64
+	for _, s := range c.Streams {
+		a := s.Result.Attempts
+		ss := s.Server
+		if ss == nil || ss.Prefix != s.Name || ss.Mismatch() || len(ss.Checks) != 4 {
+			t.Fatalf("stream %s: server %+v\n%s", s.Name, ss, out.String())
+		}
+		if ss.Delta["accepted"] != a.Attempted || ss.Delta["admitted"]+ss.Shed() != a.Attempted || ss.Delta["established"] != a.Succeeded {
+			t.Errorf("stream %s: attempts %d succeeded %d, server %v", s.Name, a.Attempted, a.Succeeded, ss.Delta)
+		}
+		shed += ss.Shed()
+		accepted += ss.Delta["accepted"]
+	}
+	hs, dd := c.Stream(linkkeysresult.StreamHandshakes), c.Stream("ddos-1")
+	if hs.Server.Delta["shed_handshake_per_source"] == 0 || hs.Result.Attempts.Failed != hs.Server.Shed() || hs.Server.Delta["shed_handshake_overflow"] != 0 {
+		t.Errorf("handshakes: %d failed, server %v", hs.Result.Attempts.Failed, hs.Server.Delta)
+	}
+	if dd.Server.Delta["shed_handshake_overflow"] == 0 || dd.Result.Attempts.Failed != dd.Server.Shed() || dd.Server.Delta["shed_handshake_per_source"] != 0 {
+		t.Errorf("ddos: %d failed, server %v", dd.Result.Attempts.Failed, dd.Server.Delta)
+	}
+	if held := c.Stream(linkkeysresult.StreamHeld); held.Server.Shed() != 0 || held.Survival.Percent != 100 {
+		t.Errorf("held: %+v %+v", held.Server, held.Survival)
+	}
+	// The streams' prefixes together are the whole run: nothing else reached the server.
+	if d := res.Server.Delta; d.Shed() != shed || d.Accepted != accepted || res.Server.Mismatch() {
+		t.Errorf("whole run %+v; streams shed %d accepted %d", d, shed, accepted)
 	}
 }

@@ -327,6 +327,11 @@ func TestPrometheusRoundTrip(t *testing.T) {
 		want.SetCounter(f.Name, uint64(100+i))
 	}
 	want.Label = "scrape"
+	// The per-prefix counters come back into the same names (the scrape lists prefixes by name).
+	for i, f := range linkkeys.SourceFields() {
+		want.SetSourceCounter("ddos-1", f.Name, uint64(1000+i))
+		want.SetSourceCounter("held", f.Name, uint64(2000+i))
+	}
 	reg := linkkeysserver.NewPrometheusRegistry(func() linkkeysserver.Snapshot {
 		return linkkeysserver.Snapshot{MetricsLine: want}
 	}, false)

@@ -88,11 +88,39 @@ func promField(name string, labels []promLabel) (key string, ok bool) {
 
 type promLabel struct{ name, value string }
 
+// promSourceField returns the prefix and counter a per-source-prefix series of this server stands
+// for (linkkeys_server_source_…{prefix="<name>"[,reason="…"]}, named by linkkeys.SourceFields), so
+// a scrape reads back into MetricsLine.Sources what the METRICS line's source_<name>_<counter>
+// fields give.
+func promSourceField(name string, labels []promLabel) (prefix, counter string, ok bool) {
+	rest, found := strings.CutPrefix(name, "linkkeys_server_")
+	if !found || !strings.HasPrefix(rest, "source_") || len(labels) == 0 || len(labels) > 2 {
+		return "", "", false
+	}
+	var other promLabel
+	for _, l := range labels {
+		switch {
+		case l.name == "prefix" && prefix == "":
+			prefix = l.value
+		case other.name == "":
+			other = l
+		default:
+			return "", "", false
+		}
+	}
+	f, known := linkkeys.LookupSourceProm(rest, other.name, other.value)
+	if !known || !linkkeys.ValidSourcePrefixName(prefix) {
+		return "", "", false
+	}
+	return prefix, f.Name, true
+}
+
 // ParsePrometheus reads a Prometheus text exposition and returns the server counters it contains as
 // a METRICS reading (label "scrape"). This server's series are matched through the METRICS field
-// table (see promField for other exporters' names); the standard process_resident_memory_bytes is
-// process_rss_bytes. Appended fields not found are listed in Absent; other unlabelled samples land in
-// Extra. At least accepted_connections must be present.
+// table (see promField for other exporters' names), its per-source-prefix series through
+// linkkeys.SourceFields into Sources (in prefix name order); the standard
+// process_resident_memory_bytes is process_rss_bytes. Appended fields not found are listed in
+// Absent; other unlabelled samples land in Extra. At least accepted_connections must be present.
 func ParsePrometheus(r io.Reader) (linkkeys.MetricsLine, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(io.LimitReader(r, 16<<20))
@@ -114,10 +142,6 @@ func ParsePrometheus(r io.Reader) (linkkeys.MetricsLine, error) {
 			for _, l := range m.GetLabel() {
 				labels = append(labels, promLabel{l.GetName(), l.GetValue()})
 			}
-			key, ok := promField(name, labels)
-			if !ok {
-				continue
-			}
 			var v float64
 			switch {
 			case m.Counter != nil:
@@ -127,6 +151,17 @@ func ParsePrometheus(r io.Reader) (linkkeys.MetricsLine, error) {
 			case m.Untyped != nil:
 				v = m.Untyped.GetValue()
 			default:
+				continue
+			}
+			if prefix, counter, ok := promSourceField(name, labels); ok {
+				if v < 0 || math.IsNaN(v) || v >= math.MaxUint64 {
+					return linkkeys.MetricsLine{}, errorf("reading Prometheus metrics: %s{prefix=%q} = %v is not a count", name, prefix, v)
+				}
+				s.SetSourceCounter(prefix, counter, uint64(v))
+				continue
+			}
+			key, ok := promField(name, labels)
+			if !ok {
 				continue
 			}
 			if key == "process_rss_bytes" {

@@ -126,6 +126,15 @@ type Config struct {
 	// the snapshot cache before the store is read again.
 	SnapshotTTL time.Duration
 
+	// SourcePrefixes (TCP_SOURCE_PREFIXES, none by default) are named
+	// source-address ranges the server keeps a copy of its accounting for:
+	// the connections whose peer address falls in a range are counted under
+	// its name too (linkkeys.SourceCounters, on the METRICS line as
+	// source_<name>_<counter>, on /metrics with a prefix label). At most
+	// MaxSourcePrefixes, names unique, ranges disjoint (CheckSourcePrefixes).
+	// They change no decision of the server.
+	SourcePrefixes []SourcePrefix
+
 	// ParkAfter (default DefaultParkAfter) is how long an established
 	// connection may have nothing to read before it is parked: its goroutine
 	// and buffers are released and the socket waits in the server's epoll
@@ -214,6 +223,9 @@ func (cfg Config) Validate() error {
 	if err := cfg.PublicRead.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("linkkeysserver: Config.PublicRead: %w", err))
 	}
+	if problems := CheckSourcePrefixes(cfg.SourcePrefixes); len(problems) > 0 {
+		errs = append(errs, errSourcePrefixes(problems))
+	}
 	return errors.Join(errs...)
 }
 
@@ -232,6 +244,7 @@ var EnvVars = []string{
 	"PUBLIC_READ_DISTINCT_SOURCE_THRESHOLD", "PUBLIC_READ_WINDOW_SECONDS", "PUBLIC_READ_IPV6_PREFIX",
 	"PUBLIC_READ_TRUSTED_PROXIES",
 	"DOMAIN_KEY_SNAPSHOT_TTL_SECONDS",
+	SourcePrefixesVar,
 }
 
 // UnsupportedEnvVars are upstream variables this server has nothing to apply
@@ -268,8 +281,9 @@ func unsupportedEnv(getenv func(string) string) []error {
 // ConfigFromEnv reads the server configuration from the environment through
 // getenv (os.Getenv in production): every upstream TCP_* variable except the
 // mTLS DNS-pin ones, this server's TCP_MAX_INFLIGHT_FRAME_BYTES,
-// TCP_MIN_FRAME_BODY_BYTES_PER_SECOND and TCP_FRAME_BODY_GRACE_SECONDS, every
-// PUBLIC_READ_* variable and DOMAIN_KEY_SNAPSHOT_TTL_SECONDS (EnvVars; the
+// TCP_MIN_FRAME_BODY_BYTES_PER_SECOND, TCP_FRAME_BODY_GRACE_SECONDS and
+// TCP_SOURCE_PREFIXES (ParseSourcePrefixes), every PUBLIC_READ_* variable and
+// DOMAIN_KEY_SNAPSHOT_TTL_SECONDS (EnvVars; the
 // upstream ones: docs/protocol-linkkeys.md, Environment variables; this
 // server's: internal/linkkeysserver/README.md). A set UnsupportedEnvVars
 // variable is an error.
@@ -323,6 +337,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	note(err)
 	cfg.SnapshotTTL, err = envSecs(getenv, "DOMAIN_KEY_SNAPSHOT_TTL_SECONDS", DefaultSnapshotTTL)
 	note(err)
+	var srcErrs []error
+	cfg.SourcePrefixes, srcErrs = envSourcePrefixes(getenv)
+	errs = append(errs, srcErrs...)
 	errs = append(errs, unsupportedEnv(getenv)...)
 	cfg = cfg.WithDefaults()
 	if len(errs) > 0 {
@@ -372,7 +389,10 @@ func envSecs(getenv func(string) string, name string, def time.Duration) (time.D
 // ConfigLine returns the server command's `config:` line for cfg
 // (docs/protocol-linkkeys.md, The seed's commands, server), without a
 // newline. Durations are rendered like Rust's Debug ("5s", "1800s",
-// "200ms") and capacities like Rust's f64 Display ("20").
+// "200ms") and capacities like Rust's f64 Display ("20"). With source
+// prefixes configured, this server appends
+// " source_prefixes=<TCP_SOURCE_PREFIXES as FormatSourcePrefixes spells it>";
+// without, the line is the seed's.
 func ConfigLine(cfg Config) string {
 	cfg = cfg.WithDefaults()
 	var b strings.Builder
@@ -396,6 +416,10 @@ func ConfigLine(cfg Config) string {
 	b.WriteString(strconv.FormatFloat(cfg.Handshake.GlobalBurst, 'f', -1, 64))
 	b.WriteString(" handshake_distinct_source_threshold=")
 	b.WriteString(strconv.FormatUint(cfg.Handshake.DistinctSourceThreshold, 10))
+	if len(cfg.SourcePrefixes) > 0 {
+		b.WriteString(" source_prefixes=")
+		b.WriteString(FormatSourcePrefixes(cfg.SourcePrefixes))
+	}
 	return b.String()
 }
 

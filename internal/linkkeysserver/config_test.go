@@ -89,6 +89,7 @@ func TestConfigFromEnvReadsEveryVariable(t *testing.T) {
 		"PUBLIC_READ_GLOBAL_BURST": "20", "PUBLIC_READ_OVERFLOW_RATE_PER_SECOND": "1", "PUBLIC_READ_OVERFLOW_BURST": "2",
 		"PUBLIC_READ_DISTINCT_SOURCE_THRESHOLD": "3", "PUBLIC_READ_WINDOW_SECONDS": "4", "PUBLIC_READ_IPV6_PREFIX": "56",
 		"PUBLIC_READ_TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16", "DOMAIN_KEY_SNAPSHOT_TTL_SECONDS": "5",
+		"TCP_SOURCE_PREFIXES": "held=127.1.0.0/16, hs=127.2.0.1-127.2.0.9",
 	}
 	for _, v := range EnvVars {
 		if _, ok := env[v]; !ok {
@@ -135,13 +136,20 @@ func TestConfigFromEnvReadsEveryVariable(t *testing.T) {
 		{"PublicRead.IPv6Prefix", cfg.PublicRead.IPv6Prefix, 56},
 		{"PublicRead.TrustedProxies", len(cfg.PublicRead.TrustedProxies), 2},
 		{"SnapshotTTL", cfg.SnapshotTTL, 5 * time.Second},
+		{"SourcePrefixes", FormatSourcePrefixes(cfg.SourcePrefixes), "held=127.1.0.0/16,hs=127.2.0.1-127.2.0.9"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
+	// The golden line is the seed's fields; the prefixes follow them (TestConfigLineSourcePrefixes).
+	line := ConfigLine(cfg)
+	cfg.SourcePrefixes = nil
 	golden(t, "config_line_env.golden", ConfigLine(cfg)+"\n")
+	if want := ConfigLine(cfg) + " source_prefixes=held=127.1.0.0/16,hs=127.2.0.1-127.2.0.9"; line != want {
+		t.Errorf("config line %s\nwant %s", line, want)
+	}
 }
 
 // TestConfigFromEnvDefaultsOfNewVariables: the frame budget, body rate and
@@ -215,6 +223,7 @@ func TestConfigFromEnvReportsAllBadValuesAtOnce(t *testing.T) {
 		"PUBLIC_READ_GLOBAL_BURST": "z", "PUBLIC_READ_OVERFLOW_RATE_PER_SECOND": "-0.5", "PUBLIC_READ_OVERFLOW_BURST": "0",
 		"PUBLIC_READ_DISTINCT_SOURCE_THRESHOLD": "0", "PUBLIC_READ_WINDOW_SECONDS": "never", "PUBLIC_READ_IPV6_PREFIX": "0",
 		"PUBLIC_READ_TRUSTED_PROXIES": "10.0.0.1,not-an-ip", "DOMAIN_KEY_SNAPSHOT_TTL_SECONDS": "0",
+		"TCP_SOURCE_PREFIXES": "held=127.1.0.0/16,held=127.2.0.0/16",
 	}
 	for _, v := range EnvVars {
 		if _, ok := bad[v]; !ok {
@@ -235,7 +244,7 @@ func TestConfigFromEnvReportsAllBadValuesAtOnce(t *testing.T) {
 	for _, accepted := range []string{"must be a whole number from 1 to 65535", "must be a whole number greater than 0",
 		"must be a finite number greater than 0", "must be a whole number from 1 to 128", "must be a whole number of seconds",
 		"is not an IP address or CIDR", "must be a whole number of bytes from 1048576 (one frame of the maximum size) to 1099511627776",
-		"must be a whole number from 1 to 1048576"} {
+		"must be a whole number from 1 to 1048576", `name "held" is given twice`} {
 		if !strings.Contains(msg, accepted) {
 			t.Errorf("error does not say %q:\n%s", accepted, msg)
 		}
@@ -318,6 +327,9 @@ func FuzzConfigFromEnv(f *testing.F) {
 	f.Add("TCP_MAX_INFLIGHT_FRAME_BYTES", "1048576", "TCP_MIN_FRAME_BODY_BYTES_PER_SECOND", "1048577")
 	f.Add("TCP_MAX_INFLIGHT_FRAME_BYTES", "1099511627777", "TCP_FRAME_BODY_GRACE_SECONDS", "0")
 	f.Add("TCP_MTLS_DNS_PIN_CACHE_MAX_ENTRIES", "10000", "PUBKEY_CACHE_MAX_BYTES", " ")
+	f.Add("TCP_SOURCE_PREFIXES", "held=127.1.0.0/16,hs=127.2.0.1-127.2.0.9,one=127.3.0.1", "TCP_PORT", "4987")
+	f.Add("TCP_SOURCE_PREFIXES", "a=127.0.0.0/8,b=127.1.0.0/16", "TCP_SOURCE_PREFIXES", "x=")
+	f.Add("TCP_SOURCE_PREFIXES", "v6=fd00::/64,m=::ffff:127.0.0.1,Bad=1.2.3.4", "TCP_HANDSHAKE_BURST", "1")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		cfg, err := ConfigFromEnv(envMap(map[string]string{k1: v1, k2: v2}))
 		if err != nil {

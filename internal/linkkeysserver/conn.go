@@ -72,8 +72,9 @@ type conn struct {
 	fd     int32
 	gen    uint32
 	state  atomic.Uint32
-	armed  bool // registered in the poller's epoll set (possibly disabled)
-	noPark bool // the poller refused it once: keep the goroutine
+	armed  bool  // registered in the poller's epoll set (possibly disabled)
+	noPark bool  // the poller refused it once: keep the goroutine
+	src    uint8 // source prefix index + 1 (Server.srcs), 0 for none; fits the padding before pre
 
 	pre   [4]byte // landing area of a wait's first bytes, before a buffer is taken
 	rb    *rbuf   // read buffer, only while unread bytes are buffered
@@ -630,6 +631,9 @@ func (c *conn) teardown(why closeReason) {
 	}
 	_ = c.nc.Close()
 	s.m.closed[why].Add(1)
+	if c.src != 0 {
+		s.srcs.at(c.src).closed[why].Add(1)
+	}
 	s.m.established.Add(-1)
 	s.m.open.Add(-1)
 }

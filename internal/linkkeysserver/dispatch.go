@@ -137,12 +137,12 @@ func (s *Server) answer(dst, body []byte, c *conn) (out []byte, closeConn bool) 
 		case "get-domain-keys":
 			// The payload is never decoded: {} and an empty payload both work.
 			if d := s.pr.Check(c.publicReadKey()); !d.Allowed() {
-				return s.rateLimited(dst, d), false
+				return s.rateLimited(dst, d, c), false
 			}
 			return s.appendSnapshot(dst, snapDomainKeys, s.loadKeys)
 		case "get-revocations":
 			if d := s.pr.Check(c.publicReadKey()); !d.Allowed() {
-				return s.rateLimited(dst, d), false
+				return s.rateLimited(dst, d, c), false
 			}
 			var r linkkeys.GetRevocationsRequest
 			if err := linkkeys.DecodePayload(req.Payload, &r); err != nil {
@@ -206,8 +206,11 @@ func decodeRequest(body []byte) (req linkkeys.Request, err error) {
 	return linkkeys.DecodeRequest(body)
 }
 
-func (s *Server) rateLimited(dst []byte, d admit.Decision) []byte {
+func (s *Server) rateLimited(dst []byte, d admit.Decision, c *conn) []byte {
 	s.m.rateLimited.Add(1)
+	if c.src != 0 {
+		s.srcs.at(c.src).rateLimited.Add(1)
+	}
 	return appendError(dst, linkkeys.StatusUnavailable, linkkeys.RateLimitedMessage(d.RetryAfterSecs))
 }
 

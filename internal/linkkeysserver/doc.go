@@ -138,8 +138,13 @@
 // parked_connections, rate_limited_responses and one closed_* counter per
 // reason an established connection ended, so that established_total =
 // established_connections + the closed_* counters) plus the limiter and cache
-// statistics. NewPrometheusRegistry exposes the same fields, named by the
-// line's field table, plus the limiter and cache statistics as
+// statistics. With Config.SourcePrefixes (TCP_SOURCE_PREFIXES) the snapshot
+// also carries the accounting of each named source range
+// (linkkeys.SourceCounters, source_<name>_<counter> at the end of the line):
+// the accept loop finds a connection's range once, the connection keeps its
+// index in a byte, and each counter is bumped next to its global one (see
+// sources.go). NewPrometheusRegistry exposes the same fields, named by the
+// line's field tables, plus the limiter and cache statistics as
 // linkkeys_server_* series. MemoryReleaser returns freed heap memory to the
 // OS after bursts (see docs/benchmarks.md for what it saves on idle
 // connections).
@@ -150,7 +155,7 @@
 // with SO_REUSEPORT (the parent first reserves the port with a bound but
 // never listening SO_REUSEPORT socket, which takes no connections) and gives
 // each the key seed on stdin; RunChild is a child's body. The parent sums the
-// children's METRICS lines (SumSnapshots), writes the info file and forwards
+// children's METRICS lines (SumSnapshots, source ranges included), writes the info file and forwards
 // SIGINT and SIGTERM. Each child runs Config.Share(n, i): the global and
 // overflow buckets of both limiters are split exactly, TCP_MAX_CONNECTIONS
 // and TCP_HANDSHAKE_CONCURRENCY as whole numbers summing to the total;

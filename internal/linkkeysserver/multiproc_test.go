@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +32,19 @@ func runTestChild() int {
 	n, _ := strconv.Atoi(os.Getenv("LKS_CHILD_COUNT"))
 	cfg := permissive()
 	cfg.Domain = "multi.test"
+	// The source-prefix test configures the children through the server's own variable, and a
+	// per-source handshake burst that one of its ranges exhausts.
+	if raw := os.Getenv(SourcePrefixesVar); raw != "" {
+		ps, problems := ParseSourcePrefixes(raw)
+		if len(problems) > 0 {
+			os.Stderr.WriteString(strings.Join(problems, "\n") + "\n")
+			return 1
+		}
+		cfg.SourcePrefixes = ps
+	}
+	if b, err := strconv.ParseFloat(os.Getenv("LKS_CHILD_HS_BURST"), 64); err == nil {
+		cfg.Handshake.Burst, cfg.Handshake.RatePerMinute = b, 1e-3
+	}
 	err := RunChild(context.Background(), ChildOptions{
 		Index: i, Count: n, Addr: os.Getenv("LKS_CHILD_ADDR"), Config: cfg,
 		Stdin: os.Stdin, Stdout: os.Stdout, Signals: notifySignals(),
@@ -42,7 +56,7 @@ func runTestChild() int {
 	return 0
 }
 
-func startTestChildren(t *testing.T, n int) (*Supervisor, string, string) {
+func startTestChildren(t *testing.T, n int, env ...string) (*Supervisor, string, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -65,6 +79,7 @@ func startTestChildren(t *testing.T, n int) (*Supervisor, string, string) {
 			cmd := exec.Command(exe, "-test.run=^$")
 			cmd.Env = append(os.Environ(), testChildEnv+"=1", "LKS_CHILD_INDEX="+strconv.Itoa(i),
 				"LKS_CHILD_COUNT="+strconv.Itoa(n), "LKS_CHILD_ADDR="+addr)
+			cmd.Env = append(cmd.Env, env...)
 			cmd.Stderr = os.Stderr
 			return cmd
 		},

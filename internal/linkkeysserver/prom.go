@@ -19,6 +19,14 @@ const PrometheusNamespace = "linkkeys_server"
 type snapshotCollector struct {
 	src    func() Snapshot
 	series []series
+	// sources are the per-prefix series: one family per linkkeys.SourceFields Prometheus name,
+	// with a prefix label (and the field's own label), one series per configured prefix.
+	sources []sourceSeries
+}
+
+type sourceSeries struct {
+	desc  *prometheus.Desc
+	field linkkeys.SourceField
 }
 
 type series struct {
@@ -31,6 +39,13 @@ func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, s := range c.series {
 		ch <- s.desc
 	}
+	seen := map[*prometheus.Desc]bool{}
+	for _, s := range c.sources {
+		if !seen[s.desc] {
+			seen[s.desc] = true
+			ch <- s.desc
+		}
+	}
 }
 
 func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
@@ -38,10 +53,28 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.series {
 		ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.f(snap))
 	}
+	for i := range snap.Sources {
+		sc := &snap.Sources[i]
+		if !linkkeys.ValidSourcePrefixName(sc.Name) {
+			continue
+		}
+		for _, s := range c.sources {
+			labels := []string{sc.Name}
+			if s.field.PromLabel[0] != "" {
+				labels = append(labels, s.field.PromLabel[1])
+			}
+			ch <- prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, float64(s.field.Value(sc)), labels...)
+		}
+	}
 }
+
+// SourcePrefixLabel is the label of the per-source-prefix series.
+const SourcePrefixLabel = "prefix"
 
 // NewPrometheusRegistry returns a registry exposing src's metrics: the
 // counters and gauges of the METRICS line (named by linkkeys.MetricsFields),
+// the per-source-prefix counters (named by linkkeys.SourceFields, with a
+// prefix="<name>" label, one series per prefix the snapshot carries),
 // the two limiters' statistics
 // (label limiter="handshake" or "public_read") and the snapshot cache's, as
 // counters and gauges of one collector, plus the standard Go runtime and process
@@ -80,6 +113,22 @@ func NewPrometheusRegistry(src func() Snapshot, processCollectors bool) *prometh
 			v, _ := f.Value(&s.MetricsLine)
 			return u(v)
 		})
+	}
+
+	// The per-prefix counters (TCP_SOURCE_PREFIXES), one family per Prometheus name of the table:
+	// linkkeys_server_source_<…>{prefix="<name>"[,reason="…"]}.
+	descs := map[string]*prometheus.Desc{}
+	for _, f := range linkkeys.SourceFields() {
+		d, ok := descs[f.PromName]
+		if !ok {
+			labels := []string{SourcePrefixLabel}
+			if f.PromLabel[0] != "" {
+				labels = append(labels, f.PromLabel[0])
+			}
+			d = prometheus.NewDesc(prometheus.BuildFQName(PrometheusNamespace, "", f.PromName), f.Help, labels, nil)
+			descs[f.PromName] = d
+		}
+		c.sources = append(c.sources, sourceSeries{desc: d, field: f})
 	}
 
 	checksHelp := "Limiter checks, by limiter and result."

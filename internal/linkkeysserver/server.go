@@ -57,6 +57,7 @@ type Server struct {
 	cache    *Cache[snapshotKey]
 	poller   *poller
 	m        counters
+	srcs     *sourceSet // nil when no source prefix is configured
 	table    connTable
 	gens     atomic.Uint32
 	closing  atomic.Bool
@@ -99,6 +100,7 @@ func (s *Server) init() error {
 			Clock:  clock,
 			Logger: s.logger,
 		})
+		s.srcs = newSourceSet(s.cfg.SourcePrefixes)
 		s.lns = make(map[net.Listener]struct{})
 		s.fixed = buildFixedResponses()
 		s.loadKeys = s.loadDomainKeysSnapshot
@@ -170,36 +172,60 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // admitConn runs admission for one accepted socket on the accept goroutine:
-// it is cheap and sheds without spawning anything.
+// it is cheap and sheds without spawning anything. With source prefixes
+// configured, the peer's prefix (if any) is looked up once here and counted
+// alongside every global counter of the connection.
 func (s *Server) admitConn(nc net.Conn) {
 	s.m.accepted.Add(1)
 	s.m.open.Add(1)
+	var peer netip.Addr
+	var src uint8
+	if s.srcs != nil {
+		peer = peerAddr(nc)
+		if src = s.srcs.match(peer); src != 0 {
+			s.srcs.at(src).accepted.Add(1)
+		}
+	}
 	// Connection cap first. open counts every socket from accept to close,
 	// so the cap is checked against it directly. Upstream increments
 	// open_connections here and never decrements it when shedding (a gauge
 	// that drifts up by one per shed connection); this server decrements.
 	if uint64(s.m.open.Load()) > s.cfg.MaxConnections {
 		s.m.shedConnLimit.Add(1)
+		if src != 0 {
+			s.srcs.at(src).shed[shedConnLimit].Add(1)
+		}
 		s.rawClose(nc)
 		return
 	}
-	peer := peerAddr(nc)
+	if !peer.IsValid() {
+		peer = peerAddr(nc)
+	}
 	d := s.hs.Check(admit.KeyForAddr(peer, s.cfg.Handshake.IPv6Prefix))
 	if !d.Allowed() {
+		why := shedGlobal
 		switch d.Reason {
 		case admit.PerSource:
 			s.m.shedPerSource.Add(1)
+			why = shedPerSource
 		case admit.Overflow:
 			s.m.shedOverflow.Add(1)
+			why = shedOverflow
 		default:
 			s.m.shedGlobal.Add(1)
+		}
+		if src != 0 {
+			s.srcs.at(src).shed[why].Add(1)
 		}
 		s.logger.Debug("linkkeysserver: handshake limited", "peer", peer, "reason", d.Reason.String())
 		s.rawClose(nc)
 		return
 	}
+	if src != 0 {
+		s.srcs.at(src).admitted.Add(1)
+	}
 	s.m.handshaking.Add(1)
-	go s.handshake(nc, peer)
+	go s.handshake(nc, peer, src)
 }
 
 // rawClose closes a socket that never saw TLS and counts it closed.
@@ -223,10 +249,11 @@ func peerAddr(nc net.Conn) netip.Addr {
 // handshake itself. The connection is in the server's table from the start,
 // so Shutdown and Close can cut a handshake short (it then counts as a
 // handshake timeout).
-func (s *Server) handshake(nc net.Conn, peer netip.Addr) {
+func (s *Server) handshake(nc net.Conn, peer netip.Addr, src uint8) {
 	start := time.Now()
 	deadline := start.Add(s.cfg.HandshakeTimeout)
 	c := s.newConn(nc, tls.Server(nc, s.tlsCfg), peer, deadline)
+	c.src = src
 	fail := func(timeout bool, err error) {
 		c.state.Store(stateClosed)
 		if c.fd >= 0 {
@@ -235,8 +262,14 @@ func (s *Server) handshake(nc net.Conn, peer netip.Addr) {
 		s.m.handshaking.Add(-1)
 		if timeout {
 			s.m.hsTimeouts.Add(1)
+			if src != 0 {
+				s.srcs.at(src).hsTimeouts.Add(1)
+			}
 		} else {
 			s.m.hsRejections.Add(1)
+			if src != 0 {
+				s.srcs.at(src).hsRejections.Add(1)
+			}
 		}
 		if err != nil {
 			s.logger.Debug("linkkeysserver: TLS handshake failed", "peer", peer, "err", err)
@@ -268,6 +301,9 @@ func (s *Server) handshake(nc net.Conn, peer netip.Addr) {
 	// shows the connection in neither.
 	s.m.established.Add(1)
 	s.m.establishedTotal.Add(1)
+	if src != 0 {
+		s.srcs.at(src).established.Add(1)
+	}
 	s.m.handshaking.Add(-1)
 	if !c.state.CompareAndSwap(stateHandshaking, stateActive) {
 		c.close(closeShutdown) // Shutdown or Close got there first
@@ -311,6 +347,7 @@ func (s *Server) Metrics() Snapshot {
 	snap := Snapshot{MetricsLine: s.m.line()}
 	snap.Label = "running"
 	if s.init() == nil {
+		snap.Sources = s.srcs.line()
 		snap.ElapsedSecs = time.Since(s.epoch).Seconds()
 		snap.HandshakeLimiter = s.hs.Stats()
 		snap.PublicReadLimiter = s.pr.Stats()

@@ -168,8 +168,8 @@ type CheckDecl struct {
 	Limit      float64 `json:"limit"`
 }
 
-// ExpectedShedding declares a phase's expected shedding: the stream (a ddos wave, or "server" for
-// the whole phase) must be shed through each of Reasons (per_source, overflow, global,
+// ExpectedShedding declares a phase's expected shedding: the stream (any stream of the phase, or
+// "server" for the whole phase) must be shed through each of Reasons (per_source, overflow, global,
 // connection_limit) and, with ExactAccounting, the server must account for every one of its
 // attempts as admitted or shed (attempts = admitted + shed, exactly).
 type ExpectedShedding struct {
@@ -190,25 +190,40 @@ const (
 	StreamKindServer    = "server"
 )
 
+// StreamServerFigures are the server's figures of one stream, which every stream kind has: from
+// the server's counters of the stream's source prefix (TCP_SOURCE_PREFIXES, which the harness sets
+// from the phase's streams), or by elimination from the whole run's where that is exact (see
+// docs/capacity.md). server_closed and server_rate_limited are the prefix's closed_* and
+// rate_limited_responses counters (per prefix only).
+var StreamServerFigures = []string{"accepted", "admitted", "shed", "shed_per_source", "shed_overflow", "shed_global",
+	"shed_connection_limit", "handshake_rejections", "handshake_timeouts", "handshakes_completed", "server_closed",
+	"server_rate_limited", "accounting_gap"}
+
 // LinkKeysMetrics lists, by stream kind, the figures a check may name as "<stream>.<figure>"
-// (held, handshakes, requests, a ddos wave's name, or server). docs/capacity.md says what each is.
+// (held, handshakes, requests, a ddos wave's name, or server): each kind's own client figures,
+// then StreamServerFigures. docs/capacity.md says what each is.
 var LinkKeysMetrics = map[string][]string{
-	StreamKindHeld: {"attempted", "established", "failed", "survival_percent", "lost", "connect_p50_ms", "connect_p99_ms",
-		"ramp_secs", "accounting_gap"},
-	StreamKindHandshake: {"attempted", "completed", "failed", "failure_rate", "rate", "full", "resumed", "p50_ms", "p99_ms",
-		"accounting_gap"},
-	StreamKindRequest: {"connections", "completed", "errors", "error_rate", "rate", "rate_limited", "p50_ms", "p99_ms",
-		"uncorrected_p99_ms", "late_sends"},
-	StreamKindDDoS: {"attempted", "allowed", "denied", "admitted", "shed", "shed_per_source", "shed_overflow", "shed_global",
-		"shed_connection_limit", "accounting_gap", "connect_p99_ms"},
+	StreamKindHeld: append([]string{"attempted", "established", "failed", "survival_percent", "lost", "connect_p50_ms", "connect_p99_ms",
+		"ramp_secs"}, StreamServerFigures...),
+	StreamKindHandshake: append([]string{"attempted", "completed", "failed", "failure_rate", "rate", "full", "resumed", "p50_ms", "p99_ms"},
+		StreamServerFigures...),
+	StreamKindRequest: append([]string{"connections", "completed", "errors", "error_rate", "rate", "rate_limited", "p50_ms", "p99_ms",
+		"uncorrected_p99_ms", "late_sends"}, StreamServerFigures...),
+	StreamKindDDoS: append([]string{"attempted", "allowed", "denied", "connect_p99_ms"}, StreamServerFigures...),
 	StreamKindServer: {"accepted", "admitted", "shed", "shed_per_source", "shed_overflow", "shed_global", "shed_connection_limit",
 		"handshake_rejections", "handshake_timeouts", "handshakes_completed", "accounting_gap", "rss_baseline_bytes",
 		"rss_peak_bytes", "rss_bytes_per_connection", "frame_buffer_bytes_peak", "frame_buffer_bytes_idle",
 		"established_after", "open_after"},
 }
 
+// SourcePrefixesVariable is the server variable the harness sets for every phase it starts a
+// server for: each stream's source range under the stream's name, so the server's accounting is
+// attributed per stream. A profile cannot set it.
+const SourcePrefixesVariable = "TCP_SOURCE_PREFIXES"
+
 // LinkKeysVariables are the server variables an environment profile may set: every TCP_* and
-// PUBLIC_READ_* variable the reference server reads, except TCP_PORT (the harness picks the port).
+// PUBLIC_READ_* variable the reference server reads, except TCP_PORT (the harness picks the port)
+// and TCP_SOURCE_PREFIXES (the harness sets it from each phase's streams).
 var LinkKeysVariables = []string{
 	"TCP_MAX_CONNECTIONS", "TCP_HANDSHAKE_TIMEOUT_SECONDS", "TCP_HANDSHAKE_CONCURRENCY",
 	"TCP_IDLE_TIMEOUT_SECONDS", "TCP_IO_TIMEOUT_SECONDS", "TCP_MAX_INFLIGHT_FRAMES", "TCP_WRITE_QUEUE_BOUND",
@@ -640,6 +655,9 @@ func (v *validator) profile(name string, prof EnvironmentProfile, opts LinkKeysV
 		case k == "TCP_PORT":
 			v.add(path+".variables."+k, "TCP_PORT cannot be set in a profile: the harness starts the server on a free loopback port (a running server's port is in its info file)")
 			bad = true
+		case k == SourcePrefixesVariable:
+			v.add(path+".variables."+k, "%s cannot be set in a profile: the harness sets it for each phase, naming every stream's source range (a running server is read with whatever prefixes it counts)", k)
+			bad = true
 		case !slices.Contains(LinkKeysVariables, k):
 			v.add(path+".variables."+k, "unknown variable %q: a profile sets TCP_* and PUBLIC_READ_* variables the reference server reads (%s)", k, strings.Join(LinkKeysVariables, ", "))
 			bad = true
@@ -701,8 +719,8 @@ func (v *validator) linkKeysPhase(i int, ph *LinkKeysPhase, pl *LinkKeysPlan, se
 	}
 	if es := ph.ExpectedShedding; es != nil {
 		sp := path + ".expected_shedding"
-		if k := kindOf[es.Stream]; k != StreamKindDDoS && k != StreamKindServer {
-			v.add(sp, "expected_shedding.stream %q must be a ddos wave of this phase or server", es.Stream)
+		if _, ok := kindOf[es.Stream]; !ok {
+			v.add(sp, "expected_shedding.stream %q must be a stream of this phase (%s) or server", es.Stream, strings.Join(names, ", "))
 		}
 		if len(es.Reasons) == 0 {
 			v.add(sp, "expected_shedding.reasons must name at least one of %s", strings.Join(ShedReasons, ", "))

@@ -100,7 +100,8 @@ func TestValidateLinkKeysReportsEveryProblem(t *testing.T) {
 		w["ddos"] = []any{map[string]any{"name": "held", "sources": 10, "concurrency": 1, "client_ip_base": "10.0.0.1"}}
 		ph["checks"] = []any{map[string]any{"metric": "held.nope", "comparison": "at-least", "limit": 1},
 			map[string]any{"metric": "requests.rate", "comparison": "more", "limit": 1}}
-		ph["expected_shedding"] = map[string]any{"stream": "handshakes", "reasons": []any{"global", "global", "rude"}, "exact_accounting": true}
+		ph["expected_shedding"] = map[string]any{"stream": "nope", "reasons": []any{"global", "global", "rude"}, "exact_accounting": true}
+		profs["default"].(map[string]any)["variables"].(map[string]any)["TCP_SOURCE_PREFIXES"] = "held=127.0.1.0/24"
 	})
 	p, err := ParseLinkKeysPlan(b)
 	if err != nil {
@@ -115,7 +116,8 @@ func TestValidateLinkKeysReportsEveryProblem(t *testing.T) {
 		"stop_conditions.max_request_error_rate must be between 0 and 1", `names harness "keycast"`, `names environment profile "missing"`,
 		"streams held and handshakes share source addresses", "client_ip_base 10.0.0.1 is outside 127.0.0.0/8", `ddos wave name "held" must be unique`,
 		`check metric "held.nope": a held stream has no figure "nope"`, `check metric "requests.rate" must be <stream>.<figure> with a stream of this phase`,
-		`check comparison must be at-least or at-most (got "more")`, `expected_shedding.stream "handshakes" must be a ddos wave`,
+		`check comparison must be at-least or at-most (got "more")`, `expected_shedding.stream "nope" must be a stream of this phase (held, handshakes, held) or server`,
+		"TCP_SOURCE_PREFIXES cannot be set in a profile: the harness sets it for each phase",
 		`expected_shedding.reasons: "global" is not one of`, `expected_shedding.reasons: "rude" is not one of`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("validation lacks %q", want)
