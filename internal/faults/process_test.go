@@ -90,13 +90,15 @@ func TestKilledServer(t *testing.T) {
 		<-killed
 		s := res.Summary
 		// The run ran to its end: exit 0, results written, and they say what happened: the
-		// requests in flight at the kill (at most one per worker) are network errors, every
-		// attempt after it a refused connect, none of them a request.
+		// few requests around the kill are network errors (those written before the client learned
+		// of it — a written request is never sent again — and connections the kernel still accepted
+		// while the process was exiting), every attempt after that a refused connect, none of them
+		// a request.
 		if r.code != 0 || res.Stop != nil {
 			t.Fatalf("a run that outlives its target ends normally (exit 0): %s", r)
 		}
-		if s.SuccessfulRequests < 20 || s.ErrorsNetwork > 2 || s.FailedRequests != s.ErrorsNetwork || s.CutOffRequests != 0 {
-			t.Errorf("want the successes before the kill and at most 2 network errors: %+v", s)
+		if s.SuccessfulRequests < 20 || s.ErrorsNetwork > 8 || s.FailedRequests != s.ErrorsNetwork || s.CutOffRequests != 0 {
+			t.Errorf("want the successes before the kill and at most 8 network errors: %+v", s)
 		}
 		if s.ConnectFailures == 0 || res.ConnectFailureCauses["network_econnrefused"] != int64(s.ConnectFailures) {
 			t.Errorf("the attempts after the kill should be refused connects: %d, causes %v", s.ConnectFailures, res.ConnectFailureCauses)
