@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -307,3 +310,27 @@ func TestWorkerDoneClosesAtTheEnd(t *testing.T) {
 		t.Fatalf("total %d, err %v", r.Total(), err)
 	}
 }
+
+func TestBarDrawsTotalsAndEnds(t *testing.T) {
+	var buf safeBuffer
+	b := NewBar(&buf, "ddos", 10, "allowed", "denied")
+	b.Update(10, 7, 3)
+	b.Close()
+	b.Close() // a second Close is harmless
+	if out := buf.String(); !strings.Contains(out, "ddos") || !strings.Contains(out, "allowed=7 denied=3") {
+		t.Fatalf("bar output %q", out)
+	}
+}
+
+// safeBuffer is a bytes.Buffer the bar's render goroutine and the test may use at once.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *safeBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -6,11 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
+	"github.com/loadproof/loadproof/internal/engine"
 )
 
 // Progress receives the running totals of finished attempts: attempted = ok + failed. Update is
@@ -52,47 +50,10 @@ func (p *SeedProgress) Update(attempted, ok, failed int64) {
 // Close implements Progress.
 func (p *SeedProgress) Close() {}
 
-// barProgress is the live bar shown on a terminal instead of the progress lines.
-type barProgress struct {
-	p      *mpb.Progress
-	bar    *mpb.Bar
-	ok, no atomic.Int64
-	once   sync.Once
-}
-
-// NewBarProgress draws a progress bar of total attempts on w (a terminal), with the success and
-// failure counts beside it.
+// NewBarProgress draws the engine's progress bar of total attempts on w (a terminal), with the
+// success and failure counts beside it.
 func NewBarProgress(w io.Writer, name string, total int64, okName, noName string) Progress {
-	b := &barProgress{p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(48), mpb.WithRefreshRate(150*time.Millisecond))}
-	b.bar = b.p.AddBar(total,
-		mpb.PrependDecorators(
-			decor.Name(name+" ", decor.WC{C: decor.DindentRight}),
-			decor.CountersNoUnit("%d / %d", decor.WCSyncWidth),
-		),
-		mpb.AppendDecorators(
-			decor.Any(func(decor.Statistics) string {
-				return fmt.Sprintf("%s=%d %s=%d", okName, b.ok.Load(), noName, b.no.Load())
-			}),
-			decor.Name(" "),
-			decor.Elapsed(decor.ET_STYLE_GO),
-		),
-	)
-	return b
-}
-
-func (b *barProgress) Update(attempted, ok, failed int64) {
-	b.ok.Store(ok)
-	b.no.Store(failed)
-	b.bar.SetCurrent(attempted)
-}
-
-func (b *barProgress) Close() {
-	b.once.Do(func() {
-		if !b.bar.Completed() {
-			b.bar.Abort(false)
-		}
-		b.p.Wait()
-	})
+	return engine.NewBar(w, name, total, okName, noName)
 }
 
 // Worker progress protocol: a worker prints these lines on stdout; the parent reads them.
