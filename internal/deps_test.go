@@ -35,8 +35,8 @@ var forbidden = map[string][]string{
 	// The live dashboard serves the report's page; it runs no load and knows no protocol.
 	"dashboard": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "cli"},
 	// Flame graphs read profile files; the browser driver is for tests.
-	"flame":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
-	"browser": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	"profiling": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	"browser":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	// The protocol-free core imports no protocol.
 	"engine":  {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
 	"envvar":  {"linkkeys", "keycast", "engine", "result", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},

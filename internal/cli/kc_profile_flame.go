@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
-	"github.com/loadproof/loadproof/internal/flame"
+	"github.com/loadproof/loadproof/internal/profiling"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
 
@@ -56,7 +56,7 @@ func finishProfile(ctx context.Context, cmd *cobra.Command, env *Env, cpuPath, h
 func writeFlamePages(env *Env, profiles ...string) error {
 	fmt.Fprintln(env.Stdout, "\nFlame graphs (open in a browser; no Go toolchain or graphviz needed):")
 	for _, p := range profiles {
-		page, err := flame.HTML(p)
+		page, err := profiling.HTML(p)
 		if err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("profile: %w", err)}
 		}
@@ -75,7 +75,7 @@ func serveProfile(ctx context.Context, cmd *cobra.Command, env *Env, profile str
 	if addr == "" {
 		return nil
 	}
-	err := flame.Serve(ctx, addr, profile, env.Stderr, func(url string) {
+	err := profiling.Serve(ctx, addr, profile, env.Stderr, func(url string) {
 		fmt.Fprintf(env.Stdout, "\npprof web UI for %s: %s (Ctrl-C to stop)\n", profile, url)
 	})
 	if err != nil {

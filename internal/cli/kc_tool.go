@@ -25,6 +25,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/procexec"
+	"github.com/loadproof/loadproof/internal/profiling"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -680,33 +681,15 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// waitHealthy polls GET <base>/health until it answers 200, as flamegraph.sh does.
 func waitHealthy(ctx context.Context, o keycastload.TLSOptions, base string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
 	hc, err := tlsHTTPClient(o, base, &http.Client{Timeout: 2 * time.Second})
 	if err != nil {
 		return err
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+keycast.PathHealth, nil)
-		resp, err := hc.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("profile: %s%s did not answer 200 within %s; is the server running?", base, keycast.PathHealth, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	if err := profiling.WaitHealthy(ctx, hc, base+keycast.PathHealth, limit); err != nil {
+		return fmt.Errorf("profile: %w", err)
 	}
+	return nil
 }
 
 // fetchProfile GETs a pprof endpoint.
@@ -715,21 +698,5 @@ func fetchProfile(ctx context.Context, o keycastload.TLSOptions, url string, tim
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b[:min(len(b), 200)])))
-	}
-	return b, nil
+	return profiling.Fetch(ctx, hc, url)
 }

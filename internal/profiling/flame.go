@@ -1,4 +1,4 @@
-// Package flame turns pprof profiles into things a person opens in a browser without a Go
+// Package profiling captures pprof profiles from a running server and turns them into things a person opens in a browser without a Go
 // toolchain or graphviz: a self-contained flame graph page (pprof's own flame graph view, rendered
 // once and saved with its scripts and styles inline) and, for a live session, pprof's whole web UI
 // served from this binary (github.com/google/pprof's driver, the code behind `go tool pprof
@@ -6,7 +6,7 @@
 //
 // The profiles must carry their symbols (as net/http/pprof and runtime/pprof write them); nothing
 // here symbolizes, so nothing reaches for binaries or the network.
-package flame
+package profiling
 
 import (
 	"bytes"
