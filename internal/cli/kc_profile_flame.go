@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
-	"github.com/loadproof/loadproof/internal/profiling"
 	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/profiling"
 )
 
 // addProfileFlameFlags adds the profile command's flame graph flags.
