@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -15,9 +16,20 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childTreeEnv) == "linkkeys" {
 		os.Exit(Main(LinkKeys))
 	}
-	if os.Getenv(mainEnv) == "1" {
+	if os.Getenv(mainEnv) == "1" && !fuzzWorker() {
 		os.Exit(Main(Loadproof))
 	}
 	os.Setenv(mainEnv, "1") // inherited by the processes the tests start, never read again here
 	os.Exit(m.Run())
+}
+
+// fuzzWorker reports whether this process is a worker the fuzzing engine started (it inherits
+// mainEnv, but must run the fuzz target, not the command tree).
+func fuzzWorker() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.fuzzworker") {
+			return true
+		}
+	}
+	return false
 }
