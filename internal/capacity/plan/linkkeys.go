@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/netip"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -281,20 +279,7 @@ func (ph *LinkKeysPhase) Kind() string {
 
 // ReadLinkKeysPlan reads and parses a LinkKeys plan file (it does not validate it).
 func ReadLinkKeysPlan(path string) (*LinkKeysPlan, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("capacity: failed to read capacity plan %q: %w", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxPlanSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("capacity: failed to read capacity plan %q: %w", path, err)
-	}
-	p, err := ParseLinkKeysPlan(b)
-	if err != nil {
-		return nil, fmt.Errorf("capacity: failed to parse capacity plan %q: %w", path, err)
-	}
-	return p, nil
+	return readPlanFile(path, ParseLinkKeysPlan)
 }
 
 // ParseLinkKeysPlan decodes a LinkKeys plan as strictly as ParsePlan decodes a Keycast one: unknown,

@@ -134,6 +134,11 @@ func (e *ParseError) Unwrap() []error { return e.Problems }
 
 // ReadPlan reads and parses a plan file (it does not validate it).
 func ReadPlan(path string) (*Plan, error) {
+	return readPlanFile(path, ParsePlan)
+}
+
+// readPlanFile reads a plan file of at most MaxPlanSize bytes and decodes it with parse.
+func readPlanFile[P any](path string, parse func([]byte) (*P, error)) (*P, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("capacity: failed to read capacity plan %q: %w", path, err)
@@ -143,7 +148,7 @@ func ReadPlan(path string) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capacity: failed to read capacity plan %q: %w", path, err)
 	}
-	p, err := ParsePlan(b)
+	p, err := parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("capacity: failed to parse capacity plan %q: %w", path, err)
 	}
