@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/netip"
@@ -225,36 +226,52 @@ func TestConnectionsHoldsAndCounts(t *testing.T) {
 }
 
 func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
-	s := newFakeServer(t)
-	s.dropAfterHandshake = func(n int64) bool { return n%4 == 0 }
-	s.dropped = make(chan struct{}, 100)
-	s.start()
-	cfg := ConnectionsConfig{Target: s.target, Count: 20, Concurrency: 4, AttemptTimeout: 5 * time.Second,
-		Sources: testSources("127.0.19.0", 4), ProgressEvery: 100}
-	res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, nil, func(ctx context.Context, held []*tls.Conn, _ <-chan struct{}) {
-		for range 5 {
-			<-s.dropped
-		}
-		// The server's FIN reaches the client sockets asynchronously and nothing signals it, so
-		// look again for a bounded while.
-		for range 2000 {
-			if countOpen(held) == 15 {
-				return
+	// Held as bare sockets (the default) and with the whole TLS state (--keep-tls-state).
+	for _, keepTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep_tls=%v", keepTLS), func(t *testing.T) {
+			s := newFakeServer(t)
+			s.dropAfterHandshake = func(n int64) bool { return n%4 == 0 }
+			s.dropped = make(chan struct{}, 100)
+			s.start()
+			cfg := ConnectionsConfig{Target: s.target, Count: 20, Concurrency: 4, AttemptTimeout: 5 * time.Second,
+				Sources: testSources("127.0.19.0", 4), ProgressEvery: 100, KeepTLS: keepTLS}
+			var kinds []string
+			res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, nil, func(ctx context.Context, held []net.Conn, _ <-chan struct{}) {
+				for _, c := range held {
+					kinds = append(kinds, fmt.Sprintf("%T", c))
+				}
+				for range 5 {
+					<-s.dropped
+				}
+				// The server's FIN reaches the client sockets asynchronously and nothing signals it, so
+				// look again for a bounded while.
+				for range 2000 {
+					if countOpen(held) == 15 {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			time.Sleep(time.Millisecond)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The client completed every handshake; the server dropped five of them afterwards.
-	if res.Attempts.Succeeded != 20 || res.Hold.Held != 20 || res.Hold.StillOpen != 15 {
-		t.Fatalf("%+v %+v", res.Attempts, res.Hold)
-	}
-	// The hold was not held, and the watcher saw each of the five end (a FIN, or a reset).
-	l := res.Hold.Loss
-	if l == nil || l.Lost != 5 || l.Reasons["closed_by_server"]+l.Reasons["reset"] != 5 || l.First.IsZero() {
-		t.Fatalf("loss %+v", l)
+			want := "*net.TCPConn"
+			if keepTLS {
+				want = "*tls.Conn"
+			}
+			if len(kinds) != 20 || kinds[0] != want || kinds[19] != want {
+				t.Fatalf("held %v, want 20 of %s", kinds, want)
+			}
+			// The client completed every handshake; the server dropped five of them afterwards.
+			if res.Attempts.Succeeded != 20 || res.Hold.Held != 20 || res.Hold.StillOpen != 15 {
+				t.Fatalf("%+v %+v", res.Attempts, res.Hold)
+			}
+			// The hold was not held, and the watcher saw each of the five end (a FIN, or a reset).
+			l := res.Hold.Loss
+			if l == nil || l.Lost != 5 || l.Reasons["closed_by_server"]+l.Reasons["reset"] != 5 || l.First.IsZero() {
+				t.Fatalf("loss %+v", l)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -321,10 +322,10 @@ func runCombinedSegment(ctx context.Context, cfg CombinedConfig, seg engine.Segm
 	othersDone := make(chan struct{})
 	if h := cfg.Held; h != nil {
 		cc := ConnectionsConfig{Target: cfg.Target, Count: h.Count, Concurrency: h.Concurrency, HoldSecs: h.HoldSecs, AttemptTimeout: timeout,
-			Sources: h.Sources, Rate: h.Rate}
+			Sources: h.Sources, Rate: h.Rate, KeepTLS: true} // how a lost connection ended needs its TLS state (howClosed)
 		sr := &streamRun{stream: linkkeysresult.Stream{Name: linkkeysresult.StreamHeld, Kind: CmdConnections, Params: cc.params()}}
 		launch(sr, false, h.StartSecs, func() (Result, error) {
-			return runConnectionsSegment(ctx, cc, seg, nil, nil, func(ctx context.Context, held []*tls.Conn, _ <-chan struct{}) {
+			return runConnectionsSegment(ctx, cc, seg, nil, nil, func(ctx context.Context, held []net.Conn, _ <-chan struct{}) {
 				sr.survival, sr.lostAt = holdAndWatch(ctx, held, start, time.Duration(h.HoldSecs)*time.Second, othersDone)
 			})
 		})
@@ -379,7 +380,7 @@ func setupConnsTolerant(ctx context.Context, cfg RequestConfig, seg engine.Segme
 // holdAndWatch holds the established population until the other streams have ended and at least
 // minHold has passed (or ctx ends), checking every second which connections the server closed,
 // and returns the survival with the losses by interval from start.
-func holdAndWatch(ctx context.Context, held []*tls.Conn, start time.Time, minHold time.Duration, othersDone <-chan struct{}) (*linkkeysresult.Survival, []int64) {
+func holdAndWatch(ctx context.Context, held []net.Conn, start time.Time, minHold time.Duration, othersDone <-chan struct{}) (*linkkeysresult.Survival, []int64) {
 	began := time.Now()
 	lost := make([]bool, len(held))
 	var lostAt []int64
@@ -428,8 +429,8 @@ wait:
 
 // isEstablished reports whether the connection's socket is still established (TCP state); where
 // the state cannot be read it counts as established.
-func isEstablished(c *tls.Conn) bool {
-	sc, ok := c.NetConn().(syscall.Conn)
+func isEstablished(c net.Conn) bool {
+	sc, ok := socketOf(c).(syscall.Conn)
 	if !ok {
 		return true
 	}
@@ -447,8 +448,12 @@ func isEstablished(c *tls.Conn) bool {
 }
 
 // howClosed reads from a connection the server closed to see how it ended: "EOF" (a FIN, or a TLS
-// close_notify), "ECONNRESET", "alert_…", or "data" when the server had sent something first.
-func howClosed(c *tls.Conn) string {
+// close_notify), "ECONNRESET", "alert_…", or "data" when the server had sent something first. On
+// a bare socket (no TLS state) the records cannot be read: only the end of stream or the error.
+func howClosed(c net.Conn) string {
+	if _, ok := c.(*tls.Conn); !ok {
+		return howSocketClosed(c)
+	}
 	_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	var b [1]byte
 	_, err := c.Read(b[:])
@@ -456,6 +461,18 @@ func howClosed(c *tls.Conn) string {
 		return "data"
 	}
 	return Detail(err)
+}
+
+// howSocketClosed drains what a bare socket still holds (records it cannot decrypt) and names how
+// the stream ended: "EOF" or the error's cause.
+func howSocketClosed(c net.Conn) string {
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	var b [512]byte
+	for {
+		if _, err := c.Read(b[:]); err != nil {
+			return Detail(err)
+		}
+	}
 }
 
 // assembleCombined merges the streams' results into the segment's combined result.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -31,11 +32,18 @@ type ConnectionsConfig struct {
 	// Rate, when > 0, paces the attempts at this total rate per second (a ramp of Count/Rate
 	// seconds) with at most Concurrency in flight; 0 makes them Concurrency at a time, as the seed.
 	Rate float64 `json:"rate,omitempty"`
+	// KeepTLS holds each connection with its whole TLS client state (keys, record buffers, the
+	// server's parsed certificate) and closes it with a close_notify. By default a held connection
+	// keeps only its socket once the handshake is done: the hold never sends, so the TLS state
+	// would only cost memory (about 6 KiB a connection; docs/benchmarks.md), and the server sees
+	// the same established session either way. Without it the close is a plain TCP close (FIN).
+	KeepTLS bool `json:"keep_tls,omitempty"`
 }
 
 // holdFunc blocks while the connections are held (this process's share); gone is closed when every
 // one of them has ended (nil when that cannot be watched), so a hold with nothing left may end early.
-type holdFunc func(ctx context.Context, held []*tls.Conn, gone <-chan struct{})
+// A held connection is a *tls.Conn with ConnectionsConfig.KeepTLS, else its bare socket.
+type holdFunc func(ctx context.Context, held []net.Conn, gone <-chan struct{})
 
 // runConnectionsSegment runs one segment: its Range of the attempt indexes with its Share of the
 // concurrency, holds what it established until hold returns, then closes everything.
@@ -46,14 +54,18 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	start, count := seg.Range(int64(cfg.Count))
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)
 	var mu sync.Mutex
-	conns := make([]*tls.Conn, 0, count)
+	conns := make([]net.Conn, 0, count)
 	sources := cfg.Sources.In(seg) // this segment's own addresses
 	d := &attemptDriver{
 		dialer: &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout},
 		source: func(_ *engine.Worker, n int64) IPv4 { return sources.For(start + n) },
 		success: func(_ *engine.Worker, c *tls.Conn, _ time.Duration) {
+			var held net.Conn = c
+			if !cfg.KeepTLS {
+				held = c.NetConn() // the TLS state goes to the collector; the socket stays open
+			}
 			mu.Lock()
-			conns = append(conns, c)
+			conns = append(conns, held)
 			mu.Unlock()
 		},
 	}
@@ -98,10 +110,10 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 // CLOSE_WAIT; the socket's TCP state (tcpEstablished) tells the two apart without reading, which
 // would consume the TLS records the server may have queued (session tickets). Where the state
 // cannot be read, every connection counts as open.
-func countOpen(conns []*tls.Conn) int64 {
+func countOpen(conns []net.Conn) int64 {
 	var n int64
 	for _, c := range conns {
-		sc, ok := c.NetConn().(syscall.Conn)
+		sc, ok := socketOf(c).(syscall.Conn)
 		if !ok {
 			continue
 		}
@@ -118,8 +130,17 @@ func countOpen(conns []*tls.Conn) int64 {
 	return n
 }
 
-// closeAll closes connections from a few goroutines: each close writes a close_notify record.
-func closeAll(conns []*tls.Conn) {
+// socketOf returns a held connection's TCP socket.
+func socketOf(c net.Conn) net.Conn {
+	if t, ok := c.(*tls.Conn); ok {
+		return t.NetConn()
+	}
+	return c
+}
+
+// closeAll closes connections from a few goroutines: a TLS connection's close writes a
+// close_notify record first, a bare socket's is a plain close.
+func closeAll[C net.Conn](conns []C) {
 	const closers = 8
 	var wg sync.WaitGroup
 	for w := range closers {
@@ -127,8 +148,14 @@ func closeAll(conns []*tls.Conn) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < len(conns); i += closers {
-				closeConn(conns[i])
-				conns[i] = nil
+				var c net.Conn = conns[i]
+				if t, ok := c.(*tls.Conn); ok {
+					closeConn(t)
+				} else {
+					_ = c.Close()
+				}
+				var none C
+				conns[i] = none
 			}
 		}()
 	}
@@ -167,7 +194,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runConnectionsSegment(ctx, cfg, r.seg(), progress, r.Metrics, func(ctx context.Context, held []*tls.Conn, gone <-chan struct{}) {
+		res, err = runConnectionsSegment(ctx, cfg, r.seg(), progress, r.Metrics, func(ctx context.Context, held []net.Conn, gone <-chan struct{}) {
 			progress.Close()
 			r.log().Info("holding", "held", len(held), "hold", hold)
 			t := time.NewTimer(hold)

@@ -1,8 +1,8 @@
 package linkkeysload
 
 import (
-	"crypto/tls"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,14 +38,14 @@ const (
 	lossReset  = linkkeysresult.LossReset  // RST or a socket error
 )
 
-func watchHeld(conns []*tls.Conn) *holdWatcher {
+func watchHeld(conns []net.Conn) *holdWatcher {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil
 	}
 	w := &holdWatcher{epfd: epfd, done: make(chan struct{}), allGone: make(chan struct{})}
 	for i, c := range conns {
-		sc, ok := c.NetConn().(syscall.Conn)
+		sc, ok := socketOf(c).(syscall.Conn)
 		if !ok {
 			continue
 		}

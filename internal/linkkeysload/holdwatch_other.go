@@ -8,7 +8,7 @@ import "crypto/tls"
 // with reason "unknown" and no times.
 type holdWatcher struct{}
 
-func watchHeld([]*tls.Conn) *holdWatcher { return nil }
+func watchHeld([]net.Conn) *holdWatcher { return nil }
 
 func (*holdWatcher) stop() HoldLoss { return HoldLoss{} }
 

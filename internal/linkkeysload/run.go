@@ -2,11 +2,11 @@ package linkkeysload
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -243,7 +243,7 @@ func RunSpec(ctx context.Context, specJSON string, stdout io.Writer, o SpecOptio
 		total := spec.Segment.Share(int64(spec.Connections.Count))
 		p := &workerProgress{w: stdout, total: total}
 		bc := joinBarrier(spec.Barrier)
-		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, sample, func(ctx context.Context, held []*tls.Conn, _ <-chan struct{}) {
+		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, sample, func(ctx context.Context, held []net.Conn, _ <-chan struct{}) {
 			bc.wait(ctx, int64(len(held)))
 		})
 		bc.close()

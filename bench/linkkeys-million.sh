@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Held TLS connections as a staircase up to $TOP (default 1,000,000), client and server on this
+# machine, with the cost of each held connection split between the server, the client and the kernel.
+#
+#   server:  one `server --processes $PROCS` on the scale profile (TCP_MAX_CONNECTIONS raised to
+#            1.1 × $TOP), enough processes that each stays under the 20,000 open-file limit
+#   clients: one `connections` run per step ("layer"), each from its own source range, holding until
+#            the end; a layer is started when the previous one holds all it established
+#   at every plateau, after the layer's ramp has settled:
+#     server   RSS, anonymous and file-backed, summed over the server's processes (/proc/PID/status),
+#              and its own accounting (METRICS: established, accepted, handshake failures, sheds)
+#     client   the same over every client process (layer parents and their workers)
+#     kernel   /proc/meminfo (Slab, SUnreclaim, SReclaimable, KernelStack, PageTables, MemAvailable),
+#              /proc/net/sockstat (TCP sockets in use, TCP buffer pages) and the slab caches a socket
+#              lives in (TCP, sock_inode_cache, filp, dentry, eventpoll_epi)
+#   and the summary prints, per plateau, the cost per held connection from the start and between
+#   plateaus (marginal), so a cost that grows with the count shows.
+#
+# A watchdog interrupts the clients if MemAvailable falls below $FLOOR_MB (default 600): the run then
+# ends with what it held rather than letting the kernel's OOM killer pick a process.
+#
+# Usage: bench/linkkeys-million.sh                       the full staircase to 1,000,000 (~15 min)
+#        TOP=200000 STEPS="10000 100000 200000" bench/linkkeys-million.sh
+#        SMALL=1 bench/linkkeys-million.sh                a check of the script itself (30,000)
+#        KEEP_TLS=1 ...                                   clients hold the whole TLS state (--keep-tls-state)
+# Needs: go, python3, root for /proc/slabinfo (the slab figures are left out without it). Run it on an
+# otherwise quiet machine with at least ~20 GiB available for the full staircase.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-${TMPDIR:-/tmp}/linkkeys-million-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+BIN="$OUT/linkkeys-loadtest"
+go build -o "$BIN" ./cmd/linkkeys-loadtest
+ulimit -n "$(ulimit -Hn)"
+
+TOP=${TOP:-1000000}
+STEPS=${STEPS:-"10000 100000 250000 500000 750000 1000000"}
+CONC=${CONC:-3000}
+SETTLE=${SETTLE:-15}
+FLOOR_MB=${FLOOR_MB:-600}
+if [ "${SMALL:-}" = 1 ]; then TOP=30000 STEPS="5000 15000 30000" CONC=500 SETTLE=5; fi
+NOFILE=$(ulimit -n)
+PROCS=${PROCS:-$(( (TOP * 21 / 20) / (NOFILE - 1000) + 1 ))}
+KEEP=()
+[ "${KEEP_TLS:-}" = 1 ] && KEEP=(--keep-tls-state)
+
+echo "== results in $OUT; top $TOP, steps $STEPS, $PROCS server processes, clients ${KEEP[*]:-socket-only}"
+"$BIN" connections --help >/dev/null # the binary runs
+python3 - <<'PY' >"$OUT/machine.txt"
+import os, platform
+mem = {l.split(':')[0]: l.split()[1] for l in open('/proc/meminfo')}
+cpu = [l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')]
+def sysctl(p):
+    try: return open('/proc/sys/' + p.replace('.', '/')).read().split()
+    except OSError: return ['?']
+print("machine: %s, %d cores, %.1f GiB, kernel %s, nofile %s, fs.file-max %s, somaxconn %s, ports %s, tcp_mem %s" % (
+    cpu[0] if cpu else '?', os.cpu_count(), int(mem['MemTotal']) / 2**20, platform.release(), os.popen('ulimit -n').read().strip(),
+    sysctl('fs.file-max')[0], sysctl('net.core.somaxconn')[0], '-'.join(sysctl('net.ipv4.ip_local_port_range')), '/'.join(sysctl('net.ipv4.tcp_mem'))))
+PY
+cat "$OUT/machine.txt"
+
+SCALE_ENV=(TCP_MAX_CONNECTIONS=$((TOP * 11 / 10)) TCP_HANDSHAKE_CONCURRENCY=1024
+  TCP_HANDSHAKE_RATE_PER_MINUTE=60000000 TCP_HANDSHAKE_BURST=10000000
+  TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND=1000000 TCP_HANDSHAKE_GLOBAL_BURST=2000000)
+CLEAN_ENV=()
+for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
+
+SERVER_PID="" CLIENT_PIDS=() WATCHDOG_PID=""
+cleanup() {
+  [ -n "$WATCHDOG_PID" ] && kill "$WATCHDOG_PID" 2>/dev/null || true
+  for p in "${CLIENT_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${CLIENT_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+
+env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "$BIN" server --info-file "$OUT/info.json" --db-path "$OUT/server.sqlite3" \
+  --metrics-interval-secs 2 --processes "$PROCS" >"$OUT/server.log" 2>"$OUT/server.err" &
+SERVER_PID=$!
+for _ in $(seq 1 600); do
+  [ -s "$OUT/info.json" ] && grep -q '^METRICS ' "$OUT/server.log" && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.err" >&2; exit 1; }
+  sleep 0.1
+done
+
+# The watchdog: interrupt every client when memory runs short.
+(
+  while sleep 1; do
+    avail=$(awk '/^MemAvailable:/ {print int($2/1024)}' /proc/meminfo)
+    if [ "$avail" -lt "$FLOOR_MB" ]; then
+      echo "WATCHDOG: MemAvailable ${avail} MiB < ${FLOOR_MB} MiB at $(date -u +%T); interrupting the clients" | tee -a "$OUT/watchdog.txt" >&2
+      pkill -INT -f "^$BIN connections" || true
+      break
+    fi
+  done
+) &
+WATCHDOG_PID=$!
+
+# sample LABEL: one line of JSON with the server, client and kernel figures.
+sample() {
+  python3 - "$1" "$SERVER_PID" "$OUT" "$BIN" <<'PY' >>"$OUT/samples.jsonl"
+import json, os, sys, time
+label, spid, out, binpath = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def children(pid):
+    # A Go process forks from any of its threads, and each thread lists only its own children.
+    kids = []
+    try:
+        for tid in os.listdir('/proc/%d/task' % pid):
+            try: kids += [int(x) for x in open('/proc/%d/task/%s/children' % (pid, tid)).read().split()]
+            except OSError: pass
+    except OSError: return []
+    return kids + [g for k in kids for g in children(k)]
+def status(pid):
+    d = {}
+    try:
+        for l in open('/proc/%d/status' % pid):
+            k, _, v = l.partition(':')
+            if k in ('VmRSS', 'RssAnon', 'RssFile', 'RssShmem'): d[k] = int(v.split()[0]) * 1024
+    except OSError: pass
+    return d
+def total(pids):
+    t = {'procs': 0, 'VmRSS': 0, 'RssAnon': 0, 'RssFile': 0}
+    for p in pids:
+        s = status(p)
+        if s:
+            t['procs'] += 1
+            for k in ('VmRSS', 'RssAnon', 'RssFile'): t[k] += s.get(k, 0)
+    return t
+server_pids = [spid] + children(spid)
+client_pids = []
+for d in os.listdir('/proc'):
+    if not d.isdigit(): continue
+    try: cmd = open('/proc/%s/cmdline' % d, 'rb').read().split(b'\0')
+    except OSError: continue
+    if cmd and cmd[0] == binpath.encode() and len(cmd) > 1 and cmd[1] in (b'connections', b'worker'):
+        client_pids.append(int(d))
+mem = {l.split(':')[0]: int(l.split()[1]) * 1024 for l in open('/proc/meminfo')}
+sock = {}
+for l in open('/proc/net/sockstat'):
+    k, _, rest = l.partition(':')
+    f = rest.split()
+    sock[k] = {f[i]: int(f[i + 1]) for i in range(0, len(f) - 1, 2)}
+slabs = {}
+try:
+    for l in open('/proc/slabinfo'):
+        f = l.split()
+        if f[0] in ('TCP', 'sock_inode_cache', 'filp', 'dentry', 'eventpoll_epi', 'eventpoll_pwq', 'skbuff_head_cache', 'tcp_bind_bucket', 'tcp_bind2_bucket'):
+            slabs[f[0]] = {'objects': int(f[2]), 'size': int(f[3])}
+except OSError: pass
+m = None
+for l in open(os.path.join(out, 'server.log')):
+    if l.startswith('METRICS '): m = l
+m = json.loads(m[len('METRICS '):]) if m else {}
+keys = ('established_connections', 'open_connections', 'accepted_connections', 'established_total', 'handshake_timeouts',
+        'handshake_rejections', 'shed_connection_limit', 'shed_handshake_per_source', 'shed_handshake_overflow',
+        'shed_handshake_global', 'frame_buffer_bytes', 'process_rss_bytes')
+print(json.dumps({'label': label, 'time': time.time(), 'server': total(server_pids), 'client': total(client_pids),
+    'meminfo': {k: mem[k] for k in ('MemAvailable', 'Slab', 'SReclaimable', 'SUnreclaim', 'KernelStack', 'PageTables', 'AnonPages')},
+    'sockstat': sock.get('TCP', {}), 'slabs': slabs, 'metrics': {k: m.get(k) for k in keys}}))
+PY
+}
+
+sleep 6
+sample "0"
+prev=0 layer=0
+for step in $STEPS; do
+  n=$((step - prev))
+  layer=$((layer + 1))
+  echo "== layer $layer: $n more connections (to $step) from 127.$((layer * 8)).0.0"
+  "$BIN" connections --info-file "$OUT/info.json" --count "$n" --concurrency "$CONC" --hold-secs 86400 \
+    --attempt-timeout-secs 30 --client-ip-base "127.$((layer * 8)).0.0" --client-ip-count 256 --progress-every 50000 \
+    "${KEEP[@]}" --json "$OUT/layer$layer.json" >"$OUT/layer$layer.txt" 2>"$OUT/layer$layer.err" &
+  CLIENT_PIDS+=($!)
+  t0=$(date +%s)
+  until grep -q 'holding' "$OUT/layer$layer.err" 2>/dev/null; do
+    if ! kill -0 "${CLIENT_PIDS[-1]}" 2>/dev/null; then echo "layer $layer ended early:"; tail -5 "$OUT/layer$layer.err" "$OUT/layer$layer.txt"; break 2; fi
+    if [ -s "$OUT/watchdog.txt" ]; then break 2; fi
+    sleep 1
+  done
+  echo "   held after $(( $(date +%s) - t0 )) s; settling ${SETTLE} s"
+  sleep "$SETTLE"
+  sample "$step"
+  prev=$step
+done
+
+echo "== interrupting the layers (they close what they hold and write their results)"
+for p in "${CLIENT_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+for p in "${CLIENT_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+CLIENT_PIDS=()
+sleep 4
+sample "closed"
+
+python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
+import json, os, sys, glob
+out = sys.argv[1]
+rows = [json.loads(l) for l in open(os.path.join(out, 'samples.jsonl'))]
+print(open(os.path.join(out, 'machine.txt')).read().strip())
+KiB = 1024.0
+def kern(r):
+    m = r['meminfo']
+    return {'slab': m['Slab'], 'sunreclaim': m['SUnreclaim'], 'sreclaimable': m['SReclaimable'], 'stack': m['KernelStack'],
+            'pagetables': m['PageTables'], 'tcpmem': r['sockstat'].get('mem', 0) * 4096}
+base = rows[0]
+print("%9s %9s %7s | %-27s | %-27s | %-33s | %6s %6s | %s" % ("held", "server", "avail", "server KiB/conn (anon file)", "client KiB/conn (anon file)",
+      "kernel KiB/conn (slab unrecl tcp)", "+srv", "+cli", "server accounting"))
+prev = base
+for r in rows[1:]:
+    if r['label'] == 'closed': continue
+    est = r['metrics'].get('established_connections') or 0
+    held = int(r['label'])
+    def per(a, b, n):
+        return (a - b) / KiB / max(n, 1)
+    s, c, k, bk = r['server'], r['client'], kern(r), kern(base)
+    ps, pc, pk = prev['server'], prev['client'], kern(prev)
+    dn = est - (prev['metrics'].get('established_connections') or 0)
+    print("%9d %9d %5.1fG | %6.2f (%5.2f %5.2f)       | %6.2f (%5.2f %5.2f)       | %6.2f (%5.2f %5.2f %5.2f)        | %6.2f %6.2f | accepted %s, estab_total %s, timeouts %s, rejections %s, shed %s" % (
+        held, est, r['meminfo']['MemAvailable'] / 2**30,
+        per(s['VmRSS'], base['server']['VmRSS'], est), per(s['RssAnon'], base['server']['RssAnon'], est), per(s['RssFile'], base['server']['RssFile'], est),
+        per(c['VmRSS'], 0, est), per(c['RssAnon'], 0, est), per(c['RssFile'], 0, est),
+        per(k['slab'] + k['stack'] + k['pagetables'] + k['tcpmem'], bk['slab'] + bk['stack'] + bk['pagetables'] + bk['tcpmem'], est),
+        per(k['slab'], bk['slab'], est), per(k['sunreclaim'], bk['sunreclaim'], est), per(k['tcpmem'], bk['tcpmem'], est),
+        per(s['VmRSS'], ps['VmRSS'], dn), per(c['VmRSS'], pc['VmRSS'], dn),
+        r['metrics'].get('accepted_connections'), r['metrics'].get('established_total'), r['metrics'].get('handshake_timeouts'),
+        r['metrics'].get('handshake_rejections'),
+        sum((r['metrics'].get(x) or 0) for x in ('shed_connection_limit', 'shed_handshake_per_source', 'shed_handshake_overflow', 'shed_handshake_global'))))
+    prev = r
+top = [r for r in rows if r['label'] not in ('0', 'closed')]
+if top:
+    t = top[-1]
+    print("top plateau: %d established (server METRICS), sockets in use (TCP, both ends) %d, TCP buffer pages %d; slab objects per held connection:" % (
+        t['metrics'].get('established_connections') or 0, t['sockstat'].get('inuse', 0), t['sockstat'].get('mem', 0)))
+    est = max(t['metrics'].get('established_connections') or 1, 1)
+    print("   " + ", ".join("%s %.2f × %d B" % (k, (v['objects'] - base['slabs'].get(k, {'objects': 0})['objects']) / est, v['size'])
+                          for k, v in sorted(t['slabs'].items())))
+held = 0
+for f in sorted(glob.glob(os.path.join(out, 'layer*.json'))):
+    try: j = json.load(open(f))
+    except Exception as e:
+        print("%s: unreadable (%s)" % (os.path.basename(f), e)); continue
+    a, h = j.get('attempts', {}), j.get('hold') or {}
+    held += h.get('held', 0)
+    print("%s: %d attempted, %d established, %d failed %s; ramp %s, held %d, still open at the end %s; client CPU per attempt %.0f µs" % (
+        os.path.basename(f), a.get('attempted', 0), a.get('succeeded', 0), a.get('failed', 0), a.get('failure_reasons', {}),
+        (h.get('ramp_time') or {}).get('text'), h.get('held', 0), h.get('still_open_at_end'),
+        (j.get('client_cpu') or {}).get('ns', 0) / 1e3 / max(a.get('attempted', 1), 1)))
+print("held by the clients at once: %d; server accounting at the top: %s" % (held, "exact" if top and held == (top[-1]['metrics'].get('established_connections') or -1) else "MISMATCH"))
+PY
