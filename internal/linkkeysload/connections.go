@@ -74,7 +74,11 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	if cfg.Rate > 0 {
 		ec.Rate, ec.Phase, ec.LateThreshold = seg.Rate(cfg.Rate), seg.Offset(), LateThreshold
 	}
-	restoreGC := tuneGC(gcPercentRamp)
+	pct := gcPercentChurn // bare sockets: a small live heap, like handshake-bench
+	if cfg.KeepTLS {
+		pct = gcPercentRamp
+	}
+	restoreGC := tuneGC(pct)
 	run, err := execute(ctx, ec, count == 0)
 	restoreGC()
 	if err != nil {

@@ -106,10 +106,11 @@ func procChildren(pid int) []int {
 // handshake leaves about 30 KB of garbage on the client, and handshake-bench and ddos hold almost
 // nothing live (at most --concurrency handshakes in flight), so with the default GOGC=100 the
 // collector runs hundreds of times a second; measured on the 2-core machine, GOGC=800 cut the
-// client's CPU per handshake by about 15 % (300 µs to 250 µs) for a few MB of heap. The connections
-// ramp holds a growing live heap (every established connection), so it only doubles the percent
-// there; the held-RSS figure is taken after a forced GC either way. An explicit GOGC in the
-// environment always wins.
+// client's CPU per handshake by about 15 % (300 µs to 250 µs) for a few MB of heap. A connections
+// ramp that keeps each connection's TLS state (--keep-tls-state) holds a growing live heap, so it
+// only doubles the percent; one that keeps bare sockets (the default) holds a few hundred bytes a
+// connection and paces like handshake-bench. The held-RSS figure is taken after a forced GC either
+// way. An explicit GOGC in the environment always wins.
 const (
 	gcPercentChurn = 800
 	gcPercentRamp  = 200

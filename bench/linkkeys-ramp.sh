@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The 200,000-connection ramp against the isolated handshake rate, measured in the same run.
+#
+#   1. isolated: a fresh one-process scale-profile server, `handshake-bench --duration-secs 15
+#      --concurrency 256` (full handshakes, connect + handshake + close, nothing held)
+#   2. ramp: a fresh `server --processes $PROCS` (scale profile), `connections --count 200000
+#      --concurrency 3000 --hold-secs 5`, its ramp time from the result file
+#   and the ratio: (200,000 / ramp seconds) / isolated handshakes per second.
+#
+# VARIANTS lists the settings to compare, each a word: "default" runs the binary as built,
+# "gomaxprocs=N" sets GOMAXPROCS=N in the environment of the server and the client (and so of
+# every server child and client worker). Each variant runs both steps; ROUNDS repeats the lot, the
+# variants interleaved, so a noisy machine hits them alike.
+#
+# Usage: bench/linkkeys-ramp.sh                               default only, one round (~3 min)
+#        VARIANTS="default gomaxprocs=2" ROUNDS=2 bench/linkkeys-ramp.sh
+#        COUNT=50000 bench/linkkeys-ramp.sh                   a smaller ramp
+# Needs: go, python3. Run it on a quiet machine: the figures are CPU-bound.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-${TMPDIR:-/tmp}/linkkeys-ramp-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+BIN="$OUT/linkkeys-loadtest"
+go build -o "$BIN" ./cmd/linkkeys-loadtest
+ulimit -n "$(ulimit -Hn)"
+
+COUNT=${COUNT:-200000} PROCS=${PROCS:-12} ROUNDS=${ROUNDS:-1} VARIANTS=${VARIANTS:-default} HS_SECS=${HS_SECS:-15}
+SCALE_ENV=(TCP_MAX_CONNECTIONS=$((COUNT * 11 / 10)) TCP_HANDSHAKE_CONCURRENCY=1024
+  TCP_HANDSHAKE_RATE_PER_MINUTE=6000000 TCP_HANDSHAKE_BURST=1000000
+  TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND=100000 TCP_HANDSHAKE_GLOBAL_BURST=200000)
+CLEAN_ENV=(-u GOMAXPROCS -u GOGC)
+for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
+
+SERVER_PID=""
+stop_server() {
+  if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""; fi
+}
+trap stop_server EXIT
+start_server() { # start_server NAME VARENV... -- FLAGS...
+  local name=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  rm -f "$OUT/$name-info.json"
+  env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "${envs[@]}" "$BIN" server --info-file "$OUT/$name-info.json" \
+    --db-path "$OUT/$name.sqlite3" --metrics-interval-secs 5 "$@" >"$OUT/$name-server.log" 2>"$OUT/$name-server.err" &
+  SERVER_PID=$!
+  for _ in $(seq 1 300); do
+    [ -s "$OUT/$name-info.json" ] && grep -q '^METRICS ' "$OUT/$name-server.log" && return 0
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/$name-server.err" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "server $name not ready" >&2; exit 1
+}
+
+python3 -c 'import os,platform; print("machine: %s, %d cores, kernel %s, load %s" % ([l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0], os.cpu_count(), platform.release(), open("/proc/loadavg").read().split()[:3]))' | tee "$OUT/machine.txt"
+for round in $(seq 1 "$ROUNDS"); do
+  for v in $VARIANTS; do
+    venv=()
+    case $v in
+      default) ;;
+      gomaxprocs=*) venv=(GOMAXPROCS="${v#gomaxprocs=}") ;;
+      *) echo "unknown variant $v" >&2; exit 2 ;;
+    esac
+    tag="r$round-$v"
+    echo "== $tag: isolated handshake-bench"
+    start_server "$tag-hs" "${venv[@]}" --
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" handshake-bench --info-file "$OUT/$tag-hs-info.json" --duration-secs "$HS_SECS" \
+      --concurrency 256 --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$tag-hs.json" >"$OUT/$tag-hs.txt"
+    stop_server
+    echo "== $tag: ramp to $COUNT against $PROCS server processes"
+    start_server "$tag-ramp" "${venv[@]}" -- --processes "$PROCS"
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" connections --info-file "$OUT/$tag-ramp-info.json" --count "$COUNT" --concurrency 3000 \
+      --hold-secs 5 --attempt-timeout-secs 20 --client-ip-base 127.0.1.0 --client-ip-count 64 \
+      --json "$OUT/$tag-ramp.json" >"$OUT/$tag-ramp.txt" || true
+    stop_server
+  done
+done
+
+python3 - "$OUT" "$COUNT" <<'PY' | tee "$OUT/summary.txt"
+import json, os, sys, glob, re
+out, count = sys.argv[1], int(sys.argv[2])
+print("%-22s %12s %12s %8s %10s %22s %22s" % ("run", "isolated/s", "ramp/s", "ratio", "ramp", "hs CPU µs (cli+srv)", "ramp CPU µs (cli+srv)"))
+for hs in sorted(glob.glob(os.path.join(out, "*-hs.json"))):
+    tag = os.path.basename(hs)[:-len("-hs.json")]
+    h = json.load(open(hs))
+    try: r = json.load(open(os.path.join(out, tag + "-ramp.json")))
+    except OSError: continue
+    hb = h["handshakes"]
+    rate = hb["handshakes_per_sec"]
+    ramp = r["hold"]["ramp_time"]["ns"] / 1e9
+    ok = r["attempts"]["succeeded"]
+    def cpu(j, n):
+        c = (j.get("client_cpu") or {}).get("ns", 0) / 1e3 / max(n, 1)
+        s = (j.get("server_cpu") or {}).get("ns", 0) / 1e3 / max(n, 1)
+        return "%.0f + %.0f" % (c, s)
+    print("%-22s %12.1f %12.1f %7.1f%% %9.1fs %22s %22s  (%d of %d established)" % (
+        tag, rate, ok / ramp, 100 * ok / ramp / rate, ramp, cpu(h, hb["completed"]), cpu(r, r["attempts"]["attempted"]), ok, count))
+PY
