@@ -71,12 +71,27 @@ SCALE_ENV=(TCP_MAX_CONNECTIONS=$((TOP * 11 / 10)) TCP_HANDSHAKE_CONCURRENCY=1024
 CLEAN_ENV=()
 for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
 
+# The loopback device queues received packets per CPU up to net.core.netdev_max_backlog (1,000 by
+# default) and drops the rest (/proc/net/softnet_stat). A saturated 2-core machine ramping to a
+# million connections overflows it, and every drop is a retransmission later. Raise it for the run
+# (BACKLOG=keep leaves it alone); the drops are counted at every plateau either way.
+OLD_BACKLOG=$(cat /proc/sys/net/core/netdev_max_backlog)
+if [ "${BACKLOG:-65536}" != keep ] && [ "$OLD_BACKLOG" -lt "${BACKLOG:-65536}" ]; then
+  if echo "${BACKLOG:-65536}" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null; then
+    echo "== net.core.netdev_max_backlog $OLD_BACKLOG -> ${BACKLOG:-65536} for the run"
+  else
+    echo "== net.core.netdev_max_backlog stays $OLD_BACKLOG (not writable here)"
+  fi
+fi
+restore_backlog() { echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true; }
+
 SERVER_PID="" CLIENT_PIDS=() WATCHDOG_PID=""
 cleanup() {
   [ -n "$WATCHDOG_PID" ] && kill "$WATCHDOG_PID" 2>/dev/null || true
   for p in "${CLIENT_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
   for p in "${CLIENT_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  restore_backlog
 }
 trap cleanup EXIT
 
@@ -153,6 +168,17 @@ try:
         if f[0] in ('TCP', 'sock_inode_cache', 'filp', 'dentry', 'eventpoll_epi', 'eventpoll_pwq', 'skbuff_head_cache', 'tcp_bind_bucket', 'tcp_bind2_bucket'):
             slabs[f[0]] = {'objects': int(f[2]), 'size': int(f[3])}
 except OSError: pass
+drops = sum(int(l.split()[1], 16) for l in open('/proc/net/softnet_stat'))
+def snmp(path):
+    d, lines = {}, open(path).read().splitlines()
+    for h, v in zip(lines[0::2], lines[1::2]):
+        p = h.split(':')[0]
+        for k, x in zip(h.split()[1:], v.split()[1:]):
+            d[p + '.' + k] = int(x)
+    return d
+net = {**snmp('/proc/net/snmp'), **snmp('/proc/net/netstat')}
+net = {k: net.get(k, 0) for k in ('Tcp.RetransSegs', 'Tcp.EstabResets', 'TcpExt.TCPAbortOnTimeout', 'TcpExt.ListenOverflows', 'TcpExt.TCPSynRetrans')}
+net['softnet_dropped'] = drops
 m = None
 for l in open(os.path.join(out, 'server.log')):
     if l.startswith('METRICS '): m = l
@@ -162,7 +188,7 @@ keys = ('established_connections', 'open_connections', 'accepted_connections', '
         'shed_handshake_global', 'frame_buffer_bytes', 'process_rss_bytes')
 print(json.dumps({'label': label, 'time': time.time(), 'server': total(server_pids), 'client': total(client_pids),
     'meminfo': {k: mem[k] for k in ('MemAvailable', 'Slab', 'SReclaimable', 'SUnreclaim', 'KernelStack', 'PageTables', 'AnonPages')},
-    'sockstat': sock.get('TCP', {}), 'slabs': slabs, 'metrics': {k: m.get(k) for k in keys}}))
+    'sockstat': sock.get('TCP', {}), 'slabs': slabs, 'net': net, 'metrics': {k: m.get(k) for k in keys}}))
 PY
 }
 
@@ -230,6 +256,9 @@ for r in rows[1:]:
         r['metrics'].get('handshake_rejections'),
         sum((r['metrics'].get(x) or 0) for x in ('shed_connection_limit', 'shed_handshake_per_source', 'shed_handshake_overflow', 'shed_handshake_global'))))
     prev = r
+print("network counters since the start (loopback backlog drops, retransmissions, resets, aborts):")
+for r in rows[1:]:
+    print("   %-8s %s" % (r['label'], ", ".join("%s %d" % (k, r['net'][k] - base['net'][k]) for k in sorted(r['net']))))
 top = [r for r in rows if r['label'] not in ('0', 'closed')]
 if top:
     t = top[-1]

@@ -31,7 +31,11 @@ type ListenOptions struct {
 // Listen opens a TCP listener on addr. It returns the listener and, when
 // setting the backlog failed, a non-nil warning (the listener still works).
 func Listen(ctx context.Context, addr string, opt ListenOptions) (ln *net.TCPListener, backlogErr error, err error) {
-	lc := net.ListenConfig{}
+	// KeepAlive -1: no SO_KEEPALIVE on accepted sockets, as upstream. Go's default (probes after
+	// 15 s idle, every 15 s) would cost a held million connections about 130,000 loopback packets
+	// a second, and on a saturated machine the lost probes abort healthy idle connections
+	// (docs/load-testing.md, One million connections).
+	lc := net.ListenConfig{KeepAlive: -1}
 	if opt.ReusePort {
 		if reusePortControl == nil {
 			return nil, nil, ErrReusePort
