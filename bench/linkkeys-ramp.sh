@@ -9,7 +9,9 @@
 #
 # VARIANTS lists the settings to compare, each a word: "default" runs the binary as built,
 # "gomaxprocs=N" sets GOMAXPROCS=N in the environment of the server and the client (and so of
-# every server child and client worker). Each variant runs both steps; ROUNDS repeats the lot, the
+# every server child and client worker), "backlog=N" sets net.core.netdev_max_backlog to N for
+# that variant's steps (restored afterwards). Loopback packets dropped at that backlog
+# (/proc/net/softnet_stat) are counted during each ramp and printed. Each variant runs both steps; ROUNDS repeats the lot, the
 # variants interleaved, so a noisy machine hits them alike.
 #
 # Usage: bench/linkkeys-ramp.sh                               default only, one round (~3 min)
@@ -34,10 +36,12 @@ CLEAN_ENV=(-u GOMAXPROCS -u GOGC)
 for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
 
 SERVER_PID=""
+OLD_BACKLOG=$(cat /proc/sys/net/core/netdev_max_backlog)
 stop_server() {
   if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""; fi
 }
-trap stop_server EXIT
+trap 'stop_server; echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true' EXIT
+drops() { awk '{ s += strtonum("0x" $2) } END { print s }' /proc/net/softnet_stat; }
 start_server() { # start_server NAME VARENV... -- FLAGS...
   local name=$1; shift
   local envs=()
@@ -58,9 +62,11 @@ python3 -c 'import os,platform; print("machine: %s, %d cores, kernel %s, load %s
 for round in $(seq 1 "$ROUNDS"); do
   for v in $VARIANTS; do
     venv=()
+    echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true
     case $v in
       default) ;;
       gomaxprocs=*) venv=(GOMAXPROCS="${v#gomaxprocs=}") ;;
+      backlog=*) echo "${v#backlog=}" >/proc/sys/net/core/netdev_max_backlog || { echo "cannot set netdev_max_backlog" >&2; exit 2; } ;;
       *) echo "unknown variant $v" >&2; exit 2 ;;
     esac
     tag="r$round-$v"
@@ -71,9 +77,11 @@ for round in $(seq 1 "$ROUNDS"); do
     stop_server
     echo "== $tag: ramp to $COUNT against $PROCS server processes"
     start_server "$tag-ramp" "${venv[@]}" -- --processes "$PROCS"
+    d0=$(drops)
     env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" connections --info-file "$OUT/$tag-ramp-info.json" --count "$COUNT" --concurrency 3000 \
       --hold-secs 5 --attempt-timeout-secs 20 --client-ip-base 127.0.1.0 --client-ip-count 64 \
       --json "$OUT/$tag-ramp.json" >"$OUT/$tag-ramp.txt" || true
+    echo $(( $(drops) - d0 )) >"$OUT/$tag-ramp.drops"
     stop_server
   done
 done
@@ -81,7 +89,7 @@ done
 python3 - "$OUT" "$COUNT" <<'PY' | tee "$OUT/summary.txt"
 import json, os, sys, glob, re
 out, count = sys.argv[1], int(sys.argv[2])
-print("%-22s %12s %12s %8s %10s %22s %22s" % ("run", "isolated/s", "ramp/s", "ratio", "ramp", "hs CPU µs (cli+srv)", "ramp CPU µs (cli+srv)"))
+print("%-22s %12s %12s %8s %10s %22s %22s %10s" % ("run", "isolated/s", "ramp/s", "ratio", "ramp", "hs CPU µs (cli+srv)", "ramp CPU µs (cli+srv)", "lo drops"))
 for hs in sorted(glob.glob(os.path.join(out, "*-hs.json"))):
     tag = os.path.basename(hs)[:-len("-hs.json")]
     h = json.load(open(hs))
@@ -95,6 +103,8 @@ for hs in sorted(glob.glob(os.path.join(out, "*-hs.json"))):
         c = (j.get("client_cpu") or {}).get("ns", 0) / 1e3 / max(n, 1)
         s = (j.get("server_cpu") or {}).get("ns", 0) / 1e3 / max(n, 1)
         return "%.0f + %.0f" % (c, s)
-    print("%-22s %12.1f %12.1f %7.1f%% %9.1fs %22s %22s  (%d of %d established)" % (
-        tag, rate, ok / ramp, 100 * ok / ramp / rate, ramp, cpu(h, hb["completed"]), cpu(r, r["attempts"]["attempted"]), ok, count))
+    try: drops = open(os.path.join(out, tag + "-ramp.drops")).read().strip()
+    except OSError: drops = "?"
+    print("%-22s %12.1f %12.1f %7.1f%% %9.1fs %22s %22s %10s  (%d of %d established)" % (
+        tag, rate, ok / ramp, 100 * ok / ramp / rate, ramp, cpu(h, hb["completed"]), cpu(r, r["attempts"]["attempted"]), drops, ok, count))
 PY
