@@ -5,9 +5,7 @@ package linkkeysserver
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,24 +26,13 @@ const eventfdID = -1
 
 // poller holds parked connections: an epoll set of their sockets (one-shot,
 // level-triggered, alongside Go's own netpoller registration of the same
-// fds) and a hashed timer wheel of their idle deadlines. One goroutine
-// collects the set's events, starts a serving goroutine for each socket that
-// becomes readable, and closes the ones whose idle deadline has passed.
-//
-// The goroutine never blocks in epoll_wait: the epoll descriptor itself is
-// registered with Go's netpoller (an epoll set is readable while it has
-// events), the goroutine parks there like any network read, with a
-// wheelTick read deadline, and then takes the events with a zero-timeout
-// epoll_wait. A blocking epoll_wait would hold the goroutine's P inside the
-// system call until the runtime's sysmon thread takes it back (20 µs to
-// 10 ms later): with GOMAXPROCS=1 nothing else runs meanwhile, and under
-// load the hand-offs (sysmon's sleeps, futex wake-ups, thread switches) cost
-// more CPU per handshake than the poller's own work.
+// fds) and a hashed timer wheel of their idle deadlines. One goroutine waits
+// in epoll_wait with a wheelTick timeout, starts a serving goroutine for each
+// socket that becomes readable, and closes the ones whose idle deadline has
+// passed.
 type poller struct {
 	srv  *Server
 	epfd int
-	ep   *os.File        // epfd, registered with Go's netpoller
-	rc   syscall.RawConn // ep's raw connection: waits for readability
 	evfd int
 	done chan struct{}
 
@@ -73,25 +60,7 @@ func newPoller(s *Server) (*poller, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("linkkeysserver: epoll_ctl eventfd: %w", err)
 	}
-	// Non-blocking, so os.NewFile registers it with the netpoller.
-	if err := unix.SetNonblock(epfd, true); err != nil {
-		unix.Close(evfd)
-		unix.Close(epfd)
-		return nil, fmt.Errorf("linkkeysserver: epoll descriptor non-blocking: %w", err)
-	}
-	ep := os.NewFile(uintptr(epfd), "linkkeysserver-epoll")
-	rc, err := ep.SyscallConn()
-	if err == nil {
-		// A descriptor the netpoller refused would make the waits below
-		// block a thread; refuse it here instead.
-		err = ep.SetReadDeadline(time.Now().Add(time.Hour))
-	}
-	if err != nil {
-		unix.Close(evfd)
-		ep.Close()
-		return nil, fmt.Errorf("linkkeysserver: epoll descriptor in Go's netpoller: %w", err)
-	}
-	p := &poller{srv: s, epfd: epfd, ep: ep, rc: rc, evfd: evfd, done: make(chan struct{})}
+	p := &poller{srv: s, epfd: epfd, evfd: evfd, done: make(chan struct{})}
 	p.cur = s.mono() / int64(wheelTick)
 	go p.run()
 	return p, nil
@@ -200,27 +169,14 @@ func (p *poller) run() {
 		p.fdMu.Lock()
 		p.closed = true
 		unix.Close(p.evfd)
-		p.ep.Close()
+		unix.Close(p.epfd)
 		p.fdMu.Unlock()
 	}()
 	events := make([]unix.EpollEvent, 256)
 	s := p.srv
-	var tick time.Time // when the wheel is next due: the wait's read deadline
 	for {
-		var n int
-		var werr error
-		if now := time.Now(); !now.Before(tick) {
-			tick = now.Add(wheelTick)
-			_ = p.ep.SetReadDeadline(tick)
-		}
-		err := p.rc.Read(func(fd uintptr) bool {
-			n, werr = unix.EpollWait(int(fd), events, 0)
-			return n > 0 || werr != nil
-		})
-		if err == nil && !errors.Is(werr, unix.EINTR) {
-			err = werr
-		}
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		n, err := unix.EpollWait(p.epfd, events, int(wheelTick/time.Millisecond))
+		if err != nil && !errors.Is(err, unix.EINTR) {
 			s.logger.Error("linkkeysserver: epoll_wait failed; parked connections are no longer served", "err", err)
 			return
 		}
