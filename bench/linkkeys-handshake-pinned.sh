@@ -23,7 +23,9 @@
 #   SECS=15 ROUNDS=1 (2 with OLD_BINARY) SERVER_CORE=0 CLIENT_CORE=1 BENCHTIME=1s
 #   PERF=1 records both processes with `perf record -g` during each run (reports under $OUT; the
 #   figures of such a run include perf's own cost and are not the ones to quote).
-#   CLIENT_GOGC, SERVER_GOGC set GOGC for that side (unset: each side's own default).
+#   CLIENT_GOGC, SERVER_GOGC set GOGC for that side (unset: each side's own default);
+#   OLD_SERVER_ENV, NEW_SERVER_ENV, OLD_CLIENT_ENV, NEW_CLIENT_ENV ("VAR=value ...") add variables
+#   to one build's side, so one binary can be compared with itself under two settings.
 # Needs: go, python3, taskset; perf for PERF=1. Run it on a quiet machine: the figures are CPU-bound.
 set -euo pipefail
 
@@ -62,10 +64,11 @@ stop_server() {
 }
 trap stop_server EXIT
 
-start_server() { # start_server BINARY NAME: the pinned one-process scale-profile server
+start_server() { # start_server BINARY NAME EXTRA_ENV...: the pinned one-process scale-profile server
   local bin=$1 name=$2
+  shift 2
   rm -f "$OUT/$name-info.json"
-  env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "${SERVER_ENV[@]}" taskset -c "$SERVER_CORE" "$bin" server \
+  env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "${SERVER_ENV[@]}" "$@" taskset -c "$SERVER_CORE" "$bin" server \
     --info-file "$OUT/$name-info.json" --db-path "$OUT/$name.sqlite3" --metrics-interval-secs 5 \
     >"$OUT/$name-server.log" 2>"$OUT/$name-server.err" &
   SERVER_PID=$!
@@ -84,12 +87,18 @@ crypto() { # crypto NAME: the per-operation benchmarks on one core
 }
 
 run() { # run BUILD ROUND: one pinned server and one pinned handshake-bench
-  local build=$1 r=$2 bin=$NEW name
-  [ "$build" = old ] && bin=$OLD
+  local build=$1 r=$2 bin=$NEW name senv=() cenv=()
+  read -r -a senv <<<"${NEW_SERVER_ENV:-}"
+  read -r -a cenv <<<"${NEW_CLIENT_ENV:-}"
+  if [ "$build" = old ]; then
+    bin=$OLD
+    read -r -a senv <<<"${OLD_SERVER_ENV:-}"
+    read -r -a cenv <<<"${OLD_CLIENT_ENV:-}"
+  fi
   name=$build-$r
-  start_server "$bin" "$name"
+  start_server "$bin" "$name" "${senv[@]}"
   echo "== $name: server pid $SERVER_PID ($(taskset -pc "$SERVER_PID" | sed 's/.*: //')), client on core $CLIENT_CORE"
-  env "${CLEAN_ENV[@]}" "${CLIENT_ENV[@]}" taskset -c "$CLIENT_CORE" "$bin" handshake-bench \
+  env "${CLEAN_ENV[@]}" "${CLIENT_ENV[@]}" "${cenv[@]}" taskset -c "$CLIENT_CORE" "$bin" handshake-bench \
     --info-file "$OUT/$name-info.json" --duration-secs "$SECS" --concurrency 256 \
     --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$name.json" >"$OUT/$name.txt" 2>"$OUT/$name.err" &
   local cpid=$! perfs=()
@@ -128,24 +137,33 @@ crypto after
 python3 - "$OUT" "$ROUNDS" "${BUILDS[@]}" <<'PY'
 import json, os, re, sys
 out, rounds, builds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-bench = {}
+bench, wall = {}, {}
 for when in ("before", "after"):
     for line in open(os.path.join(out, "crypto-%s.txt" % when)):
         m = re.match(r"^Benchmark(\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
-        if m:
-            bench[m.group(1)] = min(bench.get(m.group(1), float("inf")), float(m.group(3)))
+        if not m:
+            continue
+        # CPU time per operation (cpu-ns/op) when the benchmark reports it: the e2e figures are CPU
+        # time too, so the ratios hold when other processes take the cores; else wall time.
+        c = re.search(r"([\d.]+) cpu-ns/op", line)
+        k = m.group(1)
+        bench[k] = min(bench.get(k, float("inf")), float(c.group(1) if c else m.group(3)))
+        wall[k] = min(wall.get(k, float("inf")), float(m.group(3)))
 S, C = bench["HandshakeCryptoServer"], bench["HandshakeCryptoClient"]
-print("== crypto per full handshake, one core (faster of before/after):")
+print("== crypto per full handshake, one core, CPU time per operation (faster of before/after; wall ns/op in brackets):")
 for k in ("X25519KeyGen", "X25519SharedSecret", "Ed25519SignCertificateVerify", "Ed25519VerifyCertificateVerify"):
-    print("   %-32s %7.1f µs" % (k, bench[k] / 1e3))
+    print("   %-32s %7.1f µs  (%.1f)" % (k, bench[k] / 1e3, wall[k] / 1e3))
 print("   server (keygen + shared + sign)   %7.1f µs: at most %.0f handshakes per server core-second" % (S / 1e3, 1e9 / S))
 print("   client (keygen + shared + verify) %7.1f µs: at most %.0f handshakes per client core-second" % (C / 1e3, 1e9 / C))
 bound = 1e9 / max(S, C)
 print("   bound, one core per side: %.0f full handshakes/s" % bound)
 rows = {}
-print("== end to end (server core, client core; GOMAXPROCS=1 each)")
-print("   %-6s %10s %6s %9s %9s %13s %13s %7s %7s %7s" % ("run", "hs/s", "failed", "srv µs/hs", "cli µs/hs",
-      "hs/srv core-s", "hs/cli core-s", "%bound", "%srv", "%cli"))
+print("== end to end (server core, client core; GOMAXPROCS=1 each). %bound: hs/s over the bound (wall: the")
+print("   cores are shared with whatever else runs); %cpu: the same with each side's measured CPU per handshake,")
+print("   1/max(server, client) over the bound (what the pair does per core-second); %srv, %cli: each side's own")
+print("   crypto over its CPU per handshake")
+print("   %-6s %8s %6s %9s %9s %13s %13s %7s %7s %7s %7s" % ("run", "hs/s", "failed", "srv µs/hs", "cli µs/hs",
+      "hs/srv core-s", "hs/cli core-s", "%bound", "%cpu", "%srv", "%cli"))
 for r in range(1, rounds + 1):
     for b in builds:
         d = json.load(open(os.path.join(out, "%s-%d.json" % (b, r))))
@@ -155,9 +173,9 @@ for r in range(1, rounds + 1):
         srv = d["server_cpu"]["ns"] / n if d.get("server_cpu") else float("nan")
         cli = d["client_cpu"]["ns"] / n
         rows[(b, r)] = (rate, srv, cli)
-        print("   %-6s %10.1f %6d %9.1f %9.1f %13.0f %13.0f %6.1f%% %6.1f%% %6.1f%%" % (
+        print("   %-6s %8.1f %6d %9.1f %9.1f %13.0f %13.0f %6.1f%% %6.1f%% %6.1f%% %6.1f%%" % (
             "%s-%d" % (b, r), rate, h["failed"], srv / 1e3, cli / 1e3, 1e9 / srv, 1e9 / cli,
-            100 * rate / bound, 100 * S / srv, 100 * C / cli))
+            100 * rate / bound, 100 * max(S, C) / max(srv, cli), 100 * S / srv, 100 * C / cli))
 if len(builds) == 2:
     print("== new/old per round (rate; CPU per handshake, server and client)")
     for r in range(1, rounds + 1):
