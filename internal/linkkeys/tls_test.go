@@ -286,3 +286,34 @@ func TestTLSOverPipe(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// What a full handshake between our two configurations negotiates, which the crypto benchmarks
+// (handshake_bench_test.go) model: TLS 1.3, X25519 alone (no hybrid, no P-256 key share), a
+// SHA-256 cipher suite and the server's Ed25519 certificate key, so one Ed25519 CertificateVerify.
+func TestTLSNegotiatesX25519Ed25519(t *testing.T) {
+	key := newKey(t)
+	cert, _ := SelfSignedCert("loadtest.local", key, time.Time{}, time.Time{})
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	done := make(chan error, 1)
+	go func() { done <- tls.Server(a, ServerTLSConfig(cert)).Handshake() }()
+	c := tls.Client(b, ClientTLSConfig("loadtest.local", Fingerprint(key.Public().(ed25519.PublicKey))))
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cs := c.ConnectionState()
+	if cs.Version != tls.VersionTLS13 || cs.CurveID != tls.X25519 || cs.DidResume {
+		t.Errorf("version %s, key exchange %v, resumed %v; want TLS 1.3, X25519, a full handshake",
+			tls.VersionName(cs.Version), cs.CurveID, cs.DidResume)
+	}
+	if cs.CipherSuite != tls.TLS_AES_128_GCM_SHA256 && cs.CipherSuite != tls.TLS_CHACHA20_POLY1305_SHA256 {
+		t.Errorf("cipher suite %s, want a SHA-256 suite", tls.CipherSuiteName(cs.CipherSuite))
+	}
+	if _, ok := cs.PeerCertificates[0].PublicKey.(ed25519.PublicKey); !ok {
+		t.Errorf("server certificate key %T, want Ed25519", cs.PeerCertificates[0].PublicKey)
+	}
+}

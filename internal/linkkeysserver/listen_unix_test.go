@@ -5,43 +5,52 @@ package linkkeysserver
 import (
 	"context"
 	"net"
-	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// TestListenAcceptsWithoutKeepAlive: accepted sockets carry no SO_KEEPALIVE, as upstream's
-// (Go's listener would otherwise probe every idle connection every 15 s).
-func TestListenAcceptsWithoutKeepAlive(t *testing.T) {
+// Accepted sockets are set up as upstream's: TCP_NODELAY on, SO_KEEPALIVE off.
+func TestListenAcceptedSocketOptions(t *testing.T) {
 	ln, _, err := Listen(context.Background(), "127.0.0.1:0", ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	dialed := make(chan error, 1)
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			defer c.Close()
+			var b [1]byte
+			_, _ = c.Read(b[:]) // until the server side closes
+		}
+		dialed <- err
+	}()
+	c, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	sc, err := ln.Accept()
+	rc, err := c.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sc.Close()
-	raw, err := sc.(syscall.Conn).SyscallConn()
-	if err != nil {
+	var keepAlive, noDelay int
+	var kerr, nerr error
+	if err := rc.Control(func(fd uintptr) {
+		keepAlive, kerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+		noDelay, nerr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	}); err != nil {
 		t.Fatal(err)
 	}
-	var on int
-	var gerr error
-	if err := raw.Control(func(fd uintptr) { on, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE) }); err != nil {
+	_ = c.Close()
+	if err := <-dialed; err != nil {
 		t.Fatal(err)
 	}
-	if gerr != nil {
-		t.Fatal(gerr)
+	if kerr != nil || nerr != nil {
+		t.Fatalf("getsockopt: %v, %v", kerr, nerr)
 	}
-	if on != 0 {
-		t.Fatalf("SO_KEEPALIVE = %d on an accepted socket, want 0", on)
+	if keepAlive != 0 || noDelay == 0 {
+		t.Errorf("accepted socket: SO_KEEPALIVE %d (want 0, as upstream), TCP_NODELAY %d (want on)", keepAlive, noDelay)
 	}
 }

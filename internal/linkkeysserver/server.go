@@ -67,7 +67,20 @@ type Server struct {
 	fixed    fixedResponses
 	loadKeys Loader
 	loadRevs Loader
+	hsJobs   chan hsJob    // admitted connections handed to an idle handshaker
+	quit     chan struct{} // closed by the first Shutdown or Close: idle handshakers exit
 }
+
+// hsJob is an admitted connection waiting for its TLS handshake.
+type hsJob struct {
+	nc   net.Conn
+	peer netip.Addr
+	src  uint8
+}
+
+// handshakerIdle is how long a handshaker waits for the next admitted
+// connection before it exits.
+const handshakerIdle = time.Second
 
 func (s *Server) init() error {
 	s.initOnce.Do(func() {
@@ -105,6 +118,8 @@ func (s *Server) init() error {
 		s.fixed = buildFixedResponses()
 		s.loadKeys = s.loadDomainKeysSnapshot
 		s.loadRevs = s.loadRevocationsSnapshot
+		s.hsJobs = make(chan hsJob)
+		s.quit = make(chan struct{})
 		if n, ok := s.Keys.(ChangeNotifier); ok {
 			n.OnChange(s.cache.InvalidateAll)
 		}
@@ -225,7 +240,40 @@ func (s *Server) admitConn(nc net.Conn) {
 		s.srcs.at(src).admitted.Add(1)
 	}
 	s.m.handshaking.Add(1)
-	go s.handshake(nc, peer, src)
+	j := hsJob{nc: nc, peer: peer, src: src}
+	select {
+	case s.hsJobs <- j:
+	default:
+		go s.handshaker(j)
+	}
+}
+
+// handshaker runs the handshake of an admitted connection and serves it
+// until it parks or closes, then takes the next admitted connection, for as
+// long as one comes within handshakerIdle. Reusing the goroutine keeps the
+// stack crypto/tls has grown it to: a fresh goroutine per connection starts
+// small, grows by copying its stack during the handshake and frees the grown
+// stack when it exits: perf put 3 % of the server's CPU per full handshake in
+// that stack growth (docs/benchmarks.md).
+func (s *Server) handshaker(j hsJob) {
+	var idle *time.Timer
+	for {
+		s.handshake(j.nc, j.peer, j.src)
+		j = hsJob{}
+		if idle == nil {
+			idle = time.NewTimer(handshakerIdle)
+		} else {
+			idle.Reset(handshakerIdle)
+		}
+		select {
+		case j = <-s.hsJobs:
+		case <-idle.C:
+			return
+		case <-s.quit:
+			idle.Stop()
+			return
+		}
+	}
 }
 
 // rawClose closes a socket that never saw TLS and counts it closed.
@@ -436,6 +484,9 @@ func (s *Server) Close() error {
 func (s *Server) beginClose() {
 	s.closing.Store(true)
 	s.mu.Lock()
+	if !s.closed {
+		close(s.quit)
+	}
 	s.closed = true
 	for ln := range s.lns {
 		_ = ln.Close()
