@@ -141,8 +141,9 @@ type fastReq struct {
 
 func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 	c := fc.c
+	sock := newFastSock(c)
 	br := fastReaders.Get().(*bufio.Reader)
-	br.Reset(c)
+	br.Reset(sock)
 	wbuf := make([]byte, 0, 2048)
 	scratch := make([]byte, 0, 1024)
 	var bodyBuf []byte
@@ -171,7 +172,7 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		// Answers wait while further pipelined requests are already here; never across a read
 		// that could block.
 		if len(wbuf) > 0 && !headBuffered(br) {
-			if _, err := c.Write(wbuf); err != nil {
+			if _, err := sock.Write(wbuf); err != nil {
 				return
 			}
 			wbuf = wbuf[:0]
@@ -226,7 +227,7 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 			req.authz = strings.Clone(req.authz)
 			req.host = strings.Clone(req.host)
 			if len(wbuf) > 0 {
-				if _, err := c.Write(wbuf); err != nil {
+				if _, err := sock.Write(wbuf); err != nil {
 					return
 				}
 				wbuf = wbuf[:0]
@@ -256,11 +257,11 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		}
 		br.Discard(cl)
 		if req.close {
-			c.Write(wbuf)
+			sock.Write(wbuf)
 			return
 		}
 		if len(wbuf) > fastWriteCoalesce {
-			if _, err := c.Write(wbuf); err != nil {
+			if _, err := sock.Write(wbuf); err != nil {
 				return
 			}
 			wbuf = wbuf[:0]
