@@ -12,8 +12,9 @@
 # Layout as bench/keycast-server-rpc.sh "pinned": the server on core 1 (GOMAXPROCS=1), wrk on core
 # 0 (1 thread). Server CPU is user+system time from /proc/<pid>/stat around each run.
 #
-# Output: the machine record, one line per measurement, then per build the median server CPU-µs
-# per request and the share of the signing bound it reaches (CPU per bare signature ÷ server CPU
+# Output: the machine record, one line per measurement (with perf: the server's reads and writes
+# per request), then per build the median server CPU-µs per request and the share of the signing
+# bound it reaches (CPU per bare signature ÷ server CPU
 # per request), and the per-round after/before ratios of server CPU per request.
 set -euo pipefail
 
@@ -81,22 +82,41 @@ measure() { # measure BIN -> "requests rps cpu_us_per_req non2xx"
   start_server "$1"
   KC_TOKEN=$TOKEN KC_METHOD=$METHOD KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
     taskset -c 0 wrk -t1 -c1 -d1s -s bench/keycast-rpc.lua "$URL" >/dev/null
+  local perf_pid=""
+  if [ "$HAVE_PERF" = 1 ]; then
+    perf stat -x, -e syscalls:sys_enter_read,syscalls:sys_enter_write -p "$SERVER_PID" -o "$WORK/perf.txt" \
+      -- sleep "$DUR" >/dev/null 2>&1 &
+    perf_pid=$!
+  fi
   t0=$(server_cpu_ticks)
   out=$(KC_TOKEN=$TOKEN KC_METHOD=$METHOD KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
     taskset -c 0 wrk -t1 -c"$CONN" -d"${DUR}s" -s bench/keycast-rpc.lua "$URL")
   t1=$(server_cpu_ticks)
+  local sys="- -"
+  if [ -n "$perf_pid" ]; then
+    wait "$perf_pid" || true
+    sys=$(awk -F, '/sys_enter_read/ {r = $1} /sys_enter_write/ {w = $1} END {print r + 0, w + 0}' "$WORK/perf.txt")
+  fi
   stop_server
   reqs=$(printf '%s\n' "$out" | sed -n 's/.* requests=\([0-9]*\) .*/\1/p')
   rps=$(printf '%s\n' "$out" | sed -n 's/.* rps=\([0-9]*\) .*/\1/p')
   non2xx=$(printf '%s\n' "$out" | sed -n 's/.* non2xx=\([0-9]*\) .*/\1/p')
-  echo "$reqs $rps $(python3 -c "print(round(($t1 - $t0) / $CLK_TCK * 1e6 / max($reqs, 1), 2))") ${non2xx:-0}"
+  set -- $sys
+  local per="- -"
+  [ "$1" != - ] && per=$(awk -v r="$1" -v w="$2" -v n="$reqs" 'BEGIN {printf "%.2f %.2f", r / n, w / n}')
+  echo "$reqs $rps $(python3 -c "print(round(($t1 - $t0) / $CLK_TCK * 1e6 / max($reqs, 1), 2))") ${non2xx:-0} $per"
 }
 bound() { # CPU-µs per bare signature on core 1
   taskset -c 1 "$WORK/bound.test" -test.run XXX -test.bench '^BenchmarkSchnorrSign$' -test.benchtime 2s -test.cpu 1 |
     awk '/^BenchmarkSchnorrSign/ {printf "%.2f", $5 / 1000}'
 }
 
-echo "== round binary requests rps server_cpu_us_per_req non2xx | bound_cpu_us pct_of_bound"
+# With perf (and tracepoints readable), the server's read(2) and write(2) calls are counted over
+# the run: system calls per request do not depend on the machine's noise. They are counted over
+# the wrk run's duration and divided by all its requests, so they read slightly low.
+HAVE_PERF=0
+if command -v perf >/dev/null && perf stat -e syscalls:sys_enter_read -- true >/dev/null 2>&1; then HAVE_PERF=1; fi
+echo "== round binary requests rps server_cpu_us_per_req non2xx reads_per_req writes_per_req | bound_cpu_us pct_of_bound"
 : >"$WORK/all.txt"
 for round in $(seq 1 "$ROUNDS"); do
   order="before after"
@@ -107,12 +127,12 @@ for round in $(seq 1 "$ROUNDS"); do
   for bin in before after; do
     set -- ${line[$bin]}
     [ "$4" != 0 ] && echo "WARNING: $4 non-2xx answers ($bin, round $round)" >&2
-    echo "$round $bin $1 $2 $3 $4 | $b $(awk -v b="$b" -v c="$3" 'BEGIN {printf "%.1f", 100 * b / c}')" | tee -a "$WORK/all.txt"
+    echo "$round $bin $1 $2 $3 $4 $5 $6 | $b $(awk -v b="$b" -v c="$3" 'BEGIN {printf "%.1f", 100 * b / c}')" | tee -a "$WORK/all.txt"
   done
 done
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 median() { sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.2f", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 for bin in before after; do
-  echo "== $bin: median server CPU-us/req $(awk -v b="$bin" '$2 == b {print $5}' "$WORK/all.txt" | median), median % of bound $(awk -v b="$bin" '$2 == b {print $9}' "$WORK/all.txt" | median)"
+  echo "== $bin: median server CPU-us/req $(awk -v b="$bin" '$2 == b {print $5}' "$WORK/all.txt" | median), median % of bound $(awk -v b="$bin" '$2 == b {print $11}' "$WORK/all.txt" | median), median reads/req $(awk -v b="$bin" '$2 == b {print $7}' "$WORK/all.txt" | median)"
 done
 echo "per-round after/before server CPU per request: $(awk '$2 == "before" {b[$1] = $5} $2 == "after" {a[$1] = $5} END {for (r = 1; r in a; r++) if (b[r] > 0) printf "%.3f ", a[r] / b[r]; print ""}' "$WORK/all.txt")"
