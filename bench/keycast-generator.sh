@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Cost of the Keycast load generator: requests per client CPU-second of `keycast-loadtest run`
-# next to hey and vegeta, against the same reference server, method and connection count, in one
-# run, interleaved round by round so that the machine's noise hits every tool alike.
+# next to wrk, bombardier, hey and vegeta, against the same reference server, method and
+# connection count, in one run, interleaved round by round so that the machine's noise hits every
+# tool alike.
 #
 # Usage: bench/keycast-generator.sh [rounds] [duration_seconds] [connections] [method]
 #   defaults: 3 rounds, 10 s, 50 connections, get-public-key (warm-cache: one user, so every tool
-#   sends the same request). Needs go, taskset, curl and jq. hey (github.com/rakyll/hey) and vegeta
-#   (github.com/tsenart/vegeta/v12) are installed with `go install` into a temporary GOBIN; when the
-#   module proxy refuses one, that is printed and the tool is left out.
+#   sends the same request). Needs go, taskset, curl and jq. hey (github.com/rakyll/hey), vegeta
+#   (github.com/tsenart/vegeta/v12) and bombardier (github.com/codesenberg/bombardier) are
+#   installed with `go install` into a temporary GOBIN (GOBIN_CACHE names a directory that already
+#   holds them, to skip the install); wrk comes from Debian (installed with apt-get when missing
+#   and running as root) and sends bench/keycast-rpc.lua's static request (no Lua per request).
+#   A tool that cannot be had is printed and left out.
 #
 # Layout, as docs/benchmarks.md and the machine baseline use it: the server on core 1 with
 # GOMAXPROCS=1, every client on core 0. Client CPU is user+system time of the client process
 # (bash's `time`), so requests per client CPU-second = completed requests / (user+sys).
 #
 # Output: the machine record, one line per measurement, then medians and the ratios
-# docs/benchmarks.md quotes ("ours/hey", "ours/vegeta").
+# docs/benchmarks.md quotes ("ours/wrk", "ours/bombardier", "ours/hey", "ours/vegeta"), per round
+# and of the medians.
 set -euo pipefail
 
 ROUNDS=${1:-3}
@@ -46,21 +51,28 @@ echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 go build -o "$WORK/kl" ./cmd/keycast-loadtest
 mkdir -p "$WORK/gobin"
-HAVE_HEY=0 HAVE_VEGETA=0
-if GOBIN="$WORK/gobin" go install github.com/rakyll/hey@latest >"$WORK/hey-install.log" 2>&1; then
-  HAVE_HEY=1
-else
-  echo "== hey: the module proxy refused github.com/rakyll/hey@latest: $(tail -1 "$WORK/hey-install.log")"
+HAVE_HEY=0 HAVE_VEGETA=0 HAVE_BOMBARDIER=0 HAVE_WRK=0
+# go_tool NAME MODULE: installs MODULE@latest as $WORK/gobin/NAME, or copies it from GOBIN_CACHE.
+go_tool() {
+  if [ -n "${GOBIN_CACHE:-}" ] && [ -x "$GOBIN_CACHE/$1" ]; then
+    cp "$GOBIN_CACHE/$1" "$WORK/gobin/$1"
+  elif ! GOBIN="$WORK/gobin" go install "$2@latest" >"$WORK/$1-install.log" 2>&1; then
+    echo "== $1: the module proxy refused $2@latest: $(tail -1 "$WORK/$1-install.log")"
+    return 1
+  fi
+}
+go_tool hey github.com/rakyll/hey && HAVE_HEY=1
+go_tool vegeta github.com/tsenart/vegeta/v12 && HAVE_VEGETA=1
+go_tool bombardier github.com/codesenberg/bombardier && HAVE_BOMBARDIER=1
+if ! command -v wrk >/dev/null && [ "$(id -u)" = 0 ]; then
+  apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y wrk >/dev/null 2>&1; } || true
 fi
-if GOBIN="$WORK/gobin" go install github.com/tsenart/vegeta/v12@latest >"$WORK/vegeta-install.log" 2>&1; then
-  HAVE_VEGETA=1
-else
-  echo "== vegeta: the module proxy refused github.com/tsenart/vegeta/v12@latest: $(tail -1 "$WORK/vegeta-install.log")"
-fi
+if command -v wrk >/dev/null; then HAVE_WRK=1; else echo "== wrk: not installed (apt-get install -y wrk); left out"; fi
 
-for tool in hey vegeta; do
+for tool in hey vegeta bombardier; do
   [ -x "$WORK/gobin/$tool" ] && echo "== $tool $(go version -m "$WORK/gobin/$tool" | awk '$1 == "mod" {print $2, $3}')"
 done
+[ "$HAVE_WRK" = 1 ] && echo "== wrk $(wrk --version 2>&1 | head -1)"
 
 PORT=$((20000 + RANDOM % 20000))
 URL="http://127.0.0.1:$PORT"
@@ -75,6 +87,7 @@ done
 "$WORK/kl" setup --url "$URL" --users 4 --concurrency 2 --output "$WORK/users.json" >/dev/null 2>"$WORK/setup.err" \
   || { cat "$WORK/setup.err" >&2; exit 1; }
 TOKEN=$(jq -r '.users[0].ucan_token' "$WORK/users.json")
+PUBKEY=$(jq -r '.users[0].pubkey' "$WORK/users.json")
 printf '%s' "$RPC" >"$WORK/body.json"
 printf 'POST %s/api/nostr\nAuthorization: Bearer %s\nContent-Type: application/json\n@%s\n' "$URL" "$TOKEN" "$WORK/body.json" >"$WORK/targets.txt"
 
@@ -108,6 +121,26 @@ measure_vegeta() {
   echo "vegeta $total $ok $(cpu_of "$t")"
 }
 
+measure_wrk() {
+  local t="$WORK/time.wrk"
+  { TIMEFORMAT='%R %U %S'; time KC_TOKEN=$TOKEN KC_METHOD=get_public_key KC_PUBKEY=$PUBKEY taskset -c 0 wrk -t1 \
+      -c"$CONN" -d"${DUR}s" -s bench/keycast-rpc.lua "$URL" >"$WORK/wrk.out" 2>&1; } 2>"$t"
+  local total non2xx
+  total=$(sed -n 's/.* requests=\([0-9]*\) .*/\1/p' "$WORK/wrk.out")
+  non2xx=$(sed -n 's/.* non2xx=\([0-9]*\) .*/\1/p' "$WORK/wrk.out")
+  echo "wrk ${total:-0} $((${total:-0} - ${non2xx:-0})) $(cpu_of "$t")"
+}
+measure_bombardier() {
+  local t="$WORK/time.bombardier"
+  { TIMEFORMAT='%R %U %S'; time taskset -c 0 "$WORK/gobin/bombardier" -c "$CONN" -d "${DUR}s" -m POST \
+      -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" -b "$RPC" -p r -o json \
+      "$URL/api/nostr" >"$WORK/bombardier.json" 2>"$WORK/bombardier.err"; } 2>"$t"
+  local total ok
+  total=$(jq -r '.result | .req1xx + .req2xx + .req3xx + .req4xx + .req5xx + .others' "$WORK/bombardier.json")
+  ok=$(jq -r '.result.req2xx' "$WORK/bombardier.json")
+  echo "bombardier $total $ok $(cpu_of "$t")"
+}
+
 # A short warm-up fills the server's handler cache and lets the CPU settle.
 taskset -c 0 "$WORK/kl" run --url "$URL" --users-file "$WORK/users.json" -c "$CONN" -d 2 --ramp-up 0 \
   -s warm-cache -m "$METHOD" -o "$WORK/warmup.json" >/dev/null 2>&1
@@ -116,6 +149,8 @@ echo "== measurements: round tool requests successes client_cpu_s req_per_client
 : >"$WORK/all.txt"
 for round in $(seq 1 "$ROUNDS"); do
   tools="ours"
+  [ "$HAVE_WRK" = 1 ] && tools="$tools wrk"
+  [ "$HAVE_BOMBARDIER" = 1 ] && tools="$tools bombardier"
   [ "$HAVE_HEY" = 1 ] && tools="$tools hey"
   [ "$HAVE_VEGETA" = 1 ] && tools="$tools vegeta"
   for tool in $tools; do
@@ -131,15 +166,18 @@ median() { sort -n | awk '{a[NR] = $1} END {if (NR == 0) print 0; else if (NR % 
 echo "== medians (requests per client CPU-second)"
 OURS=$(awk '$2 == "ours" {print $6}' "$WORK/all.txt" | median)
 echo "ours   $OURS"
-if [ "$HAVE_HEY" = 1 ]; then
-  HEY=$(awk '$2 == "hey" {print $6}' "$WORK/all.txt" | median)
-  echo "hey    $HEY"
-  awk -v o="$OURS" -v h="$HEY" 'BEGIN {printf "ours/hey     %.2f\n", o / h}'
-  echo "per-round ours/hey: $(awk '$2 == "ours" {o[$1] = $6} $2 == "hey" {h[$1] = $6} END {for (r in o) if (h[r] > 0) printf "%.2f ", o[r] / h[r]; print ""}' "$WORK/all.txt")"
-fi
-if [ "$HAVE_VEGETA" = 1 ]; then
-  VEG=$(awk '$2 == "vegeta" {print $6}' "$WORK/all.txt" | median)
-  echo "vegeta $VEG"
-  awk -v o="$OURS" -v v="$VEG" 'BEGIN {printf "ours/vegeta  %.2f\n", o / v}'
-  echo "per-round ours/vegeta: $(awk '$2 == "ours" {o[$1] = $6} $2 == "vegeta" {v[$1] = $6} END {for (r in o) if (v[r] > 0) printf "%.2f ", o[r] / v[r]; print ""}' "$WORK/all.txt")"
-fi
+# ratio NAME FLAG: the median and per-round ratios of ours to NAME.
+ratio() {
+  [ "$2" = 1 ] || return 0
+  local m
+  m=$(awk -v t="$1" '$2 == t {print $6}' "$WORK/all.txt" | median)
+  printf '%-10s %s\n' "$1" "$m"
+  awk -v o="$OURS" -v m="$m" -v t="$1" 'BEGIN {printf "ours/%s of the medians: %.2f\n", t, (m > 0 ? o / m : 0)}'
+  local per
+  per=$(awk -v t="$1" '$2 == "ours" {o[$1] = $6} $2 == t {h[$1] = $6} END {for (r = 1; r in o; r++) if (h[r] > 0) printf "%.3f ", o[r] / h[r]; print ""}' "$WORK/all.txt")
+  echo "per-round ours/$1: $per(median $(printf '%s\n' $per | sort -n | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f", (a[NR / 2] + a[NR / 2 + 1]) / 2}'))"
+}
+ratio wrk "$HAVE_WRK"
+ratio bombardier "$HAVE_BOMBARDIER"
+ratio hey "$HAVE_HEY"
+ratio vegeta "$HAVE_VEGETA"

@@ -222,7 +222,7 @@ func EventID(pubkeyHex string, createdAt int64, kind int, tags [][]string, conte
 // randomness as rust-nostr does. ev.PubKey must be the signer's key, and a
 // supplied ev.ID must equal the computed id.
 func SignEvent(s *Signer, ev UnsignedEvent) (Event, error) {
-	pub := s.Public().Hex()
+	pub := s.pubHex
 	if !strings.EqualFold(ev.PubKey, pub) {
 		return Event{}, fmt.Errorf("event pubkey %s does not match the signer's pubkey %s", ev.PubKey, pub)
 	}
@@ -234,22 +234,26 @@ func SignEvent(s *Signer, ev UnsignedEvent) (Event, error) {
 		tags = [][]string{}
 	}
 	id := EventID(pub, ev.CreatedAt, ev.Kind, tags, ev.Content)
-	idHex := hex.EncodeToString(id[:])
-	if ev.ID != nil && !strings.EqualFold(*ev.ID, idHex) {
-		return Event{}, fmt.Errorf("event id %s does not match the computed id %s", *ev.ID, idHex)
+	// The id's and the signature's hex share one allocation.
+	var hx [192]byte
+	hex.Encode(hx[:64], id[:])
+	if ev.ID != nil && !strings.EqualFold(*ev.ID, string(hx[:64])) {
+		return Event{}, fmt.Errorf("event id %s does not match the computed id %s", *ev.ID, hx[:64])
 	}
 	sig, err := s.SignRandom(id)
 	if err != nil {
 		return Event{}, err
 	}
+	hex.Encode(hx[64:], sig[:])
+	both := string(hx[:])
 	return Event{
-		ID:        idHex,
+		ID:        both[:64],
 		PubKey:    pub,
 		CreatedAt: ev.CreatedAt,
 		Kind:      ev.Kind,
 		Tags:      tags,
 		Content:   ev.Content,
-		Sig:       hex.EncodeToString(sig[:]),
+		Sig:       both[64:],
 	}, nil
 }
 

@@ -48,6 +48,7 @@ type Signer struct {
 	d      btcec.ModNScalar // adjusted secret scalar
 	dBytes [32]byte         // bytes of d, used for the aux mask
 	pub    PublicKey
+	pubHex string // pub in lower-case hex, computed once: every signed event carries it
 	sk     SecretKey
 }
 
@@ -76,6 +77,7 @@ func NewSignerChecked(sk SecretKey) (*Signer, error) {
 		s.d.Negate()
 	}
 	s.d.PutBytes(&s.dBytes)
+	s.pubHex = s.pub.Hex()
 	return s, nil
 }
 

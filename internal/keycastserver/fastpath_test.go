@@ -2,6 +2,7 @@ package keycastserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -269,6 +270,29 @@ func FuzzParseHead(f *testing.F) {
 		}
 		if r.contentLength < 0 || r.contentLength > s.cfg.BodyLimit || r.host == "" {
 			t.Fatalf("accepted %q as %+v", head, r)
+		}
+	})
+}
+
+// FuzzHeadMemo checks that headMemo answers exactly as parseHead does, whatever sequence of
+// heads a connection sends: a head, another, the first again (fresh bytes each time, as the read
+// buffer holds them).
+func FuzzHeadMemo(f *testing.F) {
+	s := &Server{cfg: Config{}.withDefaults()}
+	h := "POST /api/nostr HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n"
+	f.Add([]byte(h), []byte(h))
+	f.Add([]byte(h), []byte(strings.Replace(h, "Bearer t", "Bearer u", 1)))
+	f.Add([]byte(h), []byte(strings.Replace(h, "Host: a", "Host: b", 1)))
+	f.Add([]byte(h), []byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var m headMemo
+		for i, head := range [][]byte{a, b, a, b, b} {
+			head = bytes.Clone(head)
+			want, wantOK := s.parseHead(head)
+			got, gotOK := m.parse(s, head)
+			if got != want || gotOK != wantOK {
+				t.Fatalf("head %d %q: memo %+v %v, parseHead %+v %v", i, head, got, gotOK, want, wantOK)
+			}
 		}
 	})
 }

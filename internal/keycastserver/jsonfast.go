@@ -40,7 +40,13 @@ func fastRPC(b []byte) (rpcCall, bool) {
 			if !ok || haveMethod {
 				return c, false
 			}
-			c.method, haveMethod = string(m), true
+			// A known method's name is the label's string; only others are copied.
+			if i := methodIndex(unsafeString(m)); i != mUnknown {
+				c.method = rpcMethodLabels[i]
+			} else {
+				c.method = string(m)
+			}
+			haveMethod = true
 			o.Seek(end)
 		case "params":
 			// null and absent params are the general decoder's business.
