@@ -2,7 +2,7 @@
 
 package linkkeysload
 
-import "crypto/tls"
+import "net"
 
 // holdWatcher needs epoll; elsewhere losses are found only by the count at the end of the hold,
 // with reason "unknown" and no times.
