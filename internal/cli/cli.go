@@ -10,8 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -79,9 +77,9 @@ const (
 // where the system has no parent-death signal (procexec).
 func Main(tree Tree) int {
 	env := OSEnv()
-	ctx, stop := signalContext()
+	ctx, stop := procexec.SignalContext()
 	defer stop()
-	procexec.WatchParent() // after signalContext, so a SIGTERM from the watcher drains like any other
+	procexec.WatchParent() // after SignalContext, so a SIGTERM from the watcher drains like any other
 	return Run(ctx, tree, os.Args[1:], env)
 }
 
@@ -183,22 +181,4 @@ func newKeycastCmd(env *Env, use string) *cobra.Command {
 		newKeycastProfileCmd(env),
 	)
 	return c
-}
-
-// signalContext cancels on the first SIGINT/SIGTERM and exits at once on the second.
-func signalContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-ctx.Done():
-			return
-		}
-		<-ch
-		os.Exit(130)
-	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
 }
