@@ -7,7 +7,8 @@
 # every second, samples /proc/<pid>/status every 0.1 s (VmRSS, RssAnon, RssFile), runs
 #   ddos --sources $SOURCES --concurrency 500 --client-ip-base 127.5.0.0
 # (the step 4 of bench/linkkeys-scale.sh; the client is always linkkeys-loadtest), waits for the
-# server to go quiet, and stops it. The rounds alternate fat and lean, so both see the same machine.
+# server to go quiet, and stops it. Each round runs fat, lean, and lean with GOGC=100 (which turns
+# the server's GC pacer off, so the pacer's share shows), so all see the same machine.
 #
 # Prints per run: max RSS over the server's METRICS lines with its anon/file split at that line,
 # the max of the 0.1 s samples, the idle baseline (the last line before the burst), the client's
@@ -75,6 +76,8 @@ for r in $(seq 1 "$ROUNDS"); do
   run_one "fat-$r" "$OUT/linkkeys-loadtest" server
   echo "== round $r: lean (linkkeys-server)"
   run_one "lean-$r" "$OUT/linkkeys-server"
+  echo "== round $r: lean with GOGC=100 (no GC pacer: the collector as Go sets it)"
+  run_one "leangc100-$r" env GOGC=100 "$OUT/linkkeys-server"
 done
 
 python3 - "$OUT" "$ROUNDS" "$SOURCES" <<'PY'
@@ -96,7 +99,7 @@ print("== summary (from the files in %s)" % out)
 print(open(os.path.join(out, "binaries.txt")).read().strip())
 worst = {}
 for r in range(1, rounds + 1):
-    for kind in ("fat", "lean"):
+    for kind in ("fat", "lean", "leangc100"):
         name = "%s-%d" % (kind, r)
         m = metrics(name)
         idle = [s for s in m if s["accepted_connections"] == 0][-1]
@@ -107,7 +110,7 @@ for r in range(1, rounds + 1):
         srv = d.get("server") or {}
         ok = bool(srv.get("checks")) and all(k["ok"] for k in srv["checks"])
         a = d["attempts"]
-        print("%-6s idle %5.1f MiB (anon %4.1f file %4.1f) | METRICS max %5.1f MiB (anon %4.1f file %4.1f) | /proc 0.1 s max %5.1f MiB (anon %4.1f file %4.1f) | %d sources: allowed %d denied %d, accounting %s" % (
+        print("%-11s idle %5.1f MiB (anon %4.1f file %4.1f) | METRICS max %5.1f MiB (anon %4.1f file %4.1f) | /proc 0.1 s max %5.1f MiB (anon %4.1f file %4.1f) | %d sources: allowed %d denied %d, accounting %s" % (
             name, idle["process_rss_bytes"] / MiB, idle["process_rss_anon_bytes"] / MiB, idle["process_rss_file_bytes"] / MiB,
             top["process_rss_bytes"] / MiB, top["process_rss_anon_bytes"] / MiB, top["process_rss_file_bytes"] / MiB,
             ptop["VmRSS:"] / MiB, ptop["RssAnon:"] / MiB, ptop["RssFile:"] / MiB,
@@ -115,12 +118,13 @@ for r in range(1, rounds + 1):
         w = worst.get(kind)
         if w is None or top["process_rss_bytes"] > w["process_rss_bytes"]:
             worst[kind] = top
-for kind in ("fat", "lean"):
+for kind in ("fat", "lean", "leangc100"):
     w = worst[kind]
-    print("worst %-4s: server RSS max %.1f MiB (anon %.1f, file %.1f, shmem %.1f) %s 20 MiB" % (
+    print("worst %-9s: server RSS max %.1f MiB (anon %.1f, file %.1f, shmem %.1f) %s 20 MiB" % (
         kind, w["process_rss_bytes"] / MiB, w["process_rss_anon_bytes"] / MiB, w["process_rss_file_bytes"] / MiB,
         w["process_rss_shmem_bytes"] / MiB, "<=" if w["process_rss_bytes"] <= 20 * MiB else ">"))
-print("lean/fat RSS max: %.2f" % (worst["lean"]["process_rss_bytes"] / worst["fat"]["process_rss_bytes"]))
+print("lean/fat RSS max: %.2f; lean/leangc100 (the GC pacer): %.2f" % (worst["lean"]["process_rss_bytes"] / worst["fat"]["process_rss_bytes"],
+    worst["lean"]["process_rss_bytes"] / worst["leangc100"]["process_rss_bytes"]))
 mr = json.load(open(os.path.join(out, "fat-1.json")))["machines"][0]
 print("machine: %s, %d cores, %.1f GiB, kernel %s, nofile %s/%s, %s, loadproof %s" % (
     mr.get("cpu_model"), mr["cores"], mr.get("memory_bytes", 0) / 2**30, mr.get("kernel"), mr.get("nofile_soft"),
