@@ -7,33 +7,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/loadproof/loadproof/internal/cmdenv"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/procexec"
 )
 
-// Exit codes, following Go's own tools: 2 for usage errors.
+// Exit codes, following Go's own tools: 2 for usage errors (internal/cmdenv, shared with the lean
+// server binary).
 const (
-	ExitOK          = 0
-	ExitFailure     = 1 // the command ran and reports failure (checks failed, failures counted)
-	ExitUsage       = 2 // bad flags, arguments or configuration
-	ExitCouldNotRun = 3 // the command could not carry out its run (target down, phase error)
+	ExitOK          = cmdenv.ExitOK
+	ExitFailure     = cmdenv.ExitFailure
+	ExitUsage       = cmdenv.ExitUsage
+	ExitCouldNotRun = cmdenv.ExitCouldNotRun
 	ExitNoSuccess   = 4 // keycast run: it ran to its end, but not one request succeeded
 )
 
 // ExitError carries an exit code with an error. Commands return it to choose their exit status.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
+type ExitError = cmdenv.ExitError
 
 // usageError marks an error as a usage error (exit 2).
 func usageError(format string, args ...any) error {
@@ -41,23 +35,10 @@ func usageError(format string, args ...any) error {
 }
 
 // Env is what commands need from the outside world; tests substitute it.
-type Env struct {
-	Stdout io.Writer
-	Stderr io.Writer
-	Getenv func(string) string
-	// Logger writes to Stderr.
-	Logger *slog.Logger
-}
+type Env = cmdenv.Env
 
 // OSEnv returns the process's real environment.
-func OSEnv() *Env {
-	return &Env{
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		Getenv: os.Getenv,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	}
-}
+func OSEnv() *Env { return cmdenv.OS() }
 
 // Tree names the command tree a binary exposes.
 type Tree int

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,22 +19,9 @@ func newLinkKeysServerCmd(env *Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prefix := strings.Fields(cmd.CommandPath())[1:]
-			return serverExit(linkkeysmain.Run(cmd.Context(), serverEnv(env), f, prefix))
+			return linkkeysmain.Run(cmd.Context(), *env, f, prefix)
 		},
 	}
 	f.Register(c.Flags())
 	return c
-}
-
-func serverEnv(env *Env) linkkeysmain.Env {
-	return linkkeysmain.Env{Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, Logger: env.Logger}
-}
-
-// serverExit carries the server command's exit status over to the tree's.
-func serverExit(err error) error {
-	var ee *linkkeysmain.ExitError
-	if errors.As(err, &ee) {
-		return &ExitError{Code: ee.Code, Err: ee.Err}
-	}
-	return err
 }

@@ -35,38 +35,27 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/loadproof/loadproof/internal/cmdenv"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/procexec"
 )
 
-// Exit statuses of the server command (the same as internal/cli's).
+// Exit statuses of the server command (internal/cmdenv's, shared with the command tree).
 const (
-	ExitUsage       = 2 // bad flags or environment
-	ExitCouldNotRun = 3 // the server could not start (address in use, children failed)
+	ExitUsage       = cmdenv.ExitUsage       // bad flags or environment
+	ExitCouldNotRun = cmdenv.ExitCouldNotRun // the server could not start (address in use, children failed)
 )
 
 // ExitError carries an exit status with an error.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
+type ExitError = cmdenv.ExitError
 
 func usageError(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
 }
 
 // Env is what the command needs from the outside world; tests substitute it.
-type Env struct {
-	Stdout io.Writer
-	Stderr io.Writer
-	Getenv func(string) string
-	// Logger writes to Stderr.
-	Logger *slog.Logger
-}
+type Env = cmdenv.Env
 
 // Flags are the server command's flags: the seed's (docs/protocol-linkkeys.md, The seed's
 // commands, server) plus ours. Register sets their defaults.
@@ -476,8 +465,7 @@ func runChild(ctx context.Context, env Env, f Flags) error {
 // --help, exit 2 for a usage error, the first SIGINT or SIGTERM drains and a second exits at once.
 // --processes children are this binary again, with no command name.
 func Main(args []string) int {
-	env := Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	env := *cmdenv.OS()
 	ctx, stop := procexec.SignalContext()
 	defer stop()
 	procexec.WatchParent() // after SignalContext, so a SIGTERM from the watcher drains like any other
