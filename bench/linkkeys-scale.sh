@@ -182,12 +182,16 @@ for n in ("request-bench", "request-bench-pipelined"):
 for n in ("ddos", "ddos-big"):
     d = res(n)
     dm = metrics(n)
-    rss = max(s["process_rss_bytes"] or 0 for s in dm)
+    top = max(dm, key=lambda s: s["process_rss_bytes"] or 0)
+    rss = top["process_rss_bytes"] or 0
+    # The split of that reading (servers from before the split lack the fields).
+    split = " (anon %.1f, file %.1f MiB)" % (top["process_rss_anon_bytes"] / 2**20, top["process_rss_file_bytes"] / 2**20) \
+        if "process_rss_anon_bytes" in top else ""
     srv = d.get("server") or {}
     ok = srv.get("checks") and all(k["ok"] for k in srv["checks"])
     dl = srv.get("delta", {})
-    print("4. %s: %d sources in %s: allowed %d denied %d; server: admitted %s shed global %s overflow %s per-source %s; accounting %s; server RSS max %.1f MiB" % (
+    print("4. %s: %d sources in %s: allowed %d denied %d; server: admitted %s shed global %s overflow %s per-source %s; accounting %s; server RSS max %.1f MiB%s" % (
         n, d["attempts"]["attempted"], d["elapsed"]["text"], d["attempts"]["succeeded"], d["attempts"]["failed"],
         dl.get("admitted"), dl.get("shed_handshake_global"), dl.get("shed_handshake_overflow"), dl.get("shed_handshake_per_source"),
-        "exact" if ok else "MISMATCH " + str(srv.get("checks") or srv.get("note")), rss / 2**20))
+        "exact" if ok else "MISMATCH " + str(srv.get("checks") or srv.get("note")), rss / 2**20, split))
 PY

@@ -6,7 +6,9 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +56,36 @@ var forbidden = map[string][]string{
 
 	// Starting children sits below everything that starts them, servers and load alike.
 	"procexec": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "cli"},
+	"cmdenv":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "procexec", "cli"},
+	// The server command's wiring: the server side only, so cmd/linkkeys-server stays lean
+	// (TestLeanServerLinks checks the whole link).
+	"linkkeysmain": {"keycast", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysresult", "keycastresult",
+		"engine", "result", "hist", "capacity", "report", "dashboard", "profiling", "coord", "kube", "cli"},
+}
+
+// leanServerMustNotLink are packages cmd/linkkeys-server must not link, directly or not: the load
+// side, the command tree and the large libraries only other commands need.
+var leanServerMustNotLink = []string{
+	module + "linkkeysload", module + "engine", module + "capacity", module + "coord", module + "kube",
+	module + "report", module + "profiling", module + "cli", module + "keycastserver",
+	"github.com/spf13/cobra", "github.com/nats-io/", "k8s.io/", "github.com/google/pprof", "runtime/pprof",
+	"github.com/jackc/pgx", "github.com/vbauerster/mpb",
+}
+
+// TestLeanServerLinks: the lean server binary links none of leanServerMustNotLink (go list -deps).
+func TestLeanServerLinks(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goBin, "list", "-deps", "../cmd/linkkeys-server").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps ../cmd/linkkeys-server: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, bad := range leanServerMustNotLink {
+			if dep == bad || strings.HasPrefix(dep, bad) && (strings.HasSuffix(bad, "/") || strings.HasPrefix(dep, bad+"/")) {
+				t.Errorf("cmd/linkkeys-server links %s; the lean server must link the server side only", dep)
+			}
+		}
+	}
 }
 
 type pkgInfo struct {

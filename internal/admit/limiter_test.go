@@ -665,7 +665,7 @@ func TestMillionDistinctSourcesStayBounded(t *testing.T) {
 	if total := s.Accepted + s.RejectedPerSource + s.RejectedOverflow + s.RejectedGlobal; total != 1_000_000 {
 		t.Fatalf("decisions sum to %d", total)
 	}
-	t.Logf("after 1,000,000 sources: %+v; heap held by a fresh run: %d bytes", s, heapAfterSources(t, 1_000_000, time.Minute/2))
+	t.Logf("after 1,000,000 sources: %+v; heap held by a fresh run: %d bytes", s, heapAfterSources(t, PublicReadDefaults(), 1_000_000, time.Minute/2))
 }
 
 // TestConcurrentChecksNeverOverAdmit hammers one limiter from many

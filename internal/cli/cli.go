@@ -7,35 +7,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/loadproof/loadproof/internal/cmdenv"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/procexec"
 )
 
-// Exit codes, following Go's own tools: 2 for usage errors.
+// Exit codes, following Go's own tools: 2 for usage errors (internal/cmdenv, shared with the lean
+// server binary).
 const (
-	ExitOK          = 0
-	ExitFailure     = 1 // the command ran and reports failure (checks failed, failures counted)
-	ExitUsage       = 2 // bad flags, arguments or configuration
-	ExitCouldNotRun = 3 // the command could not carry out its run (target down, phase error)
+	ExitOK          = cmdenv.ExitOK
+	ExitFailure     = cmdenv.ExitFailure
+	ExitUsage       = cmdenv.ExitUsage
+	ExitCouldNotRun = cmdenv.ExitCouldNotRun
 	ExitNoSuccess   = 4 // keycast run: it ran to its end, but not one request succeeded
 )
 
 // ExitError carries an exit code with an error. Commands return it to choose their exit status.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
+type ExitError = cmdenv.ExitError
 
 // usageError marks an error as a usage error (exit 2).
 func usageError(format string, args ...any) error {
@@ -43,23 +35,10 @@ func usageError(format string, args ...any) error {
 }
 
 // Env is what commands need from the outside world; tests substitute it.
-type Env struct {
-	Stdout io.Writer
-	Stderr io.Writer
-	Getenv func(string) string
-	// Logger writes to Stderr.
-	Logger *slog.Logger
-}
+type Env = cmdenv.Env
 
 // OSEnv returns the process's real environment.
-func OSEnv() *Env {
-	return &Env{
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		Getenv: os.Getenv,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	}
-}
+func OSEnv() *Env { return cmdenv.OS() }
 
 // Tree names the command tree a binary exposes.
 type Tree int
@@ -79,9 +58,9 @@ const (
 // where the system has no parent-death signal (procexec).
 func Main(tree Tree) int {
 	env := OSEnv()
-	ctx, stop := signalContext()
+	ctx, stop := procexec.SignalContext()
 	defer stop()
-	procexec.WatchParent() // after signalContext, so a SIGTERM from the watcher drains like any other
+	procexec.WatchParent() // after SignalContext, so a SIGTERM from the watcher drains like any other
 	return Run(ctx, tree, os.Args[1:], env)
 }
 
@@ -183,22 +162,4 @@ func newKeycastCmd(env *Env, use string) *cobra.Command {
 		newKeycastProfileCmd(env),
 	)
 	return c
-}
-
-// signalContext cancels on the first SIGINT/SIGTERM and exits at once on the second.
-func signalContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-ctx.Done():
-			return
-		}
-		<-ch
-		os.Exit(130)
-	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysmain"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 )
 
@@ -144,7 +145,7 @@ func startProfileServer(ctx context.Context, env *Env, cfg linkkeysserver.Config
 	srv := &linkkeysserver.Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: store, Logger: logger}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	hs, metricsAddr, err := startPrometheus("127.0.0.1:0", srv.Metrics, true, logger)
+	hs, metricsAddr, err := linkkeysmain.StartPrometheus("127.0.0.1:0", srv.Metrics, true, logger)
 	if err != nil {
 		srv.Close()
 		store.Close()

@@ -125,6 +125,15 @@ type MetricsLine struct {
 	// shutting down.
 	ClosedShutdown uint64 `json:"closed_shutdown"`
 
+	// ProcessRSSAnonBytes, ProcessRSSFileBytes and ProcessRSSShmemBytes split
+	// ProcessRSSBytes by kind (Linux RssAnon, RssFile and RssShmem, which add
+	// up to VmRSS): memory the process allocated, mapped files (chiefly the
+	// binary's own code and read-only data: clean page cache) and shared
+	// memory. Absent when the server cannot read them (off Linux).
+	ProcessRSSAnonBytes  uint64 `json:"process_rss_anon_bytes"`
+	ProcessRSSFileBytes  uint64 `json:"process_rss_file_bytes"`
+	ProcessRSSShmemBytes uint64 `json:"process_rss_shmem_bytes"`
+
 	// Sources are the counters per configured source prefix
 	// (TCP_SOURCE_PREFIXES), in the server's order: on the line, the
 	// source_<name>_<counter> fields after every other field of this server.
@@ -200,8 +209,9 @@ func (f MetricsField) set(m *MetricsLine, v uint64) {
 }
 
 const (
-	shedHelp   = "Connections closed before the TLS handshake, by reason."
-	closedHelp = "Established connections closed, by reason."
+	shedHelp     = "Connections closed before the TLS handshake, by reason."
+	closedHelp   = "Established connections closed, by reason."
+	rssSplitHelp = "Resident memory of the server process(es) by kind (Linux RssAnon, RssFile, RssShmem; they add up to process_rss_bytes); 0 when unreadable."
 )
 
 // metricsFields is every whole-number field in line order: the 13 of the
@@ -258,7 +268,17 @@ var metricsFields = [...]MetricsField{
 		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedOversizedResponse }},
 	{Name: "closed_shutdown", Appended: true, PromName: "closed_connections_total", PromLabel: [2]string{"reason", "shutdown"}, Help: closedHelp,
 		ptr: func(m *MetricsLine) *uint64 { return &m.ClosedShutdown }},
+	{Name: "process_rss_anon_bytes", Kind: MetricGauge, Appended: true, PromName: "process_rss_split_bytes", PromLabel: [2]string{"kind", "anon"}, Help: rssSplitHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ProcessRSSAnonBytes }},
+	{Name: "process_rss_file_bytes", Kind: MetricGauge, Appended: true, PromName: "process_rss_split_bytes", PromLabel: [2]string{"kind", "file"}, Help: rssSplitHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ProcessRSSFileBytes }},
+	{Name: "process_rss_shmem_bytes", Kind: MetricGauge, Appended: true, PromName: "process_rss_split_bytes", PromLabel: [2]string{"kind", "shmem"}, Help: rssSplitHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.ProcessRSSShmemBytes }},
 }
+
+// RSSSplitFields names the appended fields that split process_rss_bytes by
+// kind, in line order: anonymous, file-backed, shared memory.
+var RSSSplitFields = [...]string{"process_rss_anon_bytes", "process_rss_file_bytes", "process_rss_shmem_bytes"}
 
 // SourceCounters is a server's accounting of one configured source prefix
 // (TCP_SOURCE_PREFIXES: a name and an address range): what the global

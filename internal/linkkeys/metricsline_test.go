@@ -17,11 +17,18 @@ const upstreamMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001,"ac
 
 // ourMetricsLine is a line as the loadproof server prints it, with every
 // appended field.
-const ourMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16` + newFields + `}`
+const ourMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16` + newFields + rssSplitFields + `}`
 
 // olderMetricsLine is a line of a loadproof server from before the closed_*
 // counters: the first three appended fields only.
 const olderMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16}`
+
+// preSplitMetricsLine is a line of a loadproof server from before the
+// resident memory split: every appended field up to closed_shutdown.
+const preSplitMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16` + newFields + `}`
+
+// rssSplitFields split process_rss_bytes by kind, appended after closed_shutdown.
+const rssSplitFields = `,"process_rss_anon_bytes":26,"process_rss_file_bytes":27,"process_rss_shmem_bytes":28`
 
 // newFields are the closed_* counters, appended after rate_limited_responses.
 const newFields = `,"closed_by_peer":17,"closed_oversized_frame":18,"closed_malformed_request":19,"closed_idle_timeout":20,"closed_io_timeout":21,"closed_slow_frame_body":22,"closed_frame_budget":23,"closed_oversized_response":24,"closed_shutdown":25`
@@ -35,7 +42,16 @@ func sampleMetricsLine() MetricsLine {
 		ParkedConnections: 15, RateLimitedResponses: 16, ClosedByPeer: 17, ClosedOversizedFrame: 18,
 		ClosedMalformedRequest: 19, ClosedIdleTimeout: 20, ClosedIOTimeout: 21, ClosedSlowFrameBody: 22,
 		ClosedFrameBudget: 23, ClosedOversizedResponse: 24, ClosedShutdown: 25,
+		ProcessRSSAnonBytes: 26, ProcessRSSFileBytes: 27, ProcessRSSShmemBytes: 28,
 	}
+}
+
+// preSplitSample is preSplitMetricsLine parsed: the RSS split absent.
+func preSplitSample() MetricsLine {
+	m := sampleMetricsLine()
+	m.ProcessRSSAnonBytes, m.ProcessRSSFileBytes, m.ProcessRSSShmemBytes = 0, 0, 0
+	m.Absent = RSSSplitFields[:]
+	return m
 }
 
 // olderSample is olderMetricsLine parsed: the closed_* counters absent.
@@ -73,6 +89,7 @@ func TestAppendMetricsLine(t *testing.T) {
 		{"ours", full, ourMetricsLine},
 		{"upstream", upstream, upstreamMetricsLine},
 		{"older loadproof", older, olderMetricsLine},
+		{"loadproof before the RSS split", preSplitSample(), preSplitMetricsLine},
 		{"null rss, whole elapsed", nullRSS, strings.Replace(strings.Replace(ourMetricsLine, `"running","elapsed_secs":5.001234567`, `"final","elapsed_secs":0.0`, 1), `"process_rss_bytes":13`, `"process_rss_bytes":null`, 1)},
 		{"extra sorted, named keys skipped", extra, strings.TrimSuffix(ourMetricsLine, "}") + `,"alpha":0.5,"bad":null,"big":1e+21,"zeta":2}`},
 		{"one appended field", partial, strings.TrimSuffix(upstreamMetricsLine, "}") + `,"parked_connections":0}`},
@@ -122,6 +139,7 @@ func TestParseMetricsLine(t *testing.T) {
 		{"crlf", ourMetricsLine + "\r\n", sampleMetricsLine()},
 		{"upstream", upstreamMetricsLine, upstreamSample()},
 		{"older loadproof", olderMetricsLine, olderSample()},
+		{"loadproof before the RSS split", preSplitMetricsLine, preSplitSample()},
 		{"null rss, appended null, extras", strings.Replace(upstreamMetricsLine, `"process_rss_bytes":28311552}`,
 			`"process_rss_bytes":null,"note":"x","rate_limited_responses":4,"established_total":null,"admitted":10000,"nested":{"a":1},"huge":1e400}`, 1),
 			MetricsLine{
@@ -213,7 +231,7 @@ func TestSetCounter(t *testing.T) {
 		}
 	}
 	// Every whole-number field landed in its own place, in order.
-	want := `"accepted_connections":100,"open_connections":101,"established_connections":102,"handshakes_in_progress":103,"handshake_timeouts":104,"handshake_rejections":105,"shed_connection_limit":106,"shed_handshake_per_source":107,"shed_handshake_overflow":108,"shed_handshake_global":109,"frames_processed":110,"frame_buffer_bytes":111,"process_rss_bytes":112,"established_total":113,"parked_connections":114,"rate_limited_responses":115,"closed_by_peer":116,"closed_oversized_frame":117,"closed_malformed_request":118,"closed_idle_timeout":119,"closed_io_timeout":120,"closed_slow_frame_body":121,"closed_frame_budget":122,"closed_oversized_response":123,"closed_shutdown":124}`
+	want := `"accepted_connections":100,"open_connections":101,"established_connections":102,"handshakes_in_progress":103,"handshake_timeouts":104,"handshake_rejections":105,"shed_connection_limit":106,"shed_handshake_per_source":107,"shed_handshake_overflow":108,"shed_handshake_global":109,"frames_processed":110,"frame_buffer_bytes":111,"process_rss_bytes":112,"established_total":113,"parked_connections":114,"rate_limited_responses":115,"closed_by_peer":116,"closed_oversized_frame":117,"closed_malformed_request":118,"closed_idle_timeout":119,"closed_io_timeout":120,"closed_slow_frame_body":121,"closed_frame_budget":122,"closed_oversized_response":123,"closed_shutdown":124,"process_rss_anon_bytes":125,"process_rss_file_bytes":126,"process_rss_shmem_bytes":127}`
 	if got := string(AppendMetricsLine(nil, m)); !strings.HasSuffix(got, want) {
 		t.Errorf("got %s", got)
 	}
@@ -222,6 +240,7 @@ func TestSetCounter(t *testing.T) {
 func FuzzParseMetricsLine(f *testing.F) {
 	f.Add(ourMetricsLine)
 	f.Add(olderMetricsLine)
+	f.Add(preSplitMetricsLine)
 	f.Add(upstreamMetricsLine + "\n")
 	f.Add(strings.Replace(upstreamMetricsLine, `28311552}`, `null,"established_total":5,"note":"x","admitted":1.5e3}`, 1))
 	f.Add(`METRICS {"label":"final","elapsed_secs":1e-5,"accepted_connections":0,"open_connections":0,"established_connections":0,"handshakes_in_progress":0,"handshake_timeouts":0,"handshake_rejections":0,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":0,"shed_handshake_global":0,"frames_processed":0,"frame_buffer_bytes":0,"process_rss_bytes":null}`)

@@ -530,7 +530,7 @@ func assembleCombined(t Target, seg engine.Segment, start time.Time, runs []*str
 		stream.ClientCPU, stream.ServerCPU = 0, nil
 		if h := stream.Hold; h != nil {
 			hc := *h
-			hc.RSSBaseline, hc.RSSHeld = 0, 0
+			hc.RSSBaseline, hc.RSSHeld, hc.RSSBaselineSplit, hc.RSSHeldSplit = 0, 0, nil, nil
 			stream.Hold = &hc
 		}
 		stream.Segments = []result.Segment{seg}

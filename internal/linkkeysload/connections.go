@@ -50,7 +50,7 @@ type holdFunc func(ctx context.Context, held []net.Conn, gone <-chan struct{})
 func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engine.Segment, p Progress, sample *MetricsSource, hold holdFunc) (Result, error) {
 	cpu0 := processCPU()
 	runtime.GC()
-	rss0, _ := machine.RSSBytes()
+	rss0, split0 := readRSS()
 	start, count := seg.Range(int64(cfg.Count))
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)
 	var mu sync.Mutex
@@ -89,7 +89,7 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	// Return the ramp's garbage (handshake buffers, finished goroutine stacks) to the OS, so the
 	// held RSS is what the connections themselves cost.
 	debug.FreeOSMemory()
-	rss1, _ := machine.RSSBytes()
+	rss1, split1 := readRSS()
 	watch := watchHeld(conns)
 	holdStart := time.Now()
 	hold(ctx, conns, watch.gone())
@@ -102,10 +102,20 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	res.EndedAt = end
 	res.Attempts = attemptsOf(&res)
 	res.Hold = &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: open, RampTime: Duration(ramp),
-		RSSBaseline: rss0, RSSHeld: rss1, Start: holdStart, Lasted: Duration(lasted), Loss: holdLoss(int64(len(conns))-open, seen)}
+		RSSBaseline: rss0, RSSHeld: rss1, RSSBaselineSplit: split0, RSSHeldSplit: split1, Start: holdStart, Lasted: Duration(lasted), Loss: holdLoss(int64(len(conns))-open, seen)}
 	res.ClientCPU = Duration(processCPU() - cpu0)
 	res.Finish()
 	return res, nil
+}
+
+// readRSS returns this process's RSS and, from the same reading, its split by kind (nil where the
+// split cannot be read: then the RSS is 0 too, as it is off Linux).
+func readRSS() (uint64, *machine.RSS) {
+	if r, ok := machine.RSSSplit(); ok {
+		return r.Total, &r
+	}
+	rss, _ := machine.RSSBytes()
+	return rss, nil
 }
 
 // countOpen returns how many connections are still established from the kernel's point of view.

@@ -14,6 +14,7 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -266,6 +267,11 @@ type Hold struct {
 	// before the first attempt, and while every connection is held (after a GC).
 	RSSBaseline uint64 `json:"client_rss_baseline_bytes"`
 	RSSHeld     uint64 `json:"client_rss_held_bytes"`
+	// RSSBaselineSplit and RSSHeldSplit split the same two figures by kind (anonymous,
+	// file-backed, shared memory), summed over workers; nil where a worker could not read them
+	// (off Linux) and in files written before the split.
+	RSSBaselineSplit *machine.RSS `json:"client_rss_baseline_split,omitempty"`
+	RSSHeldSplit     *machine.RSS `json:"client_rss_held_split,omitempty"`
 	// BytesPerConn is (RSSHeld - RSSBaseline) / Held.
 	BytesPerConn float64 `json:"client_rss_bytes_per_connection"`
 	// Start is when the hold began: when every worker was ready.
@@ -502,6 +508,22 @@ func Merge(parts []Result) (Result, error) {
 	return out, nil
 }
 
+// sumRSS adds one segment's RSS split to the sum so far: the segment's own on the first, nil once
+// any segment lacks it (a sum of some workers would read as the whole).
+func sumRSS(first bool, sum, o *machine.RSS) *machine.RSS {
+	if o == nil || (!first && sum == nil) {
+		return nil
+	}
+	t := *o
+	if !first {
+		t.Total += sum.Total
+		t.Anon += sum.Anon
+		t.File += sum.File
+		t.Shmem += sum.Shmem
+	}
+	return &t
+}
+
 func firstSegment(r Result) int {
 	if len(r.Segments) == 0 {
 		return 0
@@ -517,10 +539,13 @@ func (r *Result) mergeSections(p *Result) {
 		r.Attempts.merge(p.Attempts)
 	}
 	if o := p.Hold; o != nil {
-		if r.Hold == nil {
+		first := r.Hold == nil
+		if first {
 			r.Hold = &Hold{HoldSecs: o.HoldSecs}
 		}
 		h := r.Hold
+		h.RSSBaselineSplit = sumRSS(first, h.RSSBaselineSplit, o.RSSBaselineSplit)
+		h.RSSHeldSplit = sumRSS(first, h.RSSHeldSplit, o.RSSHeldSplit)
 		h.Held += o.Held
 		h.StillOpen += o.StillOpen
 		h.RampTime = max(h.RampTime, o.RampTime)

@@ -276,3 +276,35 @@ func TestCPUPerAttemptAndPerSuccess(t *testing.T) {
 		t.Fatalf("cpu_per %+v", c)
 	}
 }
+
+// TestMergeHoldRSSSplit: the workers' RSS splits add up kind by kind; one worker without a split
+// (off Linux, or an older file) leaves the merged split unknown rather than a partial sum.
+func TestMergeHoldRSSSplit(t *testing.T) {
+	part := func(s *machine.RSS) Result {
+		r := Result{Hold: &Hold{HoldSecs: 1, Held: 1, RSSBaseline: 10, RSSHeld: 20, RSSBaselineSplit: s, RSSHeldSplit: s}}
+		r.Command = CmdConnections
+		return r
+	}
+	a := part(&machine.RSS{Total: 10, Anon: 4, File: 5, Shmem: 1})
+	b := part(&machine.RSS{Total: 20, Anon: 8, File: 11, Shmem: 1})
+	m, err := Merge([]Result{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := machine.RSS{Total: 30, Anon: 12, File: 16, Shmem: 2}
+	if m.Hold.RSSHeldSplit == nil || *m.Hold.RSSHeldSplit != want || *m.Hold.RSSBaselineSplit != want {
+		t.Errorf("merged split %+v %+v, want %+v", m.Hold.RSSBaselineSplit, m.Hold.RSSHeldSplit, want)
+	}
+	if a.Hold.RSSHeldSplit.Total != 10 {
+		t.Error("Merge modified its input")
+	}
+	for _, parts := range [][]Result{{a, part(nil)}, {part(nil), a}} {
+		m, err := Merge(parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Hold.RSSHeldSplit != nil || m.Hold.RSSBaselineSplit != nil {
+			t.Errorf("a worker without a split merged to %+v", m.Hold.RSSHeldSplit)
+		}
+	}
+}

@@ -22,6 +22,7 @@ func sampleSnapshot() Snapshot {
 		FrameBufferBytes: 12, ProcessRSSBytes: u64p(13), EstablishedTotal: 14, ParkedConnections: 15, RateLimitedResponses: 16,
 		ClosedByPeer: 17, ClosedOversizedFrame: 18, ClosedMalformedRequest: 19, ClosedIdleTimeout: 20, ClosedIOTimeout: 21,
 		ClosedSlowFrameBody: 22, ClosedFrameBudget: 23, ClosedOversizedResponse: 24, ClosedShutdown: 25,
+		ProcessRSSAnonBytes: 26, ProcessRSSFileBytes: 27, ProcessRSSShmemBytes: 28,
 	}}
 }
 
@@ -31,8 +32,10 @@ func formatLine(s Snapshot) string { return linkkeys.FormatMetricsLine(s.Metrics
 // TestMetricsLineShape pins the field order (the upstream fields first, new
 // fields only after process_rss_bytes) with golden lines. The lines of the
 // server before the closed_* counters (metrics_lines_v1.golden, never
-// updated) must be the current lines with those counters cut off, byte for
-// byte, so parsers of the older lines read every field they knew.
+// updated) must be the current lines with those counters and the RSS split
+// cut off, and the lines from before the RSS split (metrics_lines_v2.golden,
+// never updated) the current lines without the split, byte for byte, so
+// parsers of the older lines read every field they knew.
 func TestMetricsLineShape(t *testing.T) {
 	s := sampleSnapshot()
 	nullRSS := s
@@ -45,7 +48,15 @@ func TestMetricsLineShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := regexp.MustCompile(`,"closed_[a-z_]+":\d+`).ReplaceAllString(got, "")
+	v2, err := os.ReadFile(filepath.Join("testdata", "metrics_lines_v2.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSplit := regexp.MustCompile(`,"process_rss_(anon|file|shmem)_bytes":\d+`).ReplaceAllString(got, "")
+	if noSplit != string(v2) {
+		t.Errorf("without the RSS split\n got %q\nwant %q", noSplit, v2)
+	}
+	cut := regexp.MustCompile(`,"closed_[a-z_]+":\d+`).ReplaceAllString(noSplit, "")
 	if cut != string(v1) {
 		t.Errorf("without the closed_* counters\n got %q\nwant %q", cut, v1)
 	}
@@ -90,6 +101,7 @@ func TestMetricsDefaultToZero(t *testing.T) {
 	ts := startServer(t, TestServerOptions{Config: permissive()})
 	m := ts.Metrics()
 	m.ProcessRSSBytes, m.ElapsedSecs = nil, 0
+	m.ProcessRSSAnonBytes, m.ProcessRSSFileBytes, m.ProcessRSSShmemBytes, m.Absent = 0, 0, 0, nil
 	m.HandshakeLimiter.MaxBucketEntries, m.PublicReadLimiter.MaxBucketEntries = 0, 0
 	if got := formatLine(m); got != formatLine(Snapshot{MetricsLine: linkkeys.MetricsLine{Label: "running"}}) {
 		t.Errorf("fresh server: %s", got)

@@ -94,7 +94,8 @@ type ChildOptions struct {
 	// Signals, when not nil, delivers SIGINT/SIGTERM (treated as "final").
 	Signals <-chan os.Signal
 	Logger  *slog.Logger
-	// ReleaseIdleMemory runs a MemoryReleaser in the child.
+	// ReleaseIdleMemory runs a MemoryReleaser in the child, and a GCPacer
+	// unless GOGC is set.
 	ReleaseIdleMemory bool
 }
 
@@ -140,6 +141,9 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	defer rcancel()
 	if opt.ReleaseIdleMemory {
 		go (&MemoryReleaser{}).Run(rctx, 2*time.Second, srv.Metrics)
+		if os.Getenv("GOGC") == "" {
+			go (&GCPacer{}).Run(rctx, time.Second)
+		}
 	}
 	cmds := make(chan string)
 	go func() {

@@ -1,9 +1,11 @@
 package linkkeysserver
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"runtime/debug"
+	"runtime/metrics"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
@@ -93,6 +95,85 @@ func (m *MemoryReleaser) Run(ctx context.Context, interval time.Duration, snap f
 			return
 		case now := <-t.C:
 			m.Check(snap(), now)
+		}
+	}
+}
+
+// GCPacer paces the garbage collector for a server whose live heap is small
+// (a mostly idle server meeting a burst of handshakes): while the live heap
+// is under Threshold it runs the collector at SmallPercent (GOGC), so the
+// garbage of a burst is collected at half the heap growth GOGC=100 allows and
+// fewer freed pages wait for the scavenger; at or above Threshold (a server
+// holding many connections, whose collections scan a large heap) it restores
+// LargePercent, so big servers pay nothing. It reads the live heap every
+// interval; the switch has hysteresis (back to SmallPercent below half the
+// Threshold). A GOGC variable in the environment is the operator's choice:
+// the caller then does not run a pacer.
+type GCPacer struct {
+	// SmallPercent is GOGC while the live heap is small (0 means 50).
+	SmallPercent int
+	// LargePercent is GOGC once it is large (0 means 100).
+	LargePercent int
+	// Threshold is the live heap at which LargePercent takes over (0 means 64 MiB).
+	Threshold uint64
+	// LiveHeap reads the live heap; nil means runtime/metrics /gc/heap/live:bytes.
+	LiveHeap func() uint64
+	// SetPercent sets GOGC; nil means debug.SetGCPercent.
+	SetPercent func(int) int
+
+	large, started bool
+}
+
+// Step reads the live heap once and sets GOGC if the band changed (or on the
+// first step); it returns the percent in force.
+func (p *GCPacer) Step() int {
+	small, large, threshold := cmp.Or(p.SmallPercent, 50), cmp.Or(p.LargePercent, 100), cmp.Or(p.Threshold, 64<<20)
+	live := p.liveHeap()
+	wasLarge := p.large
+	switch {
+	case live >= threshold:
+		p.large = true
+	case live < threshold/2:
+		p.large = false
+	}
+	percent := small
+	if p.large {
+		percent = large
+	}
+	if !p.started || p.large != wasLarge {
+		p.started = true
+		set := p.SetPercent
+		if set == nil {
+			set = debug.SetGCPercent
+		}
+		set(percent)
+	}
+	return percent
+}
+
+func (p *GCPacer) liveHeap() uint64 {
+	if p.LiveHeap != nil {
+		return p.LiveHeap()
+	}
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// Run steps every interval until ctx ends.
+func (p *GCPacer) Run(ctx context.Context, interval time.Duration) {
+	p.Step()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.Step()
 		}
 	}
 }

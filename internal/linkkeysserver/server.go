@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/machine"
 )
 
@@ -389,8 +390,8 @@ func isTemporaryAccept(err error) bool {
 
 // Metrics returns a snapshot of the server's counters and gauges, with the
 // limiter and cache statistics. Label, ElapsedSecs and
-// ProcessRSSBytes are filled in: ElapsedSecs from the first Serve, RSS from
-// /proc/self/status.
+// ProcessRSSBytes are filled in: ElapsedSecs from the first Serve, RSS and its
+// split by kind from /proc/self/status.
 func (s *Server) Metrics() Snapshot {
 	snap := Snapshot{MetricsLine: s.m.line()}
 	snap.Label = "running"
@@ -401,8 +402,12 @@ func (s *Server) Metrics() Snapshot {
 		snap.PublicReadLimiter = s.pr.Stats()
 		snap.SnapshotCache = s.cache.Stats()
 	}
-	if rss, ok := machine.RSSBytes(); ok {
-		snap.ProcessRSSBytes = &rss
+	if rss, ok := machine.RSSSplit(); ok {
+		snap.ProcessRSSBytes = &rss.Total
+		snap.ProcessRSSAnonBytes, snap.ProcessRSSFileBytes, snap.ProcessRSSShmemBytes = rss.Anon, rss.File, rss.Shmem
+	} else {
+		// Off Linux: process_rss_bytes null, the split left off the line.
+		snap.Absent = append(snap.Absent, linkkeys.RSSSplitFields[:]...)
 	}
 	return snap
 }

@@ -31,3 +31,5 @@ func collectBSD(r *Record, n sysctlNames) {
 // rssBytes is unknown here: getrusage gives only the peak, and the current figure needs the Mach
 // task API (macOS) or kvm (FreeBSD).
 func rssBytes() (uint64, bool) { return 0, false }
+
+func rssSplit() (RSS, bool) { return RSS{}, false }

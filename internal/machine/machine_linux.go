@@ -65,23 +65,15 @@ func memTotal() uint64 {
 }
 
 func rssBytes() (uint64, bool) {
-	f, err := os.Open("/proc/self/status")
+	r, ok := rssSplit()
+	return r.Total, ok
+}
+
+func rssSplit() (RSS, bool) {
+	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0, false
+		return RSS{}, false
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			fs := strings.Fields(rest)
-			if len(fs) >= 1 {
-				kb, err := strconv.ParseUint(fs[0], 10, 64)
-				if err != nil {
-					return 0, false
-				}
-				return kb * 1024, true
-			}
-		}
-	}
-	return 0, false
+	r, err := ParseProcStatusRSS(b)
+	return r, err == nil
 }

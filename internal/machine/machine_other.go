@@ -12,6 +12,8 @@ func collectOS(*Record) {}
 
 func rssBytes() (uint64, bool) { return 0, false }
 
+func rssSplit() (RSS, bool) { return RSS{}, false }
+
 var errNoNofile = errors.New("machine: open-file limits are not supported on " + runtime.GOOS)
 
 func nofile() (soft, hard uint64, err error) { return 0, 0, errNoNofile }

@@ -8,3 +8,5 @@ func collectOS(r *Record) { collectUnix(r) }
 func nofileCap() uint64 { return 0 }
 
 func rssBytes() (uint64, bool) { return 0, false }
+
+func rssSplit() (RSS, bool) { return RSS{}, false }

@@ -16,6 +16,8 @@ func collectOS(r *Record) {
 
 func rssBytes() (uint64, bool) { return 0, false }
 
+func rssSplit() (RSS, bool) { return RSS{}, false }
+
 var errNoNofile = errors.New("machine: Windows has no open-file limit (RLIMIT_NOFILE); sockets are bounded by memory")
 
 func nofile() (soft, hard uint64, err error) { return 0, 0, errNoNofile }
