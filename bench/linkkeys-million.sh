@@ -293,16 +293,23 @@ if top:
     est = max(t['metrics'].get('established_connections') or 1, 1)
     print("   " + ", ".join("%s %.2f × %d B" % (k, (v['objects'] - base['slabs'].get(k, {'objects': 0})['objects']) / est, v['size'])
                           for k, v in sorted(t['slabs'].items())))
-held = 0
+held = still = 0
 for f in sorted(glob.glob(os.path.join(out, 'layer*.json'))):
     try: j = json.load(open(f))
     except Exception as e:
         print("%s: unreadable (%s)" % (os.path.basename(f), e)); continue
     a, h = j.get('attempts', {}), j.get('hold') or {}
     held += h.get('held', 0)
+    still += h.get('still_open_at_end', 0)
     print("%s: %d attempted, %d established, %d failed %s; ramp %s, held %d, still open at the end %s; client CPU per attempt %.0f µs" % (
         os.path.basename(f), a.get('attempted', 0), a.get('succeeded', 0), a.get('failed', 0), a.get('failure_reasons', {}),
         (h.get('ramp_time') or {}).get('text'), h.get('held', 0), h.get('still_open_at_end'),
         (j.get('client_cpu') or {}).get('ns', 0) / 1e3 / max(a.get('attempted', 1), 1)))
-print("held by the clients at once: %d; server accounting at the top: %s" % (held, "exact" if top and held == (top[-1]['metrics'].get('established_connections') or -1) else "MISMATCH"))
+# A handshake the client completed can still time out on the server (its 5 s handshake timeout
+# covers the wait for a handshake slot, and the server may not have read the client's Finished in
+# time on a saturated machine): the server closes it, and the client's socket leaves ESTABLISHED.
+# So the server's count is compared with the client sockets still established at the end.
+srv = top[-1]['metrics'].get('established_connections') if top else None
+print("clients: %d handshakes completed and held, %d of them still established (TCP state) at the end of the hold; "
+      "server: %s established at the top plateau; accounting %s" % (held, still, srv, "exact" if srv == still else "MISMATCH"))
 PY
