@@ -195,6 +195,25 @@ print(json.dumps({'label': label, 'time': time.time(), 'server': total(server_pi
 PY
 }
 
+# run_layer N: start layer $layer's connections run of N from its own source range, wait until it
+# holds everything it established, let it settle. Fails when the layer ended early or the watchdog
+# fired (the staircase then stops where it is).
+run_layer() {
+  "$BIN" connections --info-file "$OUT/info.json" --count "$1" --concurrency "$CONC" --hold-secs 86400 \
+    --attempt-timeout-secs 30 --client-ip-base "127.$((layer * 8)).0.0" --client-ip-count 256 --progress-every 50000 \
+    "${KEEP[@]}" --json "$OUT/layer$layer.json" >"$OUT/layer$layer.txt" 2>"$OUT/layer$layer.err" &
+  CLIENT_PIDS+=($!)
+  local t0
+  t0=$(date +%s)
+  until grep -q 'holding' "$OUT/layer$layer.err" 2>/dev/null; do
+    if ! kill -0 "${CLIENT_PIDS[-1]}" 2>/dev/null; then echo "layer $layer ended early:"; tail -5 "$OUT/layer$layer.err" "$OUT/layer$layer.txt"; return 1; fi
+    [ -s "$OUT/watchdog.txt" ] && return 1
+    sleep 1
+  done
+  echo "   held after $(( $(date +%s) - t0 )) s; settling ${SETTLE} s"
+  sleep "$SETTLE"
+}
+
 sleep 6
 sample "0"
 prev=0 layer=0
@@ -202,18 +221,7 @@ for step in $STEPS; do
   n=$((step - prev))
   layer=$((layer + 1))
   echo "== layer $layer: $n more connections (to $step) from 127.$((layer * 8)).0.0"
-  "$BIN" connections --info-file "$OUT/info.json" --count "$n" --concurrency "$CONC" --hold-secs 86400 \
-    --attempt-timeout-secs 30 --client-ip-base "127.$((layer * 8)).0.0" --client-ip-count 256 --progress-every 50000 \
-    "${KEEP[@]}" --json "$OUT/layer$layer.json" >"$OUT/layer$layer.txt" 2>"$OUT/layer$layer.err" &
-  CLIENT_PIDS+=($!)
-  t0=$(date +%s)
-  until grep -q 'holding' "$OUT/layer$layer.err" 2>/dev/null; do
-    if ! kill -0 "${CLIENT_PIDS[-1]}" 2>/dev/null; then echo "layer $layer ended early:"; tail -5 "$OUT/layer$layer.err" "$OUT/layer$layer.txt"; break 2; fi
-    if [ -s "$OUT/watchdog.txt" ]; then break 2; fi
-    sleep 1
-  done
-  echo "   held after $(( $(date +%s) - t0 )) s; settling ${SETTLE} s"
-  sleep "$SETTLE"
+  run_layer "$n" || break
   sample "$step"
   prev=$step
 done
@@ -226,17 +234,7 @@ if [ "$prev" = "$TOP" ] && [ ! -s "$OUT/watchdog.txt" ] && [ "$held_now" -lt "$T
   n=$((TOP - held_now))
   layer=$((layer + 1))
   echo "== layer $layer (top-up): $n more connections (to $TOP) from 127.$((layer * 8)).0.0"
-  "$BIN" connections --info-file "$OUT/info.json" --count "$n" --concurrency "$CONC" --hold-secs 86400 \
-    --attempt-timeout-secs 30 --client-ip-base "127.$((layer * 8)).0.0" --client-ip-count 256 --progress-every 50000 \
-    "${KEEP[@]}" --json "$OUT/layer$layer.json" >"$OUT/layer$layer.txt" 2>"$OUT/layer$layer.err" &
-  CLIENT_PIDS+=($!)
-  until grep -q 'holding' "$OUT/layer$layer.err" 2>/dev/null; do
-    kill -0 "${CLIENT_PIDS[-1]}" 2>/dev/null || break
-    [ -s "$OUT/watchdog.txt" ] && break
-    sleep 1
-  done
-  sleep "$SETTLE"
-  sample "$TOP+"
+  run_layer "$n" && sample "$TOP+"
 fi
 
 echo "== interrupting the layers one at a time, newest first (each closes what it holds and writes its result)"

@@ -271,11 +271,17 @@ func TestTLSConfigs(t *testing.T) {
 // Exercise the pin check on a raw net.Pipe too, so a misbehaving listener
 // cannot hide a failure.
 func TestTLSOverPipe(t *testing.T) {
+	pipeHandshake(t)
+}
+
+// pipeHandshake completes a handshake between our two configurations over a net.Pipe (both ends
+// closed when the test ends) and returns the client side.
+func pipeHandshake(t *testing.T) *tls.Conn {
+	t.Helper()
 	key := newKey(t)
 	cert, _ := SelfSignedCert("loadtest.local", key, time.Time{}, time.Time{})
 	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
+	t.Cleanup(func() { a.Close(); b.Close() })
 	done := make(chan error, 1)
 	go func() { done <- tls.Server(a, ServerTLSConfig(cert)).Handshake() }()
 	c := tls.Client(b, ClientTLSConfig("loadtest.local", Fingerprint(key.Public().(ed25519.PublicKey))))
@@ -285,26 +291,14 @@ func TestTLSOverPipe(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	return c
 }
 
 // What a full handshake between our two configurations negotiates, which the crypto benchmarks
 // (handshake_bench_test.go) model: TLS 1.3, X25519 alone (no hybrid, no P-256 key share), a
 // SHA-256 cipher suite and the server's Ed25519 certificate key, so one Ed25519 CertificateVerify.
 func TestTLSNegotiatesX25519Ed25519(t *testing.T) {
-	key := newKey(t)
-	cert, _ := SelfSignedCert("loadtest.local", key, time.Time{}, time.Time{})
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	done := make(chan error, 1)
-	go func() { done <- tls.Server(a, ServerTLSConfig(cert)).Handshake() }()
-	c := tls.Client(b, ClientTLSConfig("loadtest.local", Fingerprint(key.Public().(ed25519.PublicKey))))
-	if err := c.Handshake(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	c := pipeHandshake(t)
 	cs := c.ConnectionState()
 	if cs.Version != tls.VersionTLS13 || cs.CurveID != tls.X25519 || cs.DidResume {
 		t.Errorf("version %s, key exchange %v, resumed %v; want TLS 1.3, X25519, a full handshake",
