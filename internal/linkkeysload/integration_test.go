@@ -284,7 +284,7 @@ func intervalTotals(res linkkeysload.Result) map[string]int64 {
 
 func TestRequestBenchSamplesThePrometheusEndpoint(t *testing.T) {
 	rs := startReal(t, config(t, unlimitedReads))
-	prom := httptest.NewServer(linkkeysserver.PrometheusHandler(linkkeysserver.NewPrometheusRegistry(rs.Metrics, true)))
+	prom := httptest.NewServer(linkkeysserver.NewPrometheusExporter(rs.Metrics, true))
 	defer prom.Close()
 	cfg := linkkeysload.RequestConfig{Target: rs.target, Connections: 8, DurationSecs: 2, Op: linkkeysload.OpDomainKeys,
 		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.27.0"), Count: 8}, AttemptTimeout: 10 * time.Second, Pipeline: 4}
@@ -332,12 +332,12 @@ func TestPrometheusRoundTrip(t *testing.T) {
 		want.SetSourceCounter("ddos-1", f.Name, uint64(1000+i))
 		want.SetSourceCounter("held", f.Name, uint64(2000+i))
 	}
-	reg := linkkeysserver.NewPrometheusRegistry(func() linkkeysserver.Snapshot {
+	exp := linkkeysserver.NewPrometheusExporter(func() linkkeysserver.Snapshot {
 		return linkkeysserver.Snapshot{MetricsLine: want}
 	}, false)
 	var b bytes.Buffer
 	rec := httptestRecorder(&b)
-	linkkeysserver.PrometheusHandler(reg).ServeHTTP(rec, httptestRequest())
+	exp.ServeHTTP(rec, httptestRequest())
 	got, err := linkkeysload.ParsePrometheus(&b)
 	if err != nil {
 		t.Fatal(err)

@@ -240,7 +240,7 @@ func StartPrometheus(addr string, src func() linkkeysserver.Snapshot, process bo
 		return nil, "", fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", linkkeysserver.PrometheusHandler(linkkeysserver.NewPrometheusRegistry(src, process)))
+	mux.Handle("/metrics", linkkeysserver.NewPrometheusExporter(src, process))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

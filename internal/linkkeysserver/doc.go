@@ -143,7 +143,7 @@
 // (linkkeys.SourceCounters, source_<name>_<counter> at the end of the line):
 // the accept loop finds a connection's range once, the connection keeps its
 // index in a byte, and each counter is bumped next to its global one (see
-// sources.go). NewPrometheusRegistry exposes the same fields, named by the
+// sources.go). PrometheusExporter exposes the same fields, named by the
 // line's field tables, plus the limiter and cache statistics as
 // linkkeys_server_* series. MemoryReleaser returns freed heap memory to the
 // OS after bursts (see docs/benchmarks.md for what it saves on idle

@@ -1,192 +1,308 @@
 package linkkeysserver
 
 import (
+	"bufio"
+	"cmp"
+	"io"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/loadproof/loadproof/internal/linkkeys"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // PrometheusNamespace prefixes every metric the server exports.
 const PrometheusNamespace = "linkkeys_server"
 
-// snapshotCollector exposes one Snapshot per scrape: every series of a scrape comes from the same
-// reading (so the accounting identity holds within a scrape), and every scrape reads afresh (so a
-// client comparing scrapes before and after a short run sees the run).
-type snapshotCollector struct {
-	src    func() Snapshot
-	series []series
-	// sources are the per-prefix series: one family per linkkeys.SourceFields Prometheus name,
-	// with a prefix label (and the field's own label), one series per configured prefix.
-	sources []sourceSeries
-}
-
-type sourceSeries struct {
-	desc  *prometheus.Desc
-	field linkkeys.SourceField
-}
-
-type series struct {
-	desc *prometheus.Desc
-	kind prometheus.ValueType
-	f    func(Snapshot) float64
-}
-
-func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, s := range c.series {
-		ch <- s.desc
-	}
-	seen := map[*prometheus.Desc]bool{}
-	for _, s := range c.sources {
-		if !seen[s.desc] {
-			seen[s.desc] = true
-			ch <- s.desc
-		}
-	}
-}
-
-func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
-	snap := c.src()
-	for _, s := range c.series {
-		ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.f(snap))
-	}
-	for i := range snap.Sources {
-		sc := &snap.Sources[i]
-		if !linkkeys.ValidSourcePrefixName(sc.Name) {
-			continue
-		}
-		for _, s := range c.sources {
-			labels := []string{sc.Name}
-			if s.field.PromLabel[0] != "" {
-				labels = append(labels, s.field.PromLabel[1])
-			}
-			ch <- prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, float64(s.field.Value(sc)), labels...)
-		}
-	}
-}
-
 // SourcePrefixLabel is the label of the per-source-prefix series.
 const SourcePrefixLabel = "prefix"
 
-// NewPrometheusRegistry returns a registry exposing src's metrics: the
-// counters and gauges of the METRICS line (named by linkkeys.MetricsFields),
-// the per-source-prefix counters (named by linkkeys.SourceFields, with a
-// prefix="<name>" label, one series per prefix the snapshot carries),
-// the two limiters' statistics
-// (label limiter="handshake" or "public_read") and the snapshot cache's, as
-// counters and gauges of one collector, plus the standard Go runtime and process
-// collectors when processCollectors is set. src is read once per scrape;
-// pass Server.Metrics, or for a multi-process parent a function
-// returning the children's sum (and processCollectors false: the parent's
-// own process is not the server; linkkeys_server_process_rss_bytes carries
-// the children's summed RSS).
-func NewPrometheusRegistry(src func() Snapshot, processCollectors bool) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	c := &snapshotCollector{src: src}
-	add := func(kind prometheus.ValueType, name, help string, labels prometheus.Labels, f func(Snapshot) float64) {
-		desc := prometheus.NewDesc(prometheus.BuildFQName(PrometheusNamespace, "", name), help, nil, labels)
-		c.series = append(c.series, series{desc: desc, kind: kind, f: f})
-	}
-	counter := func(name, help string, labels prometheus.Labels, f func(Snapshot) float64) {
-		add(prometheus.CounterValue, name, help, labels, f)
-	}
-	gauge := func(name, help string, labels prometheus.Labels, f func(Snapshot) float64) {
-		add(prometheus.GaugeValue, name, help, labels, f)
-	}
-	u := func(v uint64) float64 { return float64(v) }
+// The exposition is written here, in the Prometheus text format (version 0.0.4), rather than
+// through client_golang: client_golang and the protobuf runtime it needs run about 77 ms of
+// package initialisation and page in about 2 MiB of the lean server's binary before a single
+// connection (docs/benchmarks.md, LinkKeys server memory), for some fifty series whose text is
+// a few lines of code. The Go runtime and process series come from
+// github.com/VictoriaMetrics/metrics, which reads them only when a scrape asks. client_golang
+// remains the reference: TestPrometheusMatchesClientGolang and FuzzPrometheusExposition
+// (prom_test.go) parse both expositions with prometheus/common/expfmt and require the same
+// families, types, help, labels and values.
 
-	// The METRICS line's fields, from its one table. process_rss_bytes is
-	// 0 when unreadable.
+// promSeries is one series of a family: its rendered labels ("" or `{a="b",c="d"}`, names in
+// order) and how to read its value from a snapshot.
+type promSeries struct {
+	labels string
+	value  func(*Snapshot) uint64
+}
+
+// promFamily is one metric family. Source families have one series per source prefix the
+// snapshot carries and per field (with the prefix label first).
+type promFamily struct {
+	name, help, kind string
+	series           []promSeries
+	source           []linkkeys.SourceField
+}
+
+// PrometheusExporter serves the server's metrics on /metrics: the counters and gauges of the
+// METRICS line (named by linkkeys.MetricsFields), the per-source-prefix counters (named by
+// linkkeys.SourceFields, label prefix="<name>", one series per prefix the snapshot carries),
+// the two limiters' statistics (label limiter="handshake" or "public_read") and the snapshot
+// cache's, plus the Go runtime and process series (go_*, process_*) when asked for. Every
+// series of a scrape comes from one snapshot, so the accounting identity holds within a
+// scrape; every scrape reads afresh.
+type PrometheusExporter struct {
+	src      func() Snapshot
+	process  bool
+	families []promFamily // sorted by name
+}
+
+// NewPrometheusExporter returns an exporter reading src once per scrape: pass Server.Metrics
+// (with processMetrics), or for a multi-process parent a function returning the children's
+// sum (without: the parent's own process is not the server, and
+// linkkeys_server_process_rss_bytes carries the children's summed RSS).
+func NewPrometheusExporter(src func() Snapshot, processMetrics bool) *PrometheusExporter {
+	e := &PrometheusExporter{src: src, process: processMetrics}
+	byName := map[string]int{}
+	family := func(name, help, kind string) *promFamily {
+		name = PrometheusNamespace + "_" + name
+		i, ok := byName[name]
+		if !ok {
+			i = len(e.families)
+			byName[name] = i
+			e.families = append(e.families, promFamily{name: name, help: help, kind: kind})
+		}
+		return &e.families[i]
+	}
+	add := func(kind, name, help string, labels [][2]string, value func(*Snapshot) uint64) {
+		f := family(name, help, kind)
+		f.series = append(f.series, promSeries{labels: renderLabels(labels), value: value})
+	}
+
+	// The METRICS line's fields, from its one table (process_rss_bytes is 0 when unreadable).
 	for _, f := range linkkeys.MetricsFields() {
-		var labels prometheus.Labels
+		var labels [][2]string
 		if f.PromLabel[0] != "" {
-			labels = prometheus.Labels{f.PromLabel[0]: f.PromLabel[1]}
+			labels = [][2]string{f.PromLabel}
 		}
-		kind := prometheus.CounterValue
+		kind := "counter"
 		if f.Kind == linkkeys.MetricGauge {
-			kind = prometheus.GaugeValue
+			kind = "gauge"
 		}
-		add(kind, f.PromName, f.Help, labels, func(s Snapshot) float64 {
+		add(kind, f.PromName, f.Help, labels, func(s *Snapshot) uint64 {
 			v, _ := f.Value(&s.MetricsLine)
-			return u(v)
+			return v
 		})
 	}
 
-	// The per-prefix counters (TCP_SOURCE_PREFIXES), one family per Prometheus name of the table:
-	// linkkeys_server_source_<…>{prefix="<name>"[,reason="…"]}.
-	descs := map[string]*prometheus.Desc{}
+	// The per-prefix counters (TCP_SOURCE_PREFIXES): linkkeys_server_source_<…>{prefix="<name>"[,reason="…"]}.
 	for _, f := range linkkeys.SourceFields() {
-		d, ok := descs[f.PromName]
-		if !ok {
-			labels := []string{SourcePrefixLabel}
-			if f.PromLabel[0] != "" {
-				labels = append(labels, f.PromLabel[0])
-			}
-			d = prometheus.NewDesc(prometheus.BuildFQName(PrometheusNamespace, "", f.PromName), f.Help, labels, nil)
-			descs[f.PromName] = d
-		}
-		c.sources = append(c.sources, sourceSeries{desc: d, field: f})
+		fam := family(f.PromName, f.Help, "counter")
+		fam.source = append(fam.source, f)
 	}
 
 	checksHelp := "Limiter checks, by limiter and result."
 	for _, l := range []struct {
 		name string
-		get  func(Snapshot) admit.LimiterStats
+		get  func(*Snapshot) *admit.LimiterStats
 	}{
-		{"handshake", func(s Snapshot) admit.LimiterStats { return s.HandshakeLimiter }},
-		{"public_read", func(s Snapshot) admit.LimiterStats { return s.PublicReadLimiter }},
+		{"handshake", func(s *Snapshot) *admit.LimiterStats { return &s.HandshakeLimiter }},
+		{"public_read", func(s *Snapshot) *admit.LimiterStats { return &s.PublicReadLimiter }},
 	} {
 		get := l.get
 		for _, r := range []struct {
 			result string
-			f      func(admit.LimiterStats) uint64
+			f      func(*admit.LimiterStats) uint64
 		}{
-			{"allow", func(v admit.LimiterStats) uint64 { return v.Accepted }},
-			{"per_source", func(v admit.LimiterStats) uint64 { return v.RejectedPerSource }},
-			{"overflow", func(v admit.LimiterStats) uint64 { return v.RejectedOverflow }},
-			{"global", func(v admit.LimiterStats) uint64 { return v.RejectedGlobal }},
+			{"allow", func(v *admit.LimiterStats) uint64 { return v.Accepted }},
+			{"per_source", func(v *admit.LimiterStats) uint64 { return v.RejectedPerSource }},
+			{"overflow", func(v *admit.LimiterStats) uint64 { return v.RejectedOverflow }},
+			{"global", func(v *admit.LimiterStats) uint64 { return v.RejectedGlobal }},
 		} {
 			f := r.f
-			counter("limiter_checks_total", checksHelp, prometheus.Labels{"limiter": l.name, "result": r.result},
-				func(s Snapshot) float64 { return u(f(get(s))) })
+			add("counter", "limiter_checks_total", checksHelp, [][2]string{{"limiter", l.name}, {"result", r.result}},
+				func(s *Snapshot) uint64 { return f(get(s)) })
 		}
-		labels := prometheus.Labels{"limiter": l.name}
-		counter("limiter_protection_mode_entries_total", "Windows in which the distinct-source threshold was reached.", labels,
-			func(s Snapshot) float64 { return u(get(s).ProtectionModeEntries) })
-		gauge("limiter_tracked_sources", "Distinct sources in the current window.", labels,
-			func(s Snapshot) float64 { return float64(get(s).TrackedSources) })
-		gauge("limiter_bucket_entries", "Per-source buckets held.", labels,
-			func(s Snapshot) float64 { return float64(get(s).BucketEntries) })
-		gauge("limiter_max_bucket_entries", "Bound on per-source buckets.", labels,
-			func(s Snapshot) float64 { return float64(get(s).MaxBucketEntries) })
+		labels := [][2]string{{"limiter", l.name}}
+		add("counter", "limiter_protection_mode_entries_total", "Windows in which the distinct-source threshold was reached.", labels,
+			func(s *Snapshot) uint64 { return get(s).ProtectionModeEntries })
+		add("gauge", "limiter_tracked_sources", "Distinct sources in the current window.", labels,
+			func(s *Snapshot) uint64 { return uint64(get(s).TrackedSources) })
+		add("gauge", "limiter_bucket_entries", "Per-source buckets held.", labels,
+			func(s *Snapshot) uint64 { return uint64(get(s).BucketEntries) })
+		add("gauge", "limiter_max_bucket_entries", "Bound on per-source buckets.", labels,
+			func(s *Snapshot) uint64 { return uint64(get(s).MaxBucketEntries) })
 	}
 
-	counter("snapshot_cache_hits_total", "Snapshot cache lookups served from a found entry.", nil,
-		func(s Snapshot) float64 { return u(s.SnapshotCache.Hits) })
-	counter("snapshot_cache_misses_total", "Snapshot cache lookups that ran the loader.", nil,
-		func(s Snapshot) float64 { return u(s.SnapshotCache.Misses) })
-	counter("snapshot_cache_coalesced_loads_total", "Snapshot cache lookups that waited for another caller's load.", nil,
-		func(s Snapshot) float64 { return u(s.SnapshotCache.CoalescedLoads) })
-	counter("snapshot_cache_negative_hits_total", "Snapshot cache lookups served from a not-found entry.", nil,
-		func(s Snapshot) float64 { return u(s.SnapshotCache.NegativeHits) })
-	counter("snapshot_cache_evictions_total", "Snapshot cache entries evicted to stay within bounds.", nil,
-		func(s Snapshot) float64 { return u(s.SnapshotCache.Evictions) })
-	gauge("snapshot_cache_entries", "Snapshot cache entries held.", nil,
-		func(s Snapshot) float64 { return float64(s.SnapshotCache.Entries) })
-	gauge("snapshot_cache_bytes", "Snapshot cache bytes held.", nil,
-		func(s Snapshot) float64 { return float64(s.SnapshotCache.Bytes) })
+	add("counter", "snapshot_cache_hits_total", "Snapshot cache lookups served from a found entry.", nil,
+		func(s *Snapshot) uint64 { return s.SnapshotCache.Hits })
+	add("counter", "snapshot_cache_misses_total", "Snapshot cache lookups that ran the loader.", nil,
+		func(s *Snapshot) uint64 { return s.SnapshotCache.Misses })
+	add("counter", "snapshot_cache_coalesced_loads_total", "Snapshot cache lookups that waited for another caller's load.", nil,
+		func(s *Snapshot) uint64 { return s.SnapshotCache.CoalescedLoads })
+	add("counter", "snapshot_cache_negative_hits_total", "Snapshot cache lookups served from a not-found entry.", nil,
+		func(s *Snapshot) uint64 { return s.SnapshotCache.NegativeHits })
+	add("counter", "snapshot_cache_evictions_total", "Snapshot cache entries evicted to stay within bounds.", nil,
+		func(s *Snapshot) uint64 { return s.SnapshotCache.Evictions })
+	add("gauge", "snapshot_cache_entries", "Snapshot cache entries held.", nil,
+		func(s *Snapshot) uint64 { return uint64(s.SnapshotCache.Entries) })
+	add("gauge", "snapshot_cache_bytes", "Snapshot cache bytes held.", nil,
+		func(s *Snapshot) uint64 { return uint64(s.SnapshotCache.Bytes) })
 
-	reg.MustRegister(c)
-	if processCollectors {
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The order client_golang's registry gathers in: families by name, series by label values.
+	slices.SortFunc(e.families, func(a, b promFamily) int { return cmp.Compare(a.name, b.name) })
+	for i := range e.families {
+		slices.SortStableFunc(e.families[i].series, func(a, b promSeries) int { return cmp.Compare(a.labels, b.labels) })
 	}
-	return reg
+	return e
 }
 
-// PrometheusHandler serves reg in the Prometheus text format.
-func PrometheusHandler(reg *prometheus.Registry) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+// PrometheusContentType is the media type of the exposition.
+const PrometheusContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// ServeHTTP writes one scrape.
+func (e *PrometheusExporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", PrometheusContentType)
+	_, _ = e.WriteTo(w)
+}
+
+// WriteTo writes one scrape (one snapshot, then the Go and process series if asked for) to w.
+func (e *PrometheusExporter) WriteTo(w io.Writer) (int64, error) {
+	cw := &countWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 16<<10)
+	snap := e.src()
+	var b []byte
+	for i := range e.families {
+		f := &e.families[i]
+		if len(f.series) == 0 && (len(f.source) == 0 || len(snap.Sources) == 0) {
+			continue
+		}
+		b = appendFamily(b[:0], f, &snap)
+		if len(b) == 0 {
+			continue
+		}
+		bw.Write(b)
+	}
+	if e.process {
+		metrics.ExposeMetadata(true)
+		metrics.WriteProcessMetrics(bw)
+		metrics.WriteFDMetrics(bw)
+	}
+	err := bw.Flush()
+	return cw.n, err
+}
+
+// appendFamily renders one family (nothing for a source family without a valid prefix).
+func appendFamily(b []byte, f *promFamily, s *Snapshot) []byte {
+	start := len(b)
+	b = append(b, "# HELP "...)
+	b = append(b, f.name...)
+	b = append(b, ' ')
+	b = appendEscaped(b, f.help, false)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, f.name...)
+	b = append(b, ' ')
+	b = append(b, f.kind...)
+	b = append(b, '\n')
+	n := 0
+	for _, sr := range f.series {
+		b = appendSample(b, f.name, sr.labels, sr.value(s))
+		n++
+	}
+	if len(f.source) > 0 {
+		type row struct {
+			labels string
+			v      uint64
+		}
+		var rows []row
+		for i := range s.Sources {
+			sc := &s.Sources[i]
+			if !linkkeys.ValidSourcePrefixName(sc.Name) {
+				continue
+			}
+			for _, fld := range f.source {
+				labels := [][2]string{{SourcePrefixLabel, sc.Name}}
+				if fld.PromLabel[0] != "" {
+					labels = append(labels, fld.PromLabel)
+				}
+				rows = append(rows, row{renderLabels(labels), fld.Value(sc)})
+			}
+		}
+		slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.labels, b.labels) })
+		for _, r := range rows {
+			b = appendSample(b, f.name, r.labels, r.v)
+			n++
+		}
+	}
+	if n == 0 {
+		return b[:start]
+	}
+	return b
+}
+
+func appendSample(b []byte, name, labels string, v uint64) []byte {
+	b = append(b, name...)
+	b = append(b, labels...)
+	b = append(b, ' ')
+	b = appendValue(b, float64(v))
+	return append(b, '\n')
+}
+
+// appendValue writes v as client_golang's text encoder does (shortest 'g' form; 0 and 1 plain).
+func appendValue(b []byte, v float64) []byte {
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// renderLabels renders labels (name order as given; values escaped) as {a="b",c="d"}.
+func renderLabels(labels [][2]string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	sorted := slices.Clone(labels)
+	slices.SortStableFunc(sorted, func(a, b [2]string) int { return cmp.Compare(a[0], b[0]) })
+	b := []byte{'{'}
+	for i, l := range sorted {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, l[0]...)
+		b = append(b, '=', '"')
+		b = appendEscaped(b, l[1], true)
+		b = append(b, '"')
+	}
+	return string(append(b, '}'))
+}
+
+// appendEscaped escapes per the text format: backslash and newline always, the double quote in
+// label values.
+func appendEscaped(b []byte, s string, quote bool) []byte {
+	if !strings.ContainsAny(s, "\\\n\"") {
+		return append(b, s...)
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			b = append(b, '\\', '\\')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '"' && quote:
+			b = append(b, '\\', '"')
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

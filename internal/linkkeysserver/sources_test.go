@@ -303,7 +303,7 @@ func TestPrometheusSourcePrefixes(t *testing.T) {
 	s := sampleSnapshot()
 	s.Sources = []linkkeys.SourceCounters{{Name: "held", Accepted: 5, Admitted: 4, ShedHandshakePerSource: 1, Established: 4, ClosedByPeer: 2},
 		{Name: "ddos-1", Accepted: 7, ShedHandshakeOverflow: 7}}
-	srv := httptest.NewServer(PrometheusHandler(NewPrometheusRegistry(func() Snapshot { return s }, false)))
+	srv := httptest.NewServer(NewPrometheusExporter(func() Snapshot { return s }, false))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {
@@ -329,13 +329,9 @@ func TestPrometheusSourcePrefixes(t *testing.T) {
 	}
 	// Without prefixes there is no per-prefix series at all.
 	s.Sources = nil
-	mfs, err := NewPrometheusRegistry(func() Snapshot { return s }, false).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "linkkeys_server_source_") {
-			t.Errorf("series %s without prefixes", mf.GetName())
+	for name := range parseExposition(t, NewPrometheusExporter(func() Snapshot { return s }, false)) {
+		if strings.HasPrefix(name, "linkkeys_server_source_") {
+			t.Errorf("series %s without prefixes", name)
 		}
 	}
 }
