@@ -69,6 +69,7 @@ type Server struct {
 	loadKeys Loader
 	loadRevs Loader
 	hsJobs   chan hsJob    // admitted connections handed to an idle handshaker
+	hsIdle   atomic.Int32  // handshakers waiting on hsJobs
 	quit     chan struct{} // closed by the first Shutdown or Close: idle handshakers exit
 }
 
@@ -82,6 +83,14 @@ type hsJob struct {
 // handshakerIdle is how long a handshaker waits for the next admitted
 // connection before it exits.
 const handshakerIdle = time.Second
+
+// maxIdleHandshakers bounds the handshakers waiting for the next admitted
+// connection; the others exit at once. A steady stream of handshakes finds
+// one of them; after a burst (a ddos of 500 concurrent handshakes) the rest
+// do not each keep an 8–16 KiB stack for handshakerIdle: at the top of the
+// default-profile ddos 449 of 581 handshake goroutines were idle
+// (docs/benchmarks.md, LinkKeys server memory).
+const maxIdleHandshakers = 64
 
 func (s *Server) init() error {
 	s.initOnce.Do(func() {
@@ -261,6 +270,13 @@ func (s *Server) handshaker(j hsJob) {
 	for {
 		s.handshake(j.nc, j.peer, j.src)
 		j = hsJob{}
+		if s.hsIdle.Add(1) > maxIdleHandshakers {
+			s.hsIdle.Add(-1)
+			if idle != nil {
+				idle.Stop()
+			}
+			return
+		}
 		if idle == nil {
 			idle = time.NewTimer(handshakerIdle)
 		} else {
@@ -268,9 +284,12 @@ func (s *Server) handshaker(j hsJob) {
 		}
 		select {
 		case j = <-s.hsJobs:
+			s.hsIdle.Add(-1)
 		case <-idle.C:
+			s.hsIdle.Add(-1)
 			return
 		case <-s.quit:
+			s.hsIdle.Add(-1)
 			idle.Stop()
 			return
 		}
