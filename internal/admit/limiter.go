@@ -61,18 +61,26 @@ type LimiterStats struct {
 	MaxBucketEntries      int    // the bound on BucketEntries
 }
 
-// bucketEntry is one per-source bucket in a shard's dense array.
+// bucketEntry is one per-source bucket in a shard's dense array. A bucket
+// is keyed by the source's compact id (the first 8 bytes of its SHA-256
+// key), as the distinct-source window already is: 24 bytes an entry and an
+// 8-byte map key instead of 48 and 32, which at the 10,000 sources a window
+// tracks is about 0.6 MB of a small server's live heap (docs/benchmarks.md,
+// LinkKeys server memory). Two sources share a bucket only if their keys
+// agree in 64 bits: about 3e-12 for 10,000 sources, and not something a
+// client can arrange, since it does not choose the canonical string its
+// address hashes from.
 type bucketEntry struct {
-	key SourceKey
+	key uint64
 	tokens
 }
 
 // shard holds the per-source buckets whose compact id maps to it. entries is
-// dense so the pruning scans stay cache-friendly; index maps a key to its
-// slot.
+// dense so the pruning scans stay cache-friendly; index maps a compact id to
+// its slot.
 type shard struct {
 	mu      sync.Mutex
-	index   map[SourceKey]int32
+	index   map[uint64]int32
 	entries []bucketEntry
 	_       [64]byte // keep neighbouring shards' locks off one cache line
 }
@@ -136,7 +144,7 @@ func NewLimiter(cfg LimiterConfig, clock Clock) *Limiter {
 		shards:        make([]shard, cfg.Shards),
 	}
 	for i := range l.shards {
-		l.shards[i].index = make(map[SourceKey]int32)
+		l.shards[i].index = make(map[uint64]int32)
 	}
 	l.win.start = now
 	l.win.tracked = make(map[uint64]struct{})
@@ -198,7 +206,7 @@ func (l *Limiter) Check(key SourceKey) Decision {
 	compact := key.compact()
 	switch l.admit(compact, now) {
 	case known, newAdmitted:
-		if ok, retry := l.consumePerSource(&l.shards[compact&l.shardMask], &key, now); !ok {
+		if ok, retry := l.consumePerSource(&l.shards[compact&l.shardMask], compact, now); !ok {
 			l.rejPerSource.Add(1)
 			return Decision{Reason: PerSource, RetryAfterSecs: retry}
 		}
@@ -226,17 +234,17 @@ func (l *Limiter) Check(key SourceKey) Decision {
 
 // consumePerSource takes a token from key's bucket in s, creating a full
 // bucket (after pruning a full shard) if the key has none.
-func (l *Limiter) consumePerSource(s *shard, key *SourceKey, now time.Duration) (bool, uint64) {
+func (l *Limiter) consumePerSource(s *shard, key uint64, now time.Duration) (bool, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.index[*key]
+	i, ok := s.index[key]
 	if !ok {
 		if len(s.entries) >= l.maxPerShard {
 			l.prune(s, now)
 		}
 		i = int32(len(s.entries))
-		s.entries = append(s.entries, bucketEntry{key: *key, tokens: tokens{tokens: l.cfg.Burst, last: now}})
-		s.index[*key] = i
+		s.entries = append(s.entries, bucketEntry{key: key, tokens: tokens{tokens: l.cfg.Burst, last: now}})
+		s.index[key] = i
 	}
 	return s.entries[i].tryConsume(now, l.cfg.Burst, l.perSourceRate)
 }
