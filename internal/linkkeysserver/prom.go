@@ -165,13 +165,12 @@ const PrometheusContentType = "text/plain; version=0.0.4; charset=utf-8"
 // ServeHTTP writes one scrape.
 func (e *PrometheusExporter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", PrometheusContentType)
-	_, _ = e.WriteTo(w)
+	_ = e.Write(w)
 }
 
-// WriteTo writes one scrape (one snapshot, then the Go and process series if asked for) to w.
-func (e *PrometheusExporter) WriteTo(w io.Writer) (int64, error) {
-	cw := &countWriter{w: w}
-	bw := bufio.NewWriterSize(cw, 16<<10)
+// Write writes one scrape (one snapshot, then the Go and process series if asked for) to w.
+func (e *PrometheusExporter) Write(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 16<<10)
 	snap := e.src()
 	var b []byte
 	for i := range e.families {
@@ -190,8 +189,7 @@ func (e *PrometheusExporter) WriteTo(w io.Writer) (int64, error) {
 		metrics.WriteProcessMetrics(bw)
 		metrics.WriteFDMetrics(bw)
 	}
-	err := bw.Flush()
-	return cw.n, err
+	return bw.Flush()
 }
 
 // appendFamily renders one family (nothing for a source family without a valid prefix).
@@ -294,15 +292,4 @@ func appendEscaped(b []byte, s string, quote bool) []byte {
 		}
 	}
 	return b
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -173,7 +173,7 @@ func checkSameAsClientGolang(t testing.TB, s Snapshot) {
 		t.Fatalf("exposition differs from client_golang's:\n got %d series: %q\nwant %d series: %q", len(got), got, len(want), want)
 	}
 	var b bytes.Buffer
-	if _, err := NewPrometheusExporter(src, false).WriteTo(&b); err != nil {
+	if err := NewPrometheusExporter(src, false).Write(&b); err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
