@@ -5,11 +5,11 @@ import (
 	"crypto/sha256"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
 // BenchmarkSchnorrSign is the bound sign_event is measured against: one BIP-340 signature of a
@@ -32,13 +32,7 @@ func BenchmarkSchnorrSign(b *testing.B) {
 }
 
 // processCPU is the user+system CPU time of this process in nanoseconds.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
+func processCPU() int64 { return int64(machine.ProcessCPU()) }
 
 // BenchmarkSignEventWork is sign_event without HTTP: parse the load tool's event, policy check,
 // id, signature, result JSON.

@@ -10,6 +10,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
 // The public-key crypto of one full TLS 1.3 handshake as our configurations negotiate it
@@ -32,9 +34,9 @@ import (
 // it), which, unlike ns/op, does not grow when other processes share the core.
 // Call it before the loop; call the returned function after it.
 func cpuPerOp(b *testing.B) func() {
-	start := processCPU()
+	start := machine.ProcessCPU()
 	return func() {
-		if d := processCPU() - start; start > 0 && b.N > 0 {
+		if d := machine.ProcessCPU() - start; start > 0 && b.N > 0 {
 			b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}
 	}

@@ -6,10 +6,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
 // CPU figures tell where the time of a run went on a machine whose client and server share the
 // cores: a rate below target is either the client's cost or the server's, and these say which.
+
+// processCPU is this process's CPU time so far (0 where it cannot be read).
+func processCPU() time.Duration { return machine.ProcessCPU() }
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
 const userHZ = 100

@@ -2,13 +2,7 @@
 
 package linkkeysload
 
-import (
-	"syscall"
-	"time"
-)
-
-// processCPU is 0 (unknown): the figure is read with getrusage, a Unix call.
-func processCPU() time.Duration { return 0 }
+import "syscall"
 
 // errnoName is "": Detail then names the error by number.
 func errnoName(syscall.Errno) string { return "" }

@@ -4,6 +4,7 @@ package machine
 
 import (
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,3 +47,14 @@ func raiseNofile() (uint64, error) {
 
 // setLimit stores v in an rlimit field: uint64 on most systems, int64 on FreeBSD.
 func setLimit[T ~int64 | ~uint64](p *T, v uint64) { *p = T(v) }
+
+// ProcessCPU is this process's CPU time so far, user plus system (getrusage). Benchmarks divide
+// it by their operations: on a shared machine wall time per operation grows whenever another
+// process takes the core, the CPU spent per operation does not.
+func ProcessCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
