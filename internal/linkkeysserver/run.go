@@ -87,6 +87,11 @@ func (m *MemoryReleaser) Check(s Snapshot, now time.Time) bool {
 
 // Run checks snap every interval until ctx ends.
 func (m *MemoryReleaser) Run(ctx context.Context, interval time.Duration, snap func() Snapshot) {
+	every(ctx, interval, func(now time.Time) { m.Check(snap(), now) })
+}
+
+// every calls f at each tick of interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func(time.Time)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -94,7 +99,7 @@ func (m *MemoryReleaser) Run(ctx context.Context, interval time.Duration, snap f
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			m.Check(snap(), now)
+			f(now)
 		}
 	}
 }
@@ -166,14 +171,5 @@ func (p *GCPacer) liveHeap() uint64 {
 // Run steps every interval until ctx ends.
 func (p *GCPacer) Run(ctx context.Context, interval time.Duration) {
 	p.Step()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.Step()
-		}
-	}
+	every(ctx, interval, func(time.Time) { p.Step() })
 }
