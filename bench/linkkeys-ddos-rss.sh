@@ -34,7 +34,8 @@ ls -l "$OUT/linkkeys-loadtest" "$OUT/linkkeys-server" | awk '{print "binary", $N
 ulimit -n "$(ulimit -Hn)"
 
 CLEAN_ENV=()
-for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
+. "$ROOT/bench/lib.sh"
+unset_server_env
 
 SERVER_PID="" SAMPLER_PID=""
 stop_all() {

@@ -48,20 +48,13 @@ SCALE_ENV=(TCP_MAX_CONNECTIONS=220000 TCP_HANDSHAKE_CONCURRENCY=1024
   PUBLIC_READ_RATE_PER_MINUTE=6000000 PUBLIC_READ_BURST=1000000
   PUBLIC_READ_GLOBAL_RATE_PER_SECOND=100000 PUBLIC_READ_GLOBAL_BURST=200000)
 CLEAN_ENV=(-u GOGC -u GOMAXPROCS)
-for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
+. "$ROOT/bench/lib.sh"
+unset_server_env
 SERVER_ENV=(GOMAXPROCS=1)
 [ -n "${SERVER_GOGC:-}" ] && SERVER_ENV+=(GOGC="$SERVER_GOGC")
 CLIENT_ENV=(GOMAXPROCS=1)
 [ -n "${CLIENT_GOGC:-}" ] && CLIENT_ENV+=(GOGC="$CLIENT_GOGC")
 
-SERVER_PID=""
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
-  fi
-}
 trap stop_server EXIT
 
 start_server() { # start_server BINARY NAME EXTRA_ENV...: the pinned one-process scale-profile server

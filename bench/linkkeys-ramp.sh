@@ -34,13 +34,10 @@ SCALE_ENV=(TCP_MAX_CONNECTIONS=$((COUNT * 11 / 10)) TCP_HANDSHAKE_CONCURRENCY=10
   TCP_HANDSHAKE_RATE_PER_MINUTE=6000000 TCP_HANDSHAKE_BURST=1000000
   TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND=100000 TCP_HANDSHAKE_GLOBAL_BURST=200000)
 CLEAN_ENV=(-u GOMAXPROCS -u GOGC)
-for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
+. "$ROOT/bench/lib.sh"
+unset_server_env
 
-SERVER_PID=""
 OLD_BACKLOG=$(cat /proc/sys/net/core/netdev_max_backlog)
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then kill -TERM "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""; fi
-}
 trap 'stop_server; echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true' EXIT
 drops() { awk '{ s += strtonum("0x" $2) } END { print s }' /proc/net/softnet_stat; }
 start_server() { # start_server NAME VARENV... -- FLAGS...

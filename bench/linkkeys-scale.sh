@@ -51,16 +51,8 @@ SCALE_ENV=(TCP_MAX_CONNECTIONS=220000 TCP_HANDSHAKE_CONCURRENCY=1024
   PUBLIC_READ_GLOBAL_RATE_PER_SECOND=100000 PUBLIC_READ_GLOBAL_BURST=200000)
 # The default profile: none of the variables set, whatever the calling shell has.
 CLEAN_ENV=()
-for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
-
-SERVER_PID=""
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
-  fi
-}
+. "$ROOT/bench/lib.sh"
+unset_server_env
 trap stop_server EXIT
 
 # start_server NAME ENV... -- FLAGS...: start a server, wait for its info file and first METRICS line.
