@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
 // MetricsLoop prints a "running" METRICS line from snap at once and then
@@ -44,12 +45,17 @@ func MetricsLoop(ctx context.Context, w io.Writer, interval, duration time.Durat
 // above what the connections need. Once a check finds neither a new
 // connection nor a processed frame since the previous check, after activity
 // since the last release, and at least MinGap after it, Release runs
-// (debug.FreeOSMemory: a full collection that returns every free page). A
-// server under steady load never pays for it.
+// (debug.FreeOSMemory: a full collection that returns every free page, then
+// machine.TrimCodePages: the mappings of the binary's read-only pages are
+// dropped, so the pages mapped at start-up or during the burst and not run
+// since stop counting in the RSS). A server under steady load never pays for
+// it. Run trims the code pages once at its start as well.
 type MemoryReleaser struct {
 	// MinGap is the least time between two releases (0 means 10 s).
 	MinGap time.Duration
-	// Release frees memory; nil means debug.FreeOSMemory.
+	// Release frees memory; nil means debug.FreeOSMemory and then
+	// machine.TrimCodePages (whose error, on systems without it, is
+	// ignored: there is nothing to trim).
 	Release func()
 
 	last     Snapshot
@@ -77,7 +83,7 @@ func (m *MemoryReleaser) Check(s Snapshot, now time.Time) bool {
 	}
 	release := m.Release
 	if release == nil {
-		release = debug.FreeOSMemory
+		release = freeAndTrim
 	}
 	release()
 	m.dirty = false
@@ -85,8 +91,17 @@ func (m *MemoryReleaser) Check(s Snapshot, now time.Time) bool {
 	return true
 }
 
-// Run checks snap every interval until ctx ends.
+func freeAndTrim() {
+	debug.FreeOSMemory()
+	machine.TrimCodePages()
+}
+
+// Run trims the code pages (unless Release is set) and then checks snap
+// every interval until ctx ends.
 func (m *MemoryReleaser) Run(ctx context.Context, interval time.Duration, snap func() Snapshot) {
+	if m.Release == nil {
+		machine.TrimCodePages()
+	}
 	every(ctx, interval, func(now time.Time) { m.Check(snap(), now) })
 }
 
