@@ -103,7 +103,7 @@ func (f *Flags) Register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.Listen, "listen", "127.0.0.1:0", "listen `address` (host:port; port 0 picks a free one); when not given and TCP_PORT is set, 127.0.0.1:$TCP_PORT")
 	fl.IntVar(&f.Processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
 	fl.BoolVar(&f.PerProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's METRICS line as PROCESS_METRICS <i> {json}")
-	fl.BoolVar(&f.ReleaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS when the server goes quiet after activity, and (unless GOGC is set) collect at GOGC=50 while the live heap is under 64 MiB (see docs/benchmarks.md)")
+	fl.BoolVar(&f.ReleaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS and drop the mappings of the binary's read-only pages at start and when the server goes quiet after activity, and (unless GOGC is set) collect at GOGC=50 while the live heap is under 64 MiB (see docs/benchmarks.md)")
 	fl.StringArrayVar(&f.SourcePrefixes, "source-prefix", nil, "count the accounting of connections from a named source range apart, as `NAME=CIDR` or NAME=FIRST-LAST "+
 		"(repeatable; added to those of TCP_SOURCE_PREFIXES; METRICS fields source_<NAME>_<counter>)")
 	fl.DurationVar(&f.ParkAfter, "park-after", linkkeysserver.DefaultParkAfter, "park a connection (no goroutine, no buffers) after it had nothing to read this long; negative never parks (benchmark comparisons)")
@@ -320,7 +320,7 @@ func runServer(ctx context.Context, env Env, f Flags, listenChanged bool, cmdPre
 
 	lctx, cancel := stop.loopContext(ctx)
 	if f.ReleaseIdleMemory {
-		go (&linkkeysserver.MemoryReleaser{}).Run(lctx, 2*time.Second, srv.Metrics)
+		(&linkkeysserver.MemoryReleaser{}).Start(lctx, 2*time.Second, srv.Metrics)
 		if env.Getenv("GOGC") == "" {
 			go (&linkkeysserver.GCPacer{}).Run(lctx, time.Second)
 		}

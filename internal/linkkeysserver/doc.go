@@ -146,8 +146,8 @@
 // sources.go). PrometheusExporter exposes the same fields, named by the
 // line's field tables, plus the limiter and cache statistics as
 // linkkeys_server_* series. MemoryReleaser returns freed heap memory to the
-// OS after bursts (see docs/benchmarks.md for what it saves on idle
-// connections).
+// OS after bursts and drops the mappings of the binary's read-only pages at
+// start and when idle (see docs/benchmarks.md for what each saves).
 //
 // # Several processes (--processes N)
 //

@@ -140,7 +140,7 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
 	if opt.ReleaseIdleMemory {
-		go (&MemoryReleaser{}).Run(rctx, 2*time.Second, srv.Metrics)
+		(&MemoryReleaser{}).Start(rctx, 2*time.Second, srv.Metrics)
 		if os.Getenv("GOGC") == "" {
 			go (&GCPacer{}).Run(rctx, time.Second)
 		}

@@ -49,7 +49,7 @@ func MetricsLoop(ctx context.Context, w io.Writer, interval, duration time.Durat
 // machine.TrimCodePages: the mappings of the binary's read-only pages are
 // dropped, so the pages mapped at start-up or during the burst and not run
 // since stop counting in the RSS). A server under steady load never pays for
-// it. Run trims the code pages once at its start as well.
+// it. Start trims the code pages once at the start as well.
 type MemoryReleaser struct {
 	// MinGap is the least time between two releases (0 means 10 s).
 	MinGap time.Duration
@@ -96,13 +96,14 @@ func freeAndTrim() {
 	machine.TrimCodePages()
 }
 
-// Run trims the code pages (unless Release is set) and then checks snap
-// every interval until ctx ends.
-func (m *MemoryReleaser) Run(ctx context.Context, interval time.Duration, snap func() Snapshot) {
+// Start trims the code pages at once (unless Release is set), so that the
+// pages start-up touched are gone before the first METRICS line, and then
+// checks snap every interval, in its own goroutine, until ctx ends.
+func (m *MemoryReleaser) Start(ctx context.Context, interval time.Duration, snap func() Snapshot) {
 	if m.Release == nil {
 		machine.TrimCodePages()
 	}
-	every(ctx, interval, func(now time.Time) { m.Check(snap(), now) })
+	go every(ctx, interval, func(now time.Time) { m.Check(snap(), now) })
 }
 
 // every calls f at each tick of interval until ctx ends.
