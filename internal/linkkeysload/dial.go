@@ -60,16 +60,16 @@ func (d *Dialer) Dial(ctx context.Context, src IPv4, cfg *tls.Config) (*tls.Conn
 	}
 	nd := net.Dialer{
 		Deadline:       deadline,
-		LocalAddr:      &net.TCPAddr{IP: net.IP(src.Addr().AsSlice())},
 		ControlContext: bindNoPort,
 		KeepAlive:      -1, // the seed sets no SO_KEEPALIVE
 	}
-	raw, err := nd.DialContext(ctx, "tcp4", d.Target.Addr.String())
+	// DialTCP takes the addresses as they are: no address string to format, parse and resolve per
+	// attempt. Go sets TCP_NODELAY on every TCP connection it makes (the seed sets it explicitly;
+	// TestDialSocketOptions checks it is on), so no second setsockopt here.
+	tc, err := nd.DialTCP(ctx, "tcp4", netip.AddrPortFrom(src.Addr(), 0), d.Target.Addr)
 	if err != nil {
 		return nil, classify(StageConnect, err)
 	}
-	tc := raw.(*net.TCPConn)
-	_ = tc.SetNoDelay(true) // Go's default, set explicitly as the seed does
 	_ = tc.SetDeadline(deadline)
 	conn := tls.Client(tc, cfg)
 	// Ctrl-C interrupts a handshake in flight by expiring its deadline; AfterFunc starts no goroutine
