@@ -18,6 +18,7 @@
 # Usage: bench/linkkeys-ramp.sh                               default only, one round (~3 min)
 #        VARIANTS="default gomaxprocs=2" ROUNDS=2 bench/linkkeys-ramp.sh
 #        COUNT=50000 bench/linkkeys-ramp.sh                   a smaller ramp
+#        COUNT=15000 PROCS=1 CLIENT_ARGS="--workers 11" bench/linkkeys-ramp.sh   extra flags for connections
 # Needs: go, python3. Run it on a quiet machine: the figures are CPU-bound.
 set -euo pipefail
 
@@ -79,7 +80,7 @@ for round in $(seq 1 "$ROUNDS"); do
     d0=$(drops)
     env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" connections --info-file "$OUT/$tag-ramp-info.json" --count "$COUNT" --concurrency 3000 \
       --hold-secs 5 --attempt-timeout-secs 20 --client-ip-base 127.0.1.0 --client-ip-count 64 \
-      --json "$OUT/$tag-ramp.json" >"$OUT/$tag-ramp.txt" || true
+      --json "$OUT/$tag-ramp.json" ${CLIENT_ARGS:-} >"$OUT/$tag-ramp.txt" || true
     echo $(( $(drops) - d0 )) >"$OUT/$tag-ramp.drops"
     stop_server
   done
