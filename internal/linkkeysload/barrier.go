@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,8 +22,16 @@ import (
 // hold-secs later, releases them all by closing their sockets. Waiting on a socket needs no polling,
 // and a parent that dies releases its workers the same way.
 
+// With workers in turn (ConnectionsConfig.WorkersInTurn) the barrier also hands out turns: a
+// worker that has joined waits for a "go" line before its attempts, the parent sends it to one
+// worker at a time, in the order they joined, and to the next when the one before is ready or gone.
+// The parent then measures the ramp itself: from the first "go" to the last worker's end.
+
 // barrierConnectGrace bounds how long the parent waits for workers to connect at all.
 const barrierConnectGrace = 30 * time.Second
+
+// barrierGo is the line that gives a worker its turn.
+const barrierGo = "go\n"
 
 type barrier struct {
 	ln    net.Listener
@@ -34,9 +44,15 @@ type barrier struct {
 	held  int64 // sum of ready counts
 	all   chan struct{}
 	once  sync.Once
+
+	inTurn     bool
+	queue      []net.Conn // joined, waiting for their turn
+	active     net.Conn   // the worker whose turn it is
+	turnsFrom  time.Time  // the first go
+	turnsUntil time.Time  // the last worker's end
 }
 
-func newBarrier(n int) (*barrier, error) {
+func newBarrier(n int, inTurn bool) (*barrier, error) {
 	dir, err := os.MkdirTemp("", "lkload-barrier-*")
 	if err != nil {
 		return nil, errorf("making the hold barrier: %w", err)
@@ -47,7 +63,7 @@ func newBarrier(n int) (*barrier, error) {
 		os.RemoveAll(dir)
 		return nil, errorf("making the hold barrier: %w", err)
 	}
-	b := &barrier{ln: ln, path: path, dir: dir, n: n, all: make(chan struct{})}
+	b := &barrier{ln: ln, path: path, dir: dir, n: n, all: make(chan struct{}), inTurn: inTurn}
 	go b.serve()
 	go func() {
 		t := time.NewTimer(barrierConnectGrace)
@@ -74,22 +90,68 @@ func (b *barrier) serve() {
 		}
 		b.mu.Lock()
 		b.conns = append(b.conns, c)
+		if b.inTurn {
+			b.queue = append(b.queue, c)
+			b.nextTurnLocked()
+		}
 		b.mu.Unlock()
 		go func() {
 			sc := bufio.NewScanner(c)
 			for sc.Scan() {
 				if rest, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
 					n, _ := strconv.ParseInt(rest, 10, 64)
-					b.finish(n)
+					b.finishConn(c, n)
 					// Keep reading: EOF after ready is the worker exiting after release.
 					for sc.Scan() {
 					}
 					return
 				}
 			}
-			b.finish(0) // gone before ready
+			b.finishConn(c, 0) // gone before ready
 		}()
 	}
+}
+
+// finishConn counts worker c ready (or gone) and, in turn, gives the next worker its turn.
+func (b *barrier) finishConn(c net.Conn, held int64) {
+	b.mu.Lock()
+	if b.inTurn {
+		if b.active == c {
+			b.active = nil
+			b.turnsUntil = time.Now()
+		} else {
+			b.queue = slices.DeleteFunc(b.queue, func(q net.Conn) bool { return q == c })
+		}
+		b.nextTurnLocked()
+	}
+	b.mu.Unlock()
+	b.finish(held)
+}
+
+// nextTurnLocked gives the turn to the next joined worker when no one has it.
+func (b *barrier) nextTurnLocked() {
+	for b.active == nil && len(b.queue) > 0 {
+		c := b.queue[0]
+		b.queue = b.queue[1:]
+		if _, err := io.WriteString(c, barrierGo); err != nil {
+			continue // gone: its reader counts it
+		}
+		b.active = c
+		if b.turnsFrom.IsZero() {
+			b.turnsFrom = time.Now()
+		}
+	}
+}
+
+// turns returns the time from the first worker's turn to the last one's end (zero when no turn
+// was given or one is still running).
+func (b *barrier) turns() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.turnsFrom.IsZero() || b.active != nil || b.turnsUntil.Before(b.turnsFrom) {
+		return 0
+	}
+	return b.turnsUntil.Sub(b.turnsFrom)
 }
 
 func (b *barrier) finish(held int64) {
@@ -139,6 +201,33 @@ func joinBarrier(path string) *barrierClient {
 		return &barrierClient{}
 	}
 	return &barrierClient{c: c}
+}
+
+// waitTurn blocks until the parent gives this worker its turn (workers in turn). Without a
+// barrier it returns at once.
+func (b *barrierClient) waitTurn(ctx context.Context) error {
+	if b.c == nil {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() { _ = b.c.SetReadDeadline(time.Now()) })
+	defer stop()
+	// Byte by byte: what follows the line belongs to wait.
+	var line []byte
+	var buf [1]byte
+	for len(line) < len(barrierGo) {
+		if _, err := b.c.Read(buf[:]); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errorf("worker: the parent ended the hold barrier before this worker's turn: %w", err)
+		}
+		line = append(line, buf[0])
+	}
+	if string(line) != barrierGo {
+		return errorf("worker: the hold barrier sent %q, not the turn", line)
+	}
+	_ = b.c.SetReadDeadline(time.Time{})
+	return nil
 }
 
 // wait reports ready with the number of connections held and blocks until the parent releases the

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -523,4 +524,44 @@ func TestFanOutEveryCommand(t *testing.T) {
 			t.Fatal(out.String())
 		}
 	})
+}
+
+// TestConnectionsWorkersInTurn runs three workers in turn: the server sees each worker's source
+// addresses (every worker has its own) in one unbroken run, every connection is held at once, and
+// the ramp is the parent's, from the first turn to the last.
+func TestConnectionsWorkersInTurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	s := newFakeServer(t).start()
+	cfg := ConnectionsConfig{Target: s.target, Count: 300, Concurrency: 16, HoldSecs: 0, AttemptTimeout: 10 * time.Second,
+		Sources: testSources("127.0.16.0", 6), ProgressEvery: 100, WorkersInTurn: true}
+	r := workerRun(t, 3)
+	var out bytes.Buffer
+	r.Stdout = &out
+	began := time.Now()
+	res, err := Connections(context.Background(), cfg, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	if res.Attempts.Succeeded != 300 || res.Hold.Held != 300 || len(res.Segments) != 3 {
+		t.Fatalf("%+v %+v\n%s", res.Attempts, res.Hold, out.String())
+	}
+	if rt := time.Duration(res.Hold.RampTime); rt <= 0 || rt > took {
+		t.Fatalf("ramp time %v (the run took %v)", rt, took)
+	}
+	s.mu.Lock()
+	peers := slices.Clone(s.peers)
+	s.mu.Unlock()
+	worker := func(a netip.Addr) int { return int(a.As4()[3]) / 2 } // 2 addresses a worker
+	runs := 1
+	for i := 1; i < len(peers); i++ {
+		if worker(peers[i]) != worker(peers[i-1]) {
+			runs++
+		}
+	}
+	if len(peers) != 300 || runs != 3 {
+		t.Fatalf("the server saw %d connections in %d runs of one worker's sources, want 300 in 3", len(peers), runs)
+	}
 }

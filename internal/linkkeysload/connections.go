@@ -38,6 +38,11 @@ type ConnectionsConfig struct {
 	// would only cost memory (about 6 KiB a connection; docs/benchmarks.md), and the server sees
 	// the same established session either way. Without it the close is a plain TCP close (FIN).
 	KeepTLS bool `json:"keep_tls,omitempty"`
+	// WorkersInTurn runs worker processes one after another, each with the whole Concurrency (the
+	// next starts when the one before has finished its attempts), instead of all at once with a
+	// share each. Workers exist for their open files; in turn, one process at a time does the
+	// handshakes, and the ramp is the parent's, from the first worker's start to the last one's end.
+	WorkersInTurn bool `json:"workers_in_turn,omitempty"`
 }
 
 // holdFunc blocks while the connections are held (this process's share); gone is closed when every
@@ -53,6 +58,9 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	rss0, split0 := readRSS()
 	start, count := seg.Range(int64(cfg.Count))
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)
+	if cfg.WorkersInTurn {
+		conc = max(int64(cfg.Concurrency), 1)
+	}
 	var mu sync.Mutex
 	conns := make([]net.Conn, 0, count)
 	sources := cfg.Sources.In(seg) // this segment's own addresses
@@ -221,8 +229,11 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 			}
 		})
 	} else {
+		if cfg.WorkersInTurn && (r.Remote != nil || cfg.Rate > 0) {
+			return Result{}, errorf("workers in turn need local worker processes and unpaced attempts (no --rate, no distributed run)")
+		}
 		var b *barrier
-		b, err = newBarrier(r.Workers)
+		b, err = newBarrier(r.Workers, cfg.WorkersInTurn)
 		if err != nil {
 			return Result{}, err
 		}
@@ -246,6 +257,9 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 		// The workers each count from their own readiness; the hold is the parent's.
 		if start, end := holdStart.Load(), holdEnd.Load(); start != nil && end != nil && res.Hold != nil {
 			res.Hold.Start, res.Hold.Lasted = *start, Duration(end.Sub(*start))
+		}
+		if t := b.turns(); cfg.WorkersInTurn && t > 0 && res.Hold != nil {
+			res.Hold.RampTime = Duration(t) // each worker's own ramp is its turn alone
 		}
 	}
 	progress.Close()

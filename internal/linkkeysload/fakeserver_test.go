@@ -39,6 +39,7 @@ type fakeServer struct {
 	wg                 sync.WaitGroup
 	mu                 sync.Mutex
 	conns              map[net.Conn]struct{}
+	peers              []netip.Addr // every accepted connection's source, in order (under mu)
 }
 
 func newFakeServer(t testing.TB) *fakeServer {
@@ -90,6 +91,9 @@ func (s *fakeServer) serve() {
 			return
 		}
 		n := s.accepted.Add(1) - 1
+		s.mu.Lock()
+		s.peers = append(s.peers, c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap())
+		s.mu.Unlock()
 		if s.refuse != nil && s.refuse(n) {
 			s.shed.Add(1)
 			_ = c.Close()

@@ -256,6 +256,12 @@ func RunSpec(ctx context.Context, specJSON string, stdout io.Writer, o SpecOptio
 		total := spec.Segment.Share(int64(spec.Connections.Count))
 		p := &workerProgress{w: stdout, total: total}
 		bc := joinBarrier(spec.Barrier)
+		if spec.Connections.WorkersInTurn {
+			if err := bc.waitTurn(ctx); err != nil {
+				bc.close()
+				return Result{}, err
+			}
+		}
 		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, sample, func(ctx context.Context, held []net.Conn, _ <-chan struct{}) {
 			bc.wait(ctx, int64(len(held)))
 		})

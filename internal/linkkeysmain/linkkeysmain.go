@@ -69,6 +69,7 @@ type Flags struct {
 	EmptyDomainKeys   bool
 	Listen            string
 	Processes         int
+	ProcessFill       string
 	PerProcessMetrics bool
 	ReleaseIdleMemory bool
 	ParkAfter         time.Duration
@@ -102,6 +103,8 @@ func (f *Flags) Register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.EmptyDomainKeys, "empty-domain-keys", false, "do not store the server key: get-domain-keys on a fresh database returns the upstream load test's empty list")
 	fl.StringVar(&f.Listen, "listen", "127.0.0.1:0", "listen `address` (host:port; port 0 picks a free one); when not given and TCP_PORT is set, 127.0.0.1:$TCP_PORT")
 	fl.IntVar(&f.Processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
+	fl.StringVar(&f.ProcessFill, "process-fill", "spread", "with --processes: `spread` (the kernel spreads new connections over every process by hash) or sequential "+
+		"(they go to one process at a time, in order, until its share of TCP_MAX_CONNECTIONS is nearly full; each process then enforces the whole rate budgets; Linux)")
 	fl.BoolVar(&f.PerProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's METRICS line as PROCESS_METRICS <i> {json}")
 	fl.BoolVar(&f.ReleaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS and drop the mappings of the binary's read-only pages at start and when the server goes quiet after activity, and (unless GOGC is set) collect at GOGC=50 while the live heap is under 64 MiB (see docs/benchmarks.md)")
 	fl.StringArrayVar(&f.SourcePrefixes, "source-prefix", nil, "count the accounting of connections from a named source range apart, as `NAME=CIDR` or NAME=FIRST-LAST "+
@@ -259,6 +262,9 @@ func runServer(ctx context.Context, env Env, f Flags, listenChanged bool, cmdPre
 	if err != nil {
 		return err
 	}
+	if _, err := linkkeysserver.ParseFill(f.ProcessFill); err != nil {
+		return usageError("%v", err)
+	}
 	if f.Processes < 1 {
 		return usageError("--processes must be at least 1, got %d", f.Processes)
 	}
@@ -379,14 +385,17 @@ func runParent(ctx context.Context, env Env, f Flags, cfg linkkeysserver.Config,
 		return fmt.Errorf("finding this binary to start --processes children: %w", err)
 	}
 	childAddr := net.JoinHostPort(host, strconv.Itoa(res.Port))
+	fill, _ := linkkeysserver.ParseFill(f.ProcessFill) // checked in runServer
 	sv, err := linkkeysserver.StartSupervisor(linkkeysserver.SupervisorOptions{
 		Count: f.Processes,
+		Fill:  fill,
 		Seed:  key.Seed(),
 		Command: func(i int) *exec.Cmd {
 			args := append(append([]string{}, cmdPrefix...),
 				"--child-index", strconv.Itoa(i), "--child-count", strconv.Itoa(f.Processes),
 				"--listen", childAddr, "--db-path", f.DBPath, "--domain", f.Domain,
-				"--release-idle-memory="+strconv.FormatBool(f.ReleaseIdleMemory), "--park-after", f.ParkAfter.String())
+				"--release-idle-memory="+strconv.FormatBool(f.ReleaseIdleMemory), "--park-after", f.ParkAfter.String(),
+				"--process-fill", fill.String())
 			for _, p := range f.SourcePrefixes {
 				args = append(args, "--source-prefix", p)
 			}
@@ -441,6 +450,10 @@ func runParent(ctx context.Context, env Env, f Flags, cfg linkkeysserver.Config,
 
 // runChild is one --processes child (hidden flags).
 func runChild(ctx context.Context, env Env, f Flags) error {
+	fill, err := linkkeysserver.ParseFill(f.ProcessFill)
+	if err != nil {
+		return usageError("%v", err)
+	}
 	cfg, err := serverConfig(env, f)
 	if err != nil {
 		return err
@@ -456,7 +469,7 @@ func runChild(ctx context.Context, env Env, f Flags) error {
 	return linkkeysserver.RunChild(ctx, linkkeysserver.ChildOptions{
 		Index: f.ChildIndex, Count: f.ChildCount, Addr: f.Listen, Config: cfg, Keys: store,
 		Stdin: os.Stdin, Stdout: env.Stdout, Signals: sigs, Logger: env.Logger.With("child", f.ChildIndex),
-		ReleaseIdleMemory: f.ReleaseIdleMemory,
+		ReleaseIdleMemory: f.ReleaseIdleMemory, Fill: fill,
 	})
 }
 

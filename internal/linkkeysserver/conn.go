@@ -635,7 +635,7 @@ func (c *conn) teardown(why closeReason) {
 		s.srcs.at(c.src).closed[why].Add(1)
 	}
 	s.m.established.Add(-1)
-	s.m.open.Add(-1)
+	s.addOpen(-1)
 }
 
 // publicReadKey is the connection's public-read limiter key (the peer

@@ -40,6 +40,11 @@ func Listen(ctx context.Context, addr string, opt ListenOptions) (ln *net.TCPLis
 	// a second, and on a saturated machine the lost probes abort healthy idle connections
 	// (docs/load-testing.md, One million connections).
 	lc := net.ListenConfig{KeepAlive: -1}
+	// Plain TCP, as upstream's listener. Since Go 1.24 a listener is a Multipath TCP socket by
+	// default where the kernel has MPTCP; a plain TCP client then falls back per connection, the
+	// SYN takes MPTCP's request path, and a SO_REUSEPORT group of MPTCP sockets refuses a steering
+	// program (EOPNOTSUPP), which the sequential fill needs (SteerReusePort).
+	lc.SetMultipathTCP(false)
 	if opt.ReusePort {
 		if reusePortControl == nil {
 			return nil, nil, ErrReusePort

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,7 +44,44 @@ const (
 	childReady   = "READY"
 	childMetrics = "metrics"
 	childFinal   = "final"
+	childSteer   = "steer" // "steer <k>": steer the group's new connections to child k (-1: spread)
+	childFull    = "FULL"  // the child's open connections reached its high mark (sequential fill)
+	childRoom    = "ROOM"  // they fell back to its low mark
 )
+
+// lockedWriter serialises whole lines from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// reportOccupancy prints FULL or ROOM each time the child's occupancy turns.
+func reportOccupancy(ctx context.Context, occ *Occupancy, out io.Writer) {
+	sent := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-occ.Changed():
+		}
+		if full := occ.Full(); full != sent {
+			word := childRoom
+			if full {
+				word = childFull
+			}
+			if _, err := fmt.Fprintln(out, word); err != nil {
+				return
+			}
+			sent = full
+		}
+	}
+}
 
 // Share returns the configuration child i of n runs so that n processes
 // behind one SO_REUSEPORT port together enforce cfg: both limiters are split
@@ -97,6 +135,12 @@ type ChildOptions struct {
 	// ReleaseIdleMemory runs a MemoryReleaser in the child, and a GCPacer
 	// unless GOGC is set.
 	ReleaseIdleMemory bool
+	// Fill is how the children share new connections; with FillSequential
+	// the child runs Config.ShareSequential, child 0 steers the group to
+	// itself before it reports READY, every child prints "FULL" and "ROOM"
+	// as its open connections cross its marks, and "steer <k>" on stdin
+	// steers the group to child k (-1: spread).
+	Fill Fill
 }
 
 // RunChild is the body of one child process: it reads the key seed, serves
@@ -114,6 +158,9 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	}
 	key := ed25519.NewKeyFromSeed(seed)
 	cfg := opt.Config.Share(opt.Count, opt.Index)
+	if opt.Fill == FillSequential {
+		cfg = opt.Config.ShareSequential(opt.Count, opt.Index)
+	}
 	cert, err := linkkeys.SelfSignedCert(cfg.Domain, key, time.Time{}, time.Time{})
 	if err != nil {
 		return err
@@ -130,15 +177,29 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 		logger.Warn("linkkeysserver: could not set the listen backlog", "err", backlogErr)
 	}
 	srv := &Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: opt.Keys, Logger: logger}
+	out := &lockedWriter{w: opt.Stdout} // protocol lines come from two goroutines
+	if opt.Fill == FillSequential {
+		if opt.Index == 0 {
+			// Before any later child joins the group, so none of them takes a connection out of turn.
+			if err := SteerReusePort(ln, 0); err != nil {
+				ln.Close()
+				return err
+			}
+		}
+		srv.Occupancy = NewOccupancy(fillMarks(cfg.MaxConnections))
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	port := ln.Addr().(*net.TCPAddr).Port
-	if _, err := fmt.Fprintf(opt.Stdout, "%s %d\n", childReady, port); err != nil {
+	if _, err := fmt.Fprintf(out, "%s %d\n", childReady, port); err != nil {
 		srv.Close()
 		return err
 	}
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
+	if occ := srv.Occupancy; occ != nil {
+		go reportOccupancy(rctx, occ, out)
+	}
 	if opt.ReleaseIdleMemory {
 		(&MemoryReleaser{}).Start(rctx, 2*time.Second, srv.Metrics)
 		if os.Getenv("GOGC") == "" {
@@ -166,8 +227,17 @@ loop:
 			if !ok || c == childFinal {
 				break loop
 			}
+			if k, ok := strings.CutPrefix(c, childSteer+" "); ok {
+				idx, err := strconv.Atoi(k)
+				if err == nil {
+					err = SteerReusePort(ln, idx)
+				}
+				if err != nil {
+					logger.Warn("linkkeysserver: steering new connections", "to", k, "err", err)
+				}
+			}
 			if c == childMetrics {
-				if err := linkkeys.WriteMetricsLine(opt.Stdout, srv.Metrics().MetricsLine); err != nil {
+				if err := linkkeys.WriteMetricsLine(out, srv.Metrics().MetricsLine); err != nil {
 					runErr = err
 					break loop
 				}
@@ -183,7 +253,7 @@ loop:
 	}
 	final := srv.Metrics()
 	final.Label = "final"
-	if err := linkkeys.WriteMetricsLine(opt.Stdout, final.MetricsLine); err != nil && runErr == nil {
+	if err := linkkeys.WriteMetricsLine(out, final.MetricsLine); err != nil && runErr == nil {
 		runErr = err
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -209,6 +279,14 @@ type SupervisorOptions struct {
 	ReadyTimeout time.Duration
 	// Logger receives child lines that are not protocol lines.
 	Logger *slog.Logger
+	// Fill is how the children share new connections. With FillSequential
+	// (the children's Command must say so too) each child is started once
+	// the one before it listens, so child i is listener i of the
+	// SO_REUSEPORT group, and the supervisor steers new connections to the
+	// lowest-numbered child that has not reported FULL; once every child is
+	// full, or if any child exits (the group's numbering then changes), the
+	// kernel's spread takes over.
+	Fill Fill
 }
 
 // Supervisor runs and talks to the children of a multi-process server.
@@ -217,6 +295,13 @@ type Supervisor struct {
 	logger   *slog.Logger
 	mu       sync.Mutex // serialises Snapshot requests
 	port     int
+
+	fill     Fill
+	steerMu  sync.Mutex
+	full     []bool
+	steered  int  // the child new connections go to (SpreadIndex: the kernel spreads)
+	numbered bool // the group's numbering is still the children's (no child has exited)
+	stopping atomic.Bool
 }
 
 type child struct {
@@ -248,7 +333,22 @@ func StartSupervisor(opt SupervisorOptions) (*Supervisor, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	sv := &Supervisor{logger: logger}
+	sv := &Supervisor{logger: logger, fill: opt.Fill, full: make([]bool, opt.Count), numbered: true}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	waitReady := func(c *child) error {
+		select {
+		case p := <-c.ready:
+			if sv.port == 0 {
+				sv.port = p
+			}
+			return nil
+		case <-c.exited:
+			return fmt.Errorf("linkkeysserver: child %d exited before it was listening: %v", c.index, c.waitErr)
+		case <-deadline.C:
+			return fmt.Errorf("linkkeysserver: child %d was not listening within %s", c.index, timeout)
+		}
+	}
 	fail := func(err error) (*Supervisor, error) {
 		sv.Kill()
 		return nil, err
@@ -268,27 +368,90 @@ func StartSupervisor(opt SupervisorOptions) (*Supervisor, error) {
 			return fail(fmt.Errorf("linkkeysserver: starting child %d (%s): %w", i, cmd.Path, err))
 		}
 		c := &child{index: i, cmd: cmd, stdin: stdin, lines: make(chan string, 4), ready: make(chan int, 1), exited: make(chan struct{})}
+		sv.steerMu.Lock() // onFill reads the list
 		sv.children = append(sv.children, c)
+		sv.steerMu.Unlock()
 		go sv.readChild(c, stdout)
 		if _, err := fmt.Fprintf(stdin, "%s\n", hex.EncodeToString(opt.Seed)); err != nil {
 			return fail(fmt.Errorf("linkkeysserver: child %d: sending the key seed: %w", i, err))
 		}
-	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for _, c := range sv.children {
-		select {
-		case p := <-c.ready:
-			if sv.port == 0 {
-				sv.port = p
+		if opt.Fill == FillSequential {
+			// Listener i of the group must be child i: the next child starts once this one listens.
+			if err := waitReady(c); err != nil {
+				return fail(err)
 			}
-		case <-c.exited:
-			return fail(fmt.Errorf("linkkeysserver: child %d exited before it was listening: %v", c.index, c.waitErr))
-		case <-deadline.C:
-			return fail(fmt.Errorf("linkkeysserver: child %d was not listening within %s", c.index, timeout))
+		}
+	}
+	if opt.Fill != FillSequential {
+		for _, c := range sv.children {
+			if err := waitReady(c); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	return sv, nil
+}
+
+// Steered returns the child new connections are steered to, or SpreadIndex
+// when the kernel spreads them (always so with FillSpread).
+func (sv *Supervisor) Steered() int {
+	if sv.fill != FillSequential {
+		return SpreadIndex
+	}
+	sv.steerMu.Lock()
+	defer sv.steerMu.Unlock()
+	return sv.steered
+}
+
+// onFill records a child's FULL or ROOM line, or its exit (exited), and
+// steers new connections to the lowest-numbered child with room.
+func (sv *Supervisor) onFill(index int, full, exited bool) {
+	if sv.fill != FillSequential {
+		return
+	}
+	if exited && sv.stopping.Load() {
+		return // the children are being stopped
+	}
+	sv.steerMu.Lock()
+	defer sv.steerMu.Unlock()
+	if exited {
+		sv.numbered = false
+	} else {
+		sv.full[index] = full
+	}
+	target := SpreadIndex
+	if sv.numbered {
+		for i, f := range sv.full {
+			if !f {
+				target = i
+				break
+			}
+		}
+	}
+	if target == sv.steered {
+		return
+	}
+	// Any member of the group can set the group's program; ask the first child still running.
+	for _, c := range sv.children {
+		select {
+		case <-c.exited:
+			continue
+		default:
+		}
+		if _, err := fmt.Fprintf(c.stdin, "%s %d\n", childSteer, target); err != nil {
+			continue
+		}
+		sv.steered = target
+		switch {
+		case exited:
+			sv.logger.Warn("linkkeysserver: a server process exited; the kernel spreads new connections over the rest", "child", index)
+		case target == SpreadIndex:
+			sv.logger.Info("linkkeysserver: every server process is full; the kernel spreads new connections (each sheds at its cap)")
+		default:
+			sv.logger.Info("linkkeysserver: new connections go to server process", "child", target)
+		}
+		return
+	}
 }
 
 func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
@@ -299,6 +462,8 @@ func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
 		switch {
 		case strings.HasPrefix(l, linkkeys.MetricsPrefix):
 			c.lines <- l
+		case l == childFull || l == childRoom:
+			sv.onFill(c.index, l == childFull, false)
 		case strings.HasPrefix(l, childReady+" "):
 			if p, err := strconv.Atoi(strings.TrimPrefix(l, childReady+" ")); err == nil {
 				select {
@@ -312,6 +477,7 @@ func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
 	}
 	c.waitErr = c.cmd.Wait()
 	close(c.exited)
+	sv.onFill(c.index, false, true)
 }
 
 // Count returns the number of children.
@@ -337,6 +503,7 @@ func (sv *Supervisor) Snapshot(final bool, timeout time.Duration) ([]Snapshot, e
 	word := childMetrics
 	if final {
 		word = childFinal
+		sv.stopping.Store(true)
 	}
 	for _, c := range sv.children {
 		_, _ = io.WriteString(c.stdin, word+"\n")
@@ -388,6 +555,7 @@ func (sv *Supervisor) Snapshot(final bool, timeout time.Duration) ([]Snapshot, e
 
 // Signal forwards sig to every child that is still running.
 func (sv *Supervisor) Signal(sig os.Signal) {
+	sv.stopping.Store(true)
 	for _, c := range sv.children {
 		select {
 		case <-c.exited:
@@ -402,6 +570,7 @@ func (sv *Supervisor) Signal(sig os.Signal) {
 func (sv *Supervisor) Wait(timeout time.Duration) error {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	sv.stopping.Store(true)
 	var errs []error
 	for _, c := range sv.children {
 		_ = c.stdin.Close()
@@ -420,6 +589,7 @@ func (sv *Supervisor) Wait(timeout time.Duration) error {
 
 // Kill kills every child and waits for it.
 func (sv *Supervisor) Kill() {
+	sv.stopping.Store(true)
 	for _, c := range sv.children {
 		_ = c.cmd.Process.Kill()
 		_ = c.stdin.Close()

@@ -45,9 +45,20 @@ func runTestChild() int {
 	if b, err := strconv.ParseFloat(os.Getenv("LKS_CHILD_HS_BURST"), 64); err == nil {
 		cfg.Handshake.Burst, cfg.Handshake.RatePerMinute = b, 1e-3
 	}
+	if m, err := strconv.ParseUint(os.Getenv("LKS_CHILD_MAXCONN"), 10, 64); err == nil {
+		cfg.MaxConnections = m
+	}
+	var fill Fill
+	if f := os.Getenv("LKS_CHILD_FILL"); f != "" {
+		var err error
+		if fill, err = ParseFill(f); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			return 1
+		}
+	}
 	err := RunChild(context.Background(), ChildOptions{
 		Index: i, Count: n, Addr: os.Getenv("LKS_CHILD_ADDR"), Config: cfg,
-		Stdin: os.Stdin, Stdout: os.Stdout, Signals: notifySignals(),
+		Stdin: os.Stdin, Stdout: os.Stdout, Signals: notifySignals(), Fill: fill,
 	})
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
@@ -57,6 +68,11 @@ func runTestChild() int {
 }
 
 func startTestChildren(t *testing.T, n int, env ...string) (*Supervisor, string, string) {
+	t.Helper()
+	return startTestChildrenFill(t, n, FillSpread, env...)
+}
+
+func startTestChildrenFill(t *testing.T, n int, fill Fill, env ...string) (*Supervisor, string, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -78,12 +94,13 @@ func startTestChildren(t *testing.T, n int, env ...string) (*Supervisor, string,
 		Command: func(i int) *exec.Cmd {
 			cmd := exec.Command(exe, "-test.run=^$")
 			cmd.Env = append(os.Environ(), testChildEnv+"=1", "LKS_CHILD_INDEX="+strconv.Itoa(i),
-				"LKS_CHILD_COUNT="+strconv.Itoa(n), "LKS_CHILD_ADDR="+addr)
+				"LKS_CHILD_COUNT="+strconv.Itoa(n), "LKS_CHILD_ADDR="+addr, "LKS_CHILD_FILL="+fill.String())
 			cmd.Env = append(cmd.Env, env...)
 			cmd.Stderr = os.Stderr
 			return cmd
 		},
 		ReadyTimeout: 30 * time.Second,
+		Fill:         fill,
 	})
 	res.Release()
 	if err != nil {
@@ -186,4 +203,88 @@ func TestReservePortTakesNoConnections(t *testing.T) {
 		t.Fatalf("SO_REUSEPORT listener: %v", err)
 	}
 	ln.Close()
+}
+
+// TestSequentialFill runs three children in a sequential fill, each capped at 10 connections: new
+// connections go to child 0 until it reports full, then to child 1, back to child 0 once it has
+// room again, and to the kernel's spread when every child is full.
+func TestSequentialFill(t *testing.T) {
+	const n, perChild = 3, 10
+	sv, addr, fp := startTestChildrenFill(t, n, FillSequential, "LKS_CHILD_MAXCONN="+strconv.Itoa(n*perChild))
+	high, low := fillMarks(perChild)
+	cfg := linkkeys.ClientTLSConfig("multi.test", fp)
+	var conns [n][]*tls.Conn
+	defer func() {
+		for _, cs := range conns {
+			for _, c := range cs {
+				c.Close()
+			}
+		}
+	}()
+	// steered is where the supervisor should steer for the connections the test holds.
+	steered := func() int {
+		for i, cs := range conns {
+			if int64(len(cs)) < high {
+				return i
+			}
+		}
+		return SpreadIndex
+	}
+	waitSteered := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for sv.Steered() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("steered to %d, want %d (held per child %d, %d, %d)", sv.Steered(), want, len(conns[0]), len(conns[1]), len(conns[2]))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	open := func(k int) {
+		t.Helper()
+		for range k {
+			to := steered()
+			tc, err := tls.Dial("tcp", addr, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &client{t: t, tc: tc, br: newReader(tc)}
+			if g := greeting(t, c.call("Hello", "hello", helloNull)); g != "Hello, world!" {
+				t.Fatalf("greeting %q", g)
+			}
+			conns[to] = append(conns[to], tc)
+			waitSteered(steered())
+		}
+	}
+	check := func(stage string) {
+		t.Helper()
+		per, err := sv.Snapshot(false, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range per {
+			if s.EstablishedConnections != uint64(len(conns[i])) {
+				t.Errorf("%s: child %d holds %d connections, want %d", stage, i, s.EstablishedConnections, len(conns[i]))
+			}
+		}
+	}
+	open(int(2*high + 1))
+	check("filling")
+	if steered() != 2 {
+		t.Fatalf("test arithmetic: steering to %d", steered())
+	}
+	// Child 0 falls to its low mark: it takes new connections again.
+	for int64(len(conns[0])) > low {
+		conns[0][len(conns[0])-1].Close()
+		conns[0] = conns[0][:len(conns[0])-1]
+	}
+	waitSteered(0)
+	open(2)
+	check("after closes")
+	// Every child full: the kernel spreads.
+	for steered() != SpreadIndex {
+		open(1)
+	}
+	waitSteered(SpreadIndex)
+	check("all full")
 }

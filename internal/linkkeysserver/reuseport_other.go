@@ -2,7 +2,10 @@
 
 package linkkeysserver
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
 
 // reusePortControl is nil: Listen refuses ReusePort here (ErrReusePort).
 var reusePortControl func(network, address string, c syscall.RawConn) error
@@ -15,3 +18,11 @@ func ReservePort(ip string, port int) (*PortReservation, error) {
 
 // Release does nothing; no reservation exists here.
 func (r *PortReservation) Release() error { return nil }
+
+// SpreadIndex is the SteerReusePort index that hands new connections back
+// to the kernel's hash spread.
+const SpreadIndex = -1
+
+// SteerReusePort returns ErrReusePort: steering needs a Linux SO_REUSEPORT
+// group.
+func SteerReusePort(ln *net.TCPListener, index int) error { return ErrReusePort }

@@ -44,6 +44,9 @@ type Server struct {
 	// Clock drives the limiters and the snapshot cache (nil means
 	// admit.SystemClock()); tests substitute an admit.ManualClock.
 	Clock admit.Clock
+	// Occupancy, when set, watches the open connections (a sequential
+	// multi-process fill: RunChild sets it).
+	Occupancy *Occupancy
 
 	initOnce sync.Once
 	initErr  error
@@ -202,7 +205,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // alongside every global counter of the connection.
 func (s *Server) admitConn(nc net.Conn) {
 	s.m.accepted.Add(1)
-	s.m.open.Add(1)
+	s.addOpen(1)
 	var peer netip.Addr
 	var src uint8
 	if s.srcs != nil {
@@ -299,7 +302,15 @@ func (s *Server) handshaker(j hsJob) {
 // rawClose closes a socket that never saw TLS and counts it closed.
 func (s *Server) rawClose(nc net.Conn) {
 	_ = nc.Close()
-	s.m.open.Add(-1)
+	s.addOpen(-1)
+}
+
+// addOpen changes the open-connection count and tells the Occupancy watch.
+func (s *Server) addOpen(d int64) {
+	n := s.m.open.Add(d)
+	if s.Occupancy != nil {
+		s.Occupancy.note(n)
+	}
 }
 
 func peerAddr(nc net.Conn) netip.Addr {

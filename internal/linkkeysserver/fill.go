@@ -1,0 +1,117 @@
+package linkkeysserver
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+)
+
+// Fill is how the children of a multi-process server (--processes) share new
+// connections.
+type Fill int
+
+const (
+	// FillSpread lets the kernel spread new connections over every child by
+	// 4-tuple hash (SO_REUSEPORT's own rule): all children are busy at once.
+	FillSpread Fill = iota
+	// FillSequential sends every new connection to one child until its share
+	// of TCP_MAX_CONNECTIONS is nearly full, then to the next: the lowest-
+	// numbered child with room takes them, and when every child is full the
+	// kernel's spread takes over (each child then sheds at its own cap). One
+	// process at a time does the handshakes, so a server that needs many
+	// processes only for their open files (20,000 a process here) runs its
+	// ramp at the cost of one (docs/load-testing.md, the 200,000 ramp).
+	FillSequential
+)
+
+// ParseFill reads a --process-fill value.
+func ParseFill(s string) (Fill, error) {
+	switch s {
+	case "spread":
+		return FillSpread, nil
+	case "sequential":
+		return FillSequential, nil
+	}
+	return 0, fmt.Errorf("linkkeysserver: --process-fill %q: want spread (the kernel spreads new connections over the processes) or sequential (one process at a time until its share of TCP_MAX_CONNECTIONS is full)", s)
+}
+
+func (f Fill) String() string {
+	if f == FillSequential {
+		return "sequential"
+	}
+	return "spread"
+}
+
+// ShareSequential returns the configuration child i of n runs in a
+// sequential fill. Only one child takes new connections at a time, so each
+// one enforces the whole handshake and public-read budgets and the whole
+// handshake concurrency (dividing them would cap the one busy child at 1/n
+// of the server's rate); TCP_MAX_CONNECTIONS and TCP_MAX_INFLIGHT_FRAME_BYTES
+// bound what every child holds at once and are divided as in Share. The
+// budgets hold exactly while one child fills; around a hand-over, new
+// connections already steered to the previous child still reach it, so for
+// that moment two children admit.
+func (cfg Config) ShareSequential(n, i int) Config {
+	if n <= 1 {
+		return cfg
+	}
+	cfg = cfg.WithDefaults()
+	cfg.MaxConnections = splitCount(cfg.MaxConnections, n, i)
+	cfg.MaxInflightFrameBytes = int64(max(linkkeys.MaxFrameSize, splitCount(uint64(cfg.MaxInflightFrameBytes), n, i)))
+	return cfg
+}
+
+// fillMarks returns the open-connection counts at which a child of a
+// sequential fill reports itself full (high) and, after that, as having room
+// again (low), for a child whose cap is quota. The margin below the cap
+// absorbs the connections already on their way while the parent steers new
+// ones elsewhere (a few milliseconds of the ramp); the gap between the marks
+// keeps churn at the cap from flipping the steering on every connection.
+func fillMarks(quota uint64) (high, low int64) {
+	q := int64(min(quota, 1<<62))
+	margin := min(max(q/50, 1), 1024)
+	high = max(q-margin, 1)
+	low = max(high-margin, 0)
+	return high, low
+}
+
+// Occupancy watches a server's open connections (every accepted socket until
+// it closes) against two marks: it turns full when they reach High and turns
+// back when they fall to Low, and signals Changed on each turn.
+type Occupancy struct {
+	High, Low int64
+	full      atomic.Bool
+	changed   chan struct{}
+}
+
+// NewOccupancy returns a watch with the given marks (low < high).
+func NewOccupancy(high, low int64) *Occupancy {
+	return &Occupancy{High: high, Low: low, changed: make(chan struct{}, 1)}
+}
+
+// Full reports whether the last turn was to full.
+func (o *Occupancy) Full() bool { return o.full.Load() }
+
+// Changed receives a value after each turn (several turns may share one).
+func (o *Occupancy) Changed() <-chan struct{} { return o.changed }
+
+// note is called with the open count after every change to it.
+func (o *Occupancy) note(open int64) {
+	switch {
+	case open >= o.High && !o.full.Load():
+		if !o.full.CompareAndSwap(false, true) {
+			return
+		}
+	case open <= o.Low && o.full.Load():
+		if !o.full.CompareAndSwap(true, false) {
+			return
+		}
+	default:
+		return
+	}
+	select {
+	case o.changed <- struct{}{}:
+	default:
+	}
+}
