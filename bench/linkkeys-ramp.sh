@@ -10,13 +10,17 @@
 # VARIANTS lists the settings to compare, each a word: "default" runs the binary as built,
 # "gomaxprocs=N" sets GOMAXPROCS=N in the environment of the server and the client (and so of
 # every server child and client worker), "servergogc=N" sets GOGC=N for the server alone (which
-# turns its GC pacer off: GOGC=50 while a process's live heap is under 64 MiB), "backlog=N" sets net.core.netdev_max_backlog to N for
+# turns its GC pacer off: GOGC=50 while a process's live heap is under 64 MiB), "sequential" runs
+# the ramp's server with --process-fill sequential and its client with --workers-in-turn (one
+# process at a time on each side), "seqserver" and "seqclient" one of the two alone,
+# "backlog=N" sets net.core.netdev_max_backlog to N for
 # that variant's steps (restored afterwards). Loopback packets dropped at that backlog
 # (/proc/net/softnet_stat) are counted during each ramp and printed. Each variant runs both steps; ROUNDS repeats the lot, the
 # variants interleaved, so a noisy machine hits them alike.
 #
 # Usage: bench/linkkeys-ramp.sh                               default only, one round (~3 min)
 #        VARIANTS="default gomaxprocs=2" ROUNDS=2 bench/linkkeys-ramp.sh
+#        VARIANTS="default sequential" ROUNDS=2 bench/linkkeys-ramp.sh   spread against one process at a time
 #        COUNT=50000 bench/linkkeys-ramp.sh                   a smaller ramp
 #        COUNT=15000 PROCS=1 CLIENT_ARGS="--workers 11" bench/linkkeys-ramp.sh   extra flags for connections
 # Needs: go, python3. Run it on a quiet machine: the figures are CPU-bound.
@@ -60,12 +64,15 @@ start_server() { # start_server NAME VARENV... -- FLAGS...
 python3 -c 'import os,platform; print("machine: %s, %d cores, kernel %s, load %s" % ([l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0], os.cpu_count(), platform.release(), open("/proc/loadavg").read().split()[:3]))' | tee "$OUT/machine.txt"
 for round in $(seq 1 "$ROUNDS"); do
   for v in $VARIANTS; do
-    venv=() senv=()
+    venv=() senv=() sflags=() cflags=()
     echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true
     case $v in
       default) ;;
       gomaxprocs=*) venv=(GOMAXPROCS="${v#gomaxprocs=}") ;;
       servergogc=*) senv=(GOGC="${v#servergogc=}") ;;
+      sequential) sflags=(--process-fill sequential); cflags=(--workers-in-turn) ;;
+      seqserver) sflags=(--process-fill sequential) ;;
+      seqclient) cflags=(--workers-in-turn) ;;
       backlog=*) echo "${v#backlog=}" >/proc/sys/net/core/netdev_max_backlog || { echo "cannot set netdev_max_backlog" >&2; exit 2; } ;;
       *) echo "unknown variant $v" >&2; exit 2 ;;
     esac
@@ -76,11 +83,11 @@ for round in $(seq 1 "$ROUNDS"); do
       --concurrency 256 --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$tag-hs.json" >"$OUT/$tag-hs.txt"
     stop_server
     echo "== $tag: ramp to $COUNT against $PROCS server processes"
-    start_server "$tag-ramp" "${venv[@]}" "${senv[@]}" -- --processes "$PROCS"
+    start_server "$tag-ramp" "${venv[@]}" "${senv[@]}" -- --processes "$PROCS" "${sflags[@]}"
     d0=$(drops)
     env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" connections --info-file "$OUT/$tag-ramp-info.json" --count "$COUNT" --concurrency 3000 \
       --hold-secs 5 --attempt-timeout-secs 20 --client-ip-base 127.0.1.0 --client-ip-count 64 \
-      --json "$OUT/$tag-ramp.json" ${CLIENT_ARGS:-} >"$OUT/$tag-ramp.txt" || true
+      --json "$OUT/$tag-ramp.json" "${cflags[@]}" ${CLIENT_ARGS:-} >"$OUT/$tag-ramp.txt" || true
     echo $(( $(drops) - d0 )) >"$OUT/$tag-ramp.drops"
     stop_server
   done

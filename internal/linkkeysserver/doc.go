@@ -161,5 +161,10 @@
 // and TCP_HANDSHAKE_CONCURRENCY as whole numbers summing to the total;
 // per-source budgets and the distinct-source threshold are divided
 // approximately (a source's connections land on processes by 4-tuple hash;
-// see admit.LimiterConfig.Share for the error bound).
+// see admit.LimiterConfig.Share for the error bound). With FillSequential
+// (--process-fill sequential) the children start in order and the
+// supervisor steers new connections to one child at a time with a
+// classic-BPF SO_REUSEPORT program (SteerReusePort), moving on as each
+// child's Occupancy reports it full; each child then runs
+// Config.ShareSequential (rate budgets whole, caps divided).
 package linkkeysserver

@@ -45,7 +45,8 @@ const (
 	childMetrics = "metrics"
 	childFinal   = "final"
 	childSteer   = "steer" // "steer <k>": steer the group's new connections to child k (-1: spread)
-	childFull    = "FULL"  // the child's open connections reached its high mark (sequential fill)
+	childFull    = "FULL"  // the child's open connections reached its high mark (sequential fill); "FULL <k>": and it steered new connections on to child k
+	notMoved     = -2      // a FULL line without <k>
 	childRoom    = "ROOM"  // they fell back to its low mark
 )
 
@@ -61,8 +62,29 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// reportOccupancy prints FULL or ROOM each time the child's occupancy turns.
-func reportOccupancy(ctx context.Context, occ *Occupancy, out io.Writer) {
+// steering is a sequential-fill child's side of the steering: whether new connections are
+// steered to it (as far as it knows), and how it hands them on when it turns full.
+type steering struct {
+	ln           *net.TCPListener
+	index, count int
+	mine         atomic.Bool // new connections come here
+	logger       *slog.Logger
+}
+
+// steer applies a "steer k" command.
+func (st *steering) steer(k int) {
+	if err := SteerReusePort(st.ln, k); err != nil {
+		st.logger.Warn("linkkeysserver: steering new connections", "to", k, "err", err)
+	}
+	st.mine.Store(k == st.index)
+}
+
+// reportOccupancy prints FULL or ROOM each time the child's occupancy turns. A child that turns
+// full while new connections are steered to it steers them on to the next child itself (or to the
+// kernel's spread after the last), before it tells the parent: through the parent, a loaded
+// machine took long enough for a listen queue's worth of connections to land past the cap. It says
+// where it steered ("FULL <k>"); the parent corrects that when the next child is full too.
+func reportOccupancy(ctx context.Context, occ *Occupancy, st *steering, out io.Writer) {
 	sent := false
 	for {
 		select {
@@ -70,16 +92,26 @@ func reportOccupancy(ctx context.Context, occ *Occupancy, out io.Writer) {
 			return
 		case <-occ.Changed():
 		}
-		if full := occ.Full(); full != sent {
-			word := childRoom
-			if full {
-				word = childFull
-			}
-			if _, err := fmt.Fprintln(out, word); err != nil {
-				return
-			}
-			sent = full
+		full := occ.Full()
+		if full == sent {
+			continue
 		}
+		line := childRoom
+		if full {
+			line = childFull
+			if st.mine.Load() {
+				next := st.index + 1
+				if next >= st.count {
+					next = SpreadIndex
+				}
+				st.steer(next)
+				line = fmt.Sprintf("%s %d", childFull, next)
+			}
+		}
+		if _, err := fmt.Fprintln(out, line); err != nil {
+			return
+		}
+		sent = full
 	}
 }
 
@@ -178,6 +210,7 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	}
 	srv := &Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: opt.Keys, Logger: logger}
 	out := &lockedWriter{w: opt.Stdout} // protocol lines come from two goroutines
+	var st *steering
 	if opt.Fill == FillSequential {
 		if opt.Index == 0 {
 			// Before any later child joins the group, so none of them takes a connection out of turn.
@@ -186,7 +219,9 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 				return err
 			}
 		}
-		srv.Occupancy = NewOccupancy(fillMarks(cfg.MaxConnections))
+		srv.Occupancy = NewOccupancy(fillMarks(cfg.MaxConnections, cfg.WithDefaults().ListenBacklog))
+		st = &steering{ln: ln, index: opt.Index, count: opt.Count, logger: logger}
+		st.mine.Store(opt.Index == 0)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -198,7 +233,7 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
 	if occ := srv.Occupancy; occ != nil {
-		go reportOccupancy(rctx, occ, out)
+		go reportOccupancy(rctx, occ, st, out)
 	}
 	if opt.ReleaseIdleMemory {
 		(&MemoryReleaser{}).Start(rctx, 2*time.Second, srv.Metrics)
@@ -227,13 +262,9 @@ loop:
 			if !ok || c == childFinal {
 				break loop
 			}
-			if k, ok := strings.CutPrefix(c, childSteer+" "); ok {
-				idx, err := strconv.Atoi(k)
-				if err == nil {
-					err = SteerReusePort(ln, idx)
-				}
-				if err != nil {
-					logger.Warn("linkkeysserver: steering new connections", "to", k, "err", err)
+			if k, ok := strings.CutPrefix(c, childSteer+" "); ok && st != nil {
+				if idx, err := strconv.Atoi(k); err == nil {
+					st.steer(idx)
 				}
 			}
 			if c == childMetrics {
@@ -403,9 +434,10 @@ func (sv *Supervisor) Steered() int {
 	return sv.steered
 }
 
-// onFill records a child's FULL or ROOM line, or its exit (exited), and
-// steers new connections to the lowest-numbered child with room.
-func (sv *Supervisor) onFill(index int, full, exited bool) {
+// onFill records a child's FULL or ROOM line (moved: the child steered new connections on to
+// child movedTo itself, or -2 when it did not), or its exit (exited), and steers new connections
+// to the lowest-numbered child with room.
+func (sv *Supervisor) onFill(index int, full bool, movedTo int, exited bool) {
 	if sv.fill != FillSequential {
 		return
 	}
@@ -418,6 +450,9 @@ func (sv *Supervisor) onFill(index int, full, exited bool) {
 		sv.numbered = false
 	} else {
 		sv.full[index] = full
+		if movedTo != notMoved {
+			sv.steered = movedTo
+		}
 	}
 	target := SpreadIndex
 	if sv.numbered {
@@ -431,26 +466,41 @@ func (sv *Supervisor) onFill(index int, full, exited bool) {
 	if target == sv.steered {
 		return
 	}
-	// Any member of the group can set the group's program; ask the first child still running.
-	for _, c := range sv.children {
+	// The program belongs to the group: the previous target sets it (so it knows new connections
+	// no longer come to it), and so does the new one (so it knows they do); when neither is a
+	// running child, the first running child sets it.
+	send := func(c *child) bool {
 		select {
 		case <-c.exited:
-			continue
+			return false
 		default:
 		}
-		if _, err := fmt.Fprintf(c.stdin, "%s %d\n", childSteer, target); err != nil {
-			continue
+		_, err := fmt.Fprintf(c.stdin, "%s %d\n", childSteer, target)
+		return err == nil
+	}
+	sent := false
+	for _, r := range []int{sv.steered, target} {
+		if r >= 0 && r < len(sv.children) && send(sv.children[r]) {
+			sent = true
 		}
-		sv.steered = target
-		switch {
-		case exited:
-			sv.logger.Warn("linkkeysserver: a server process exited; the kernel spreads new connections over the rest", "child", index)
-		case target == SpreadIndex:
-			sv.logger.Info("linkkeysserver: every server process is full; the kernel spreads new connections (each sheds at its cap)")
-		default:
-			sv.logger.Info("linkkeysserver: new connections go to server process", "child", target)
+	}
+	for _, c := range sv.children {
+		if sent {
+			break
 		}
+		sent = send(c)
+	}
+	if !sent {
 		return
+	}
+	sv.steered = target
+	switch {
+	case exited:
+		sv.logger.Warn("linkkeysserver: a server process exited; the kernel spreads new connections over the rest", "child", index)
+	case target == SpreadIndex:
+		sv.logger.Info("linkkeysserver: every server process is full; the kernel spreads new connections (each sheds at its cap)")
+	default:
+		sv.logger.Info("linkkeysserver: new connections go to server process", "child", target)
 	}
 }
 
@@ -462,8 +512,16 @@ func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
 		switch {
 		case strings.HasPrefix(l, linkkeys.MetricsPrefix):
 			c.lines <- l
-		case l == childFull || l == childRoom:
-			sv.onFill(c.index, l == childFull, false)
+		case l == childRoom:
+			sv.onFill(c.index, false, notMoved, false)
+		case l == childFull || strings.HasPrefix(l, childFull+" "):
+			moved := notMoved
+			if k, ok := strings.CutPrefix(l, childFull+" "); ok {
+				if n, err := strconv.Atoi(k); err == nil && n >= SpreadIndex && n < len(sv.children) {
+					moved = n
+				}
+			}
+			sv.onFill(c.index, true, moved, false)
 		case strings.HasPrefix(l, childReady+" "):
 			if p, err := strconv.Atoi(strings.TrimPrefix(l, childReady+" ")); err == nil {
 				select {
@@ -477,7 +535,7 @@ func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
 	}
 	c.waitErr = c.cmd.Wait()
 	close(c.exited)
-	sv.onFill(c.index, false, true)
+	sv.onFill(c.index, false, notMoved, true)
 }
 
 // Count returns the number of children.

@@ -211,7 +211,7 @@ func TestReservePortTakesNoConnections(t *testing.T) {
 func TestSequentialFill(t *testing.T) {
 	const n, perChild = 3, 10
 	sv, addr, fp := startTestChildrenFill(t, n, FillSequential, "LKS_CHILD_MAXCONN="+strconv.Itoa(n*perChild))
-	high, low := fillMarks(perChild)
+	high, low := fillMarks(perChild, permissive().WithDefaults().ListenBacklog)
 	cfg := linkkeys.ClientTLSConfig("multi.test", fp)
 	var conns [n][]*tls.Conn
 	defer func() {

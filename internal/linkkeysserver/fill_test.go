@@ -1,0 +1,52 @@
+package linkkeysserver
+
+import "testing"
+
+func TestFillMarks(t *testing.T) {
+	for _, c := range []struct {
+		quota     uint64
+		backlog   int
+		high, low int64
+	}{
+		{18333, 1024, 18333 - 366 - 1024, 18333 - 366 - 1024 - 366}, // the 200,000 ramp's children
+		{100000, 4096, 100000 - 1024 - 4096, 100000 - 1024 - 4096 - 1024},
+		{10, 1024, 10 - 1 - 2, 10 - 1 - 2 - 1}, // the queue's share is at most a quarter of the cap
+		{1, 0, 1, 0},
+		{0, 1024, 1, 0},
+	} {
+		high, low := fillMarks(c.quota, c.backlog)
+		if high != c.high || low != c.low {
+			t.Errorf("fillMarks(%d, %d) = %d, %d; want %d, %d", c.quota, c.backlog, high, low, c.high, c.low)
+		}
+	}
+}
+
+func TestOccupancyTurns(t *testing.T) {
+	o := NewOccupancy(10, 8)
+	turns := 0
+	step := func(open int64, full bool) {
+		t.Helper()
+		o.note(open)
+		select {
+		case <-o.Changed():
+			turns++
+		default:
+		}
+		if o.Full() != full {
+			t.Fatalf("at %d open: full %v, want %v", open, o.Full(), full)
+		}
+	}
+	for n := int64(1); n < 10; n++ {
+		step(n, false)
+	}
+	step(10, true)
+	step(11, true)
+	step(9, true) // between the marks: no flip
+	step(10, true)
+	step(8, false)
+	step(9, false)
+	step(10, true)
+	if turns != 3 {
+		t.Fatalf("%d turns signalled, want 3", turns)
+	}
+}
