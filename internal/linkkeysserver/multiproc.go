@@ -44,10 +44,11 @@ const (
 	childReady   = "READY"
 	childMetrics = "metrics"
 	childFinal   = "final"
-	childSteer   = "steer" // "steer <k>": steer the group's new connections to child k (-1: spread)
-	childFull    = "FULL"  // the child's open connections reached its high mark (sequential fill); "FULL <k>": and it steered new connections on to child k
-	notMoved     = -2      // a FULL line without <k>
-	childRoom    = "ROOM"  // they fell back to its low mark
+	childSteer   = "steer"   // "steer <k>": steer the group's new connections to child k (-1: spread)
+	childFull    = "FULL"    // the child's open connections reached its high mark (sequential fill); "FULL <k>": and it steered new connections on to child k
+	childSteered = "STEERED" // "STEERED <k>": the child has set the group's program to child k
+	notMoved     = -2        // a FULL line without <k>
+	childRoom    = "ROOM"    // they fell back to its low mark
 )
 
 // lockedWriter serialises whole lines from several goroutines.
@@ -265,6 +266,7 @@ loop:
 			if k, ok := strings.CutPrefix(c, childSteer+" "); ok && st != nil {
 				if idx, err := strconv.Atoi(k); err == nil {
 					st.steer(idx)
+					_, _ = fmt.Fprintf(out, "%s %d\n", childSteered, idx)
 				}
 			}
 			if c == childMetrics {
@@ -327,12 +329,14 @@ type Supervisor struct {
 	mu       sync.Mutex // serialises Snapshot requests
 	port     int
 
-	fill     Fill
-	steerMu  sync.Mutex
-	full     []bool
-	steered  int  // the child new connections go to (SpreadIndex: the kernel spreads)
-	numbered bool // the group's numbering is still the children's (no child has exited)
-	stopping atomic.Bool
+	fill      Fill
+	steerMu   sync.Mutex
+	full      []bool
+	steered   int  // the child new connections go to (SpreadIndex: the kernel spreads), as asked
+	applied   int  // the same, as a child last set it (its own hand-over or a STEERED answer)
+	numbered  bool // the group's numbering is still the children's (no child has exited)
+	retargets int  // steering changes the parent made (not a full child's own hand-over)
+	stopping  atomic.Bool
 }
 
 type child struct {
@@ -423,15 +427,28 @@ func StartSupervisor(opt SupervisorOptions) (*Supervisor, error) {
 	return sv, nil
 }
 
-// Steered returns the child new connections are steered to, or SpreadIndex
-// when the kernel spreads them (always so with FillSpread).
+// Steered returns the child new connections are steered to, as a child
+// last set it, or SpreadIndex when the kernel spreads them (always so with
+// FillSpread).
 func (sv *Supervisor) Steered() int {
 	if sv.fill != FillSequential {
 		return SpreadIndex
 	}
 	sv.steerMu.Lock()
 	defer sv.steerMu.Unlock()
-	return sv.steered
+	return sv.applied
+}
+
+// sendSteer asks child c to steer the group's new connections to child target; false when c has
+// exited or its stdin is gone.
+func (sv *Supervisor) sendSteer(c *child, target int) bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+	}
+	_, err := fmt.Fprintf(c.stdin, "%s %d\n", childSteer, target)
+	return err == nil
 }
 
 // onFill records a child's FULL or ROOM line (moved: the child steered new connections on to
@@ -451,7 +468,7 @@ func (sv *Supervisor) onFill(index int, full bool, movedTo int, exited bool) {
 	} else {
 		sv.full[index] = full
 		if movedTo != notMoved {
-			sv.steered = movedTo
+			sv.steered, sv.applied = movedTo, movedTo
 		}
 	}
 	target := SpreadIndex
@@ -464,20 +481,17 @@ func (sv *Supervisor) onFill(index int, full bool, movedTo int, exited bool) {
 		}
 	}
 	if target == sv.steered {
+		if movedTo >= 0 && movedTo == target {
+			// A full child handed on by itself: tell the next one that new connections come to
+			// it now, so it hands on by itself in its turn (setting the same program again).
+			sv.sendSteer(sv.children[target], target)
+		}
 		return
 	}
 	// The program belongs to the group: the previous target sets it (so it knows new connections
 	// no longer come to it), and so does the new one (so it knows they do); when neither is a
 	// running child, the first running child sets it.
-	send := func(c *child) bool {
-		select {
-		case <-c.exited:
-			return false
-		default:
-		}
-		_, err := fmt.Fprintf(c.stdin, "%s %d\n", childSteer, target)
-		return err == nil
-	}
+	send := func(c *child) bool { return sv.sendSteer(c, target) }
 	sent := false
 	for _, r := range []int{sv.steered, target} {
 		if r >= 0 && r < len(sv.children) && send(sv.children[r]) {
@@ -494,6 +508,7 @@ func (sv *Supervisor) onFill(index int, full bool, movedTo int, exited bool) {
 		return
 	}
 	sv.steered = target
+	sv.retargets++
 	switch {
 	case exited:
 		sv.logger.Warn("linkkeysserver: a server process exited; the kernel spreads new connections over the rest", "child", index)
@@ -514,6 +529,12 @@ func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
 			c.lines <- l
 		case l == childRoom:
 			sv.onFill(c.index, false, notMoved, false)
+		case strings.HasPrefix(l, childSteered+" "):
+			if n, err := strconv.Atoi(strings.TrimPrefix(l, childSteered+" ")); err == nil {
+				sv.steerMu.Lock()
+				sv.applied = n
+				sv.steerMu.Unlock()
+			}
 		case l == childFull || strings.HasPrefix(l, childFull+" "):
 			moved := notMoved
 			if k, ok := strings.CutPrefix(l, childFull+" "); ok {

@@ -273,6 +273,12 @@ func TestSequentialFill(t *testing.T) {
 	if steered() != 2 {
 		t.Fatalf("test arithmetic: steering to %d", steered())
 	}
+	sv.steerMu.Lock()
+	retargets := sv.retargets
+	sv.steerMu.Unlock()
+	if retargets != 0 {
+		t.Errorf("the parent steered %d times while the children filled in order; each full child should hand on by itself", retargets)
+	}
 	// Child 0 falls to its low mark: it takes new connections again.
 	for int64(len(conns[0])) > low {
 		conns[0][len(conns[0])-1].Close()
