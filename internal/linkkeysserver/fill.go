@@ -64,20 +64,21 @@ func (cfg Config) ShareSequential(n, i int) Config {
 
 // fillMarks returns the open-connection counts at which a child of a
 // sequential fill reports itself full (high) and, after that, as having room
-// again (low), for a child whose cap is quota and whose listen queue holds
-// up to backlog connections. Below the cap it leaves room for what is
-// already on its way when new connections are steered elsewhere: the
-// connections the kernel has completed and queued for accept (they count as
-// open only once accepted; on a saturated machine the queue fills up, and
-// 200,000-connection ramps shed 88–274 connections at the caps before the
-// margin counted it), plus 2 % (at most 1,024) for the moments the hand-over
-// itself takes. The same 2 % between the marks keeps churn at the cap from
-// flipping the steering on every connection. The queue's share is at most a
-// quarter of the cap, so a small cap still fills.
+// again (low), for a child whose cap is quota and whose listen backlog is
+// backlog. Below the cap it leaves room for what is already on its way when
+// new connections are steered elsewhere: the connections whose SYN this
+// child's listener took count as open only once accepted, and the kernel
+// bounds both its queues, of handshakes in progress and of connections
+// waiting for accept, by the backlog; on a saturated machine both fill up
+// (200,000-connection ramps shed 88–274 connections at the caps with no room
+// for the queues, 153 with room for one). Then 2 % (at most 1,024) for the
+// moments the hand-over itself takes. The same 2 % between the marks keeps
+// churn at the cap from flipping the steering on every connection. The
+// queues' share is at most a quarter of the cap, so a small cap still fills.
 func fillMarks(quota uint64, backlog int) (high, low int64) {
 	q := int64(min(quota, 1<<62))
 	slack := min(max(q/50, 1), 1024)
-	high = max(q-slack-min(int64(max(backlog, 0)), q/4), 1)
+	high = max(q-slack-min(2*int64(max(backlog, 0)), q/4), 1)
 	low = max(high-slack, 0)
 	return high, low
 }
