@@ -1,6 +1,10 @@
 package linkkeysserver
 
-import "testing"
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func TestFillMarks(t *testing.T) {
 	for _, c := range []struct {
@@ -49,4 +53,24 @@ func TestOccupancyTurns(t *testing.T) {
 	if turns != 3 {
 		t.Fatalf("%d turns signalled, want 3", turns)
 	}
+}
+
+// FuzzParseFill: a --process-fill value is one of the two words, and anything else is refused with
+// a message that names it and the accepted words.
+func FuzzParseFill(f *testing.F) {
+	for _, s := range []string{"spread", "sequential", "", "Sequential", "seq", "spread "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fill, err := ParseFill(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), strconv.Quote(s)) || !strings.Contains(err.Error(), "spread") || !strings.Contains(err.Error(), "sequential") {
+				t.Fatalf("error for %q does not name it and the accepted values: %v", s, err)
+			}
+			return
+		}
+		if fill.String() != s {
+			t.Fatalf("ParseFill(%q) = %v", s, fill)
+		}
+	})
 }
