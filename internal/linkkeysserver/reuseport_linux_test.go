@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSteerReusePort checks the kernel behaviour the sequential fill relies on: with a port held by
@@ -89,6 +91,31 @@ func TestSteerReusePort(t *testing.T) {
 	for i, g := range got {
 		if g == 0 {
 			t.Errorf("spread again: listener %d got none of 90 (%v)", i, got)
+		}
+	}
+}
+
+// The listener is plain TCP, as upstream's: Go's default since 1.24 would be Multipath TCP where
+// the kernel has it, and a SO_REUSEPORT group of MPTCP sockets refuses a steering program.
+func TestListenIsPlainTCP(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		ln, _, err := Listen(context.Background(), "127.0.0.1:0", ListenOptions{ReusePort: reuse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := ln.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var proto int
+		var perr error
+		_ = rc.Control(func(fd uintptr) { proto, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL) })
+		ln.Close()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		if proto != unix.IPPROTO_TCP {
+			t.Errorf("ReusePort %v: listener protocol %d, want IPPROTO_TCP (%d)", reuse, proto, unix.IPPROTO_TCP)
 		}
 	}
 }
