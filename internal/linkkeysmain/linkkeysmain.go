@@ -386,6 +386,11 @@ func runParent(ctx context.Context, env Env, f Flags, cfg linkkeysserver.Config,
 	}
 	childAddr := net.JoinHostPort(host, strconv.Itoa(res.Port))
 	fill, _ := linkkeysserver.ParseFill(f.ProcessFill) // checked in runServer
+	if fill == linkkeysserver.FillSequential {
+		if p := linkkeysserver.SequentialFillProblem(cfg, f.Processes); p != "" {
+			logger.Warn("--process-fill sequential: " + p)
+		}
+	}
 	sv, err := linkkeysserver.StartSupervisor(linkkeysserver.SupervisorOptions{
 		Count: f.Processes,
 		Fill:  fill,

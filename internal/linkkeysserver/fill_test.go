@@ -74,3 +74,17 @@ func FuzzParseFill(f *testing.F) {
 		}
 	})
 }
+
+func TestSequentialFillProblem(t *testing.T) {
+	cfg := Config{MaxConnections: 220000} // the 200,000 ramp: 18,333 a process for 12
+	if p := SequentialFillProblem(cfg, 12); p != "" {
+		t.Errorf("200,000 ramp: %s", p)
+	}
+	cfg.MaxConnections = 16500 // the 15,000 ramp that shed: 1,375 a process
+	if p := SequentialFillProblem(cfg, 12); !strings.Contains(p, "1375") || !strings.Contains(p, "listen backlog 1024") {
+		t.Errorf("15,000 ramp: %q", p)
+	}
+	if p := SequentialFillProblem(cfg, 1); p != "" {
+		t.Errorf("one process: %s", p)
+	}
+}
