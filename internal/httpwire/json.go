@@ -35,7 +35,7 @@ func SkipString(b []byte, i int) (end int, esc, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return 0, false, false
 	}
-	for j := i + 1; j < len(b); j++ {
+	for j := plainStringRun(b, i+1); j < len(b); j++ {
 		switch c := b[j]; {
 		case c == '"':
 			return j + 1, esc, true
@@ -62,6 +62,7 @@ func SkipString(b []byte, i int) (end int, esc, ok bool) {
 			default:
 				return 0, false, false
 			}
+			j = plainStringRun(b, j+1) - 1
 		}
 	}
 	return 0, false, false

@@ -236,8 +236,8 @@ func headerLine(line []byte) (name, val []byte, err error) {
 		return nil, nil, malformed("bad header line %q", truncate(line, 40))
 	}
 	name, val = line[:i], line[i+1:]
-	for _, c := range val {
-		if !valueTable[c] {
+	for j := plainValueRun(val, 0); j < len(val); j++ {
+		if !valueTable[val[j]] {
 			return nil, nil, malformed("control byte in header %q", truncate(name, 40))
 		}
 	}

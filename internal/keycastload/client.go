@@ -451,7 +451,7 @@ type fastClient struct {
 // (errIdleClosed), or the first write failed outright. Once any byte is on the wire the server
 // may have acted on the request, so a failure then is the request's outcome and is counted, as
 // net/http does for a request that is not idempotent.
-func (f fastClient) exchange(ctx context.Context, wk *worker, u *userClient, body []byte, start time.Time) (httpwire.Response, error) {
+func (f fastClient) exchange(ctx context.Context, wk *worker, u *userClient, body []byte, start time.Time) (httpwire.Response, time.Time, error) {
 	r := f.r
 	wk.req = u.appendRequest(wk.req[:0], body)
 	timeout := r.cfg.HTTPTimeout
@@ -460,14 +460,14 @@ func (f fastClient) exchange(ctx context.Context, wk *worker, u *userClient, bod
 		if c == nil {
 			var err error
 			if c, err = r.t.dial(ctx, timeout); err != nil {
-				return httpwire.Response{}, &connectError{err}
+				return httpwire.Response{}, time.Now(), &connectError{err}
 			}
 		}
 		wk.active.Store(c)
 		if r.aborted.Load() {
 			wk.active.Store(nil)
 			c.close()
-			return httpwire.Response{}, context.Canceled
+			return httpwire.Response{}, time.Now(), context.Canceled
 		}
 		// Refresh the deadline only when less than 90% of the timeout is left, to save a timer
 		// update per request: every request still gets at least 90% of HTTPTimeout.
@@ -490,15 +490,16 @@ func (f fastClient) exchange(ctx context.Context, wk *worker, u *userClient, bod
 				c = nil
 				continue
 			}
-			return resp, err
+			return resp, time.Now(), err
 		}
+		end := time.Now()
 		if resp.Close || c.br.Buffered() > 0 {
 			// Bytes beyond the response are a protocol violation; the connection is not reused.
 			c.close()
 		} else {
-			u.put(c, time.Now())
+			u.put(c, end)
 		}
-		return resp, nil
+		return resp, end, nil
 	}
 }
 

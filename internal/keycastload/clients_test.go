@@ -121,7 +121,7 @@ func clientRun(t *testing.T, url, client string) *runner {
 // exchangeOnce sends one get_public_key request as the runner's user and classifies it.
 func (r *runner) exchangeOnce() (Class, string) {
 	wk := r.newWorker(0).(*worker)
-	resp, err := r.hc.exchange(context.Background(), wk, r.client(0), r.requestBody(wk, 0), time.Now())
+	resp, _, err := r.hc.exchange(context.Background(), wk, r.client(0), r.requestBody(wk, 0), time.Now())
 	return outcomeOf(resp, err)
 }
 

@@ -57,8 +57,18 @@ func (b *backoff) reset() { b.next = 0 }
 // and returns the connect-failure outcome (no latency, not a request) and true. Otherwise a
 // connection was opened: the backoff is reset and it returns false.
 func (r *runner) afterExchange(ew *engine.Worker, wk *worker, num uint64, err error, start time.Time) (engine.Outcome, bool) {
+	if err == nil {
+		wk.delay.reset()
+		return engine.Outcome{}, false
+	}
+	return r.connectFailure(ew, wk, num, err, start)
+}
+
+// connectFailure is afterExchange's failure side, apart so that the error target errors.As needs
+// (a variable that escapes to the heap) is made only for a failed exchange, not once per request.
+func (r *runner) connectFailure(ew *engine.Worker, wk *worker, num uint64, err error, start time.Time) (engine.Outcome, bool) {
 	var ce *connectError
-	if err == nil || !errors.As(err, &ce) {
+	if !errors.As(err, &ce) {
 		wk.delay.reset()
 		return engine.Outcome{}, false
 	}

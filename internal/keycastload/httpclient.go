@@ -19,9 +19,10 @@ const (
 
 // httpClient sends one /api/nostr request and reads its response. Both clients send the same
 // request (head, cookies, body) and return the same Response, which Classify judges; errors
-// are transport failures (a *connectError when no connection could be opened).
+// are transport failures (a *connectError when no connection could be opened). end is when the
+// exchange ended (one clock reading, which the fast client also stamps its pooled connection with).
 type httpClient interface {
-	exchange(ctx context.Context, wk *worker, u *userClient, body []byte, start time.Time) (httpwire.Response, error)
+	exchange(ctx context.Context, wk *worker, u *userClient, body []byte, start time.Time) (resp httpwire.Response, end time.Time, err error)
 	// cutOff interrupts every request in flight (the run is ending).
 	cutOff()
 	// closeIdle closes the pooled connections at the end of the run.

@@ -446,8 +446,8 @@ func (r *runner) do(ctx context.Context, ew *engine.Worker, local int64) engine.
 	body := r.requestBody(wk, ui)
 
 	start := time.Now()
-	resp, err := r.hc.exchange(ctx, wk, u, body, start)
-	took := time.Since(start)
+	resp, end, err := r.hc.exchange(ctx, wk, u, body, start)
+	took := end.Sub(start)
 	if err != nil && r.aborted.Load() {
 		return r.cutOffOutcome(err, start) // cut off (drain, signal, stop condition): outcome unknown
 	}

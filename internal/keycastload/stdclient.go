@@ -63,7 +63,13 @@ var (
 )
 
 // exchange sends body as user u through net/http and reads the response.
-func (s *stdClient) exchange(_ context.Context, wk *worker, u *userClient, body []byte, start time.Time) (httpwire.Response, error) {
+func (s *stdClient) exchange(_ context.Context, wk *worker, u *userClient, body []byte, start time.Time) (httpwire.Response, time.Time, error) {
+	resp, err := s.do(wk, u, body, start)
+	return resp, time.Now(), err
+}
+
+// do is exchange without the end time.
+func (s *stdClient) do(wk *worker, u *userClient, body []byte, start time.Time) (httpwire.Response, error) {
 	ctx, cancel := context.WithDeadline(s.ctx, start.Add(s.timeout))
 	defer cancel()
 	// A request that never got a connection was never sent: a connect failure, as in the fast
