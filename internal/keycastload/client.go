@@ -460,14 +460,14 @@ func (f fastClient) exchange(ctx context.Context, wk *worker, u *userClient, bod
 		if c == nil {
 			var err error
 			if c, err = r.t.dial(ctx, timeout); err != nil {
-				return httpwire.Response{}, time.Now(), &connectError{err}
+				return httpwire.Response{}, r.clock.now(), &connectError{err}
 			}
 		}
 		wk.active.Store(c)
 		if r.aborted.Load() {
 			wk.active.Store(nil)
 			c.close()
-			return httpwire.Response{}, time.Now(), context.Canceled
+			return httpwire.Response{}, r.clock.now(), context.Canceled
 		}
 		// Refresh the deadline only when less than 90% of the timeout is left, to save a timer
 		// update per request: every request still gets at least 90% of HTTPTimeout.
@@ -490,9 +490,9 @@ func (f fastClient) exchange(ctx context.Context, wk *worker, u *userClient, bod
 				c = nil
 				continue
 			}
-			return resp, time.Now(), err
+			return resp, r.clock.now(), err
 		}
-		end := time.Now()
+		end := r.clock.now()
 		if resp.Close || c.br.Buffered() > 0 {
 			// Bytes beyond the response are a protocol violation; the connection is not reused.
 			c.close()

@@ -124,6 +124,7 @@ type runner struct {
 	httpTLS    *tls.Config // the net/http clients' TLS configuration (tls.go)
 	// sampleServer says /api/metrics answered before the run, so it is sampled each interval.
 	sampleServer bool
+	clock        monoClock // the per-request clock readings
 }
 
 func newRunner(cfg RunConfig, t *target) *runner {
@@ -131,7 +132,7 @@ func newRunner(cfg RunConfig, t *target) *runner {
 	if seg.Count == 0 {
 		seg = engine.Whole
 	}
-	r := &runner{cfg: cfg, t: t, open: cfg.Rate > 0, seg: seg, runID: newRunID(time.Now())}
+	r := &runner{cfg: cfg, t: t, open: cfg.Rate > 0, seg: seg, runID: newRunID(time.Now()), clock: newMonoClock()}
 	r.workers = int(max(seg.Share(int64(cfg.Concurrency)), 1))
 	if cfg.Requests > 0 {
 		r.limited = true
@@ -445,7 +446,7 @@ func (r *runner) do(ctx context.Context, ew *engine.Worker, local int64) engine.
 	u := r.client(ui)
 	body := r.requestBody(wk, ui)
 
-	start := time.Now()
+	start := r.clock.now()
 	resp, end, err := r.hc.exchange(ctx, wk, u, body, start)
 	took := end.Sub(start)
 	if err != nil && r.aborted.Load() {
