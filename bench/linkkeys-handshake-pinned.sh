@@ -4,7 +4,7 @@
 #
 #   server   scale profile (bench/linkkeys-scale.sh's TCP_*/PUBLIC_READ_* overrides), one process,
 #            `taskset -c $SERVER_CORE`, GOMAXPROCS=1
-#   client   handshake-bench --duration-secs $SECS --concurrency 256 --client-ip-base 127.0.2.0
+#   client   handshake-bench --duration-secs $SECS --concurrency $CONCURRENCY (256) --client-ip-base 127.0.2.0
 #            --client-ip-count 128, `taskset -c $CLIENT_CORE`, GOMAXPROCS=1
 #   crypto   the per-operation benchmarks of internal/linkkeys (handshake_bench_test.go), pinned to
 #            one core with -test.cpu 1, before and after the end-to-end runs; the faster reading of
@@ -36,7 +36,7 @@ mkdir -p "$OUT"
 NEW=${NEW:-$OUT/linkkeys-loadtest-new}
 [ -x "$NEW" ] || (cd "$ROOT" && go build -o "$NEW" ./cmd/linkkeys-loadtest)
 (cd "$ROOT" && go test -c -o "$OUT/linkkeys.test" ./internal/linkkeys)
-SECS=${SECS:-15} SERVER_CORE=${SERVER_CORE:-0} CLIENT_CORE=${CLIENT_CORE:-1} BENCHTIME=${BENCHTIME:-1s}
+SECS=${SECS:-15} SERVER_CORE=${SERVER_CORE:-0} CLIENT_CORE=${CLIENT_CORE:-1} BENCHTIME=${BENCHTIME:-1s} CONCURRENCY=${CONCURRENCY:-256}
 BUILDS=(new)
 [ -n "$OLD" ] && BUILDS=(old new)
 ROUNDS=${ROUNDS:-${#BUILDS[@]}}
@@ -92,7 +92,7 @@ run() { # run BUILD ROUND: one pinned server and one pinned handshake-bench
   start_server "$bin" "$name" "${senv[@]}"
   echo "== $name: server pid $SERVER_PID ($(taskset -pc "$SERVER_PID" | sed 's/.*: //')), client on core $CLIENT_CORE"
   env "${CLEAN_ENV[@]}" "${CLIENT_ENV[@]}" "${cenv[@]}" taskset -c "$CLIENT_CORE" "$bin" handshake-bench \
-    --info-file "$OUT/$name-info.json" --duration-secs "$SECS" --concurrency 256 \
+    --info-file "$OUT/$name-info.json" --duration-secs "$SECS" --concurrency "$CONCURRENCY" \
     --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$name.json" >"$OUT/$name.txt" 2>"$OUT/$name.err" &
   local cpid=$! perfs=()
   if [ "${PERF:-}" = 1 ]; then

@@ -198,6 +198,7 @@ func BenchmarkTLSHandshakeInMemory(b *testing.B) {
 	cli := ClientTLSConfig("loadtest.local", Fingerprint(key.Public().(ed25519.PublicKey)))
 	done := make(chan error, 1)
 	b.ReportAllocs()
+	defer cpuPerOp(b)()
 	for b.Loop() {
 		a, c := net.Pipe()
 		go func() { done <- tls.Server(a, srv).Handshake() }()
