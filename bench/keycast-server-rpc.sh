@@ -10,7 +10,8 @@
 #
 # Two layouts are measured:
 #   pinned:   server on core 1 (GOMAXPROCS=1), wrk on core 0 (1 thread). The signing bound is
-#             BenchmarkSchnorrSign with -cpu 1 pinned to core 1.
+#             BenchmarkSchnorrSign with -cpu 1 pinned to core 1, read right before and right after
+#             the sign_event run; the summary gives both and warns when they differ by over 5 %.
 #   shared:   server and wrk both on cores 0-1 (GOMAXPROCS=2, wrk 2 threads), as a user would run
 #             them on this 2-core machine. The bound is BenchmarkSchnorrSign with -cpu 2.
 #   pinned-nethttp: as pinned, with the HTTP/1.1 fast path off (KEYCAST_FAST_PATH=off), so every
@@ -139,26 +140,35 @@ for layout in $LAYOUTS; do
   start_server "$scpu" "$procs" "$fast"
   make_user
   run_wrk "$wcpu" "$threads" get_public_key; R[$layout.gpk]=$RPS; R[$layout.gpkcpu]=$CPU_US
+  # The bound right before and right after the sign_event run, on the server's (idle) core: the
+  # host's speed can change within minutes (a bare signature has read 30-50 µs on one guest in one
+  # day), and a bound read under other conditions than the run makes the share meaningless.
+  sign_bound "$scpu" "$procs"; R[$layout.signns0]=$SIGN_CPU_NS; R[$layout.bound0]=$(python3 -c "print(round(1e9/$SIGN_NS))")
   run_wrk "$wcpu" "$threads" sign_event; R[$layout.sign]=$RPS; R[$layout.signcpu]=$CPU_US
+  sign_bound "$scpu" "$procs"; R[$layout.signns]=$SIGN_CPU_NS; R[$layout.bound]=$(python3 -c "print(round(1e9/$SIGN_NS))")
   run_wrk "$wcpu" "$threads" nip44_encrypt; R[$layout.nip44]=$RPS; R[$layout.nip44cpu]=$CPU_US
   curl -fsS "$URL/api/metrics" | grep -E '^keycast_(http_rpc_(requests|success|auth_errors|cache_hits|cache_misses)_total|expensive_resource_rejections_total)' || true
   stop_server
-  sign_bound "$scpu" "$procs"
-  R[$layout.bound]=$(python3 -c "print(round(1e9/$SIGN_NS))")
-  R[$layout.signns]=$SIGN_CPU_NS
 done
 
 echo "== summary"
 for layout in $LAYOUTS; do
   python3 - "$layout" "${R[$layout.gpk]}" "${R[$layout.sign]}" "${R[$layout.nip44]}" "${R[$layout.bound]}" \
-    "${R[$layout.gpkcpu]}" "${R[$layout.signcpu]}" "${R[$layout.nip44cpu]}" "${R[$layout.signns]}" <<'EOF'
+    "${R[$layout.gpkcpu]}" "${R[$layout.signcpu]}" "${R[$layout.nip44cpu]}" "${R[$layout.signns]}" \
+    "${R[$layout.bound0]}" "${R[$layout.signns0]}" <<'EOF'
 import sys
 layout = sys.argv[1]
-gpk, sign, nip44, bound, gpkcpu, signcpu, nip44cpu, signns = map(float, sys.argv[2:])
+gpk, sign, nip44, bound, gpkcpu, signcpu, nip44cpu, signns, bound0, signns0 = map(float, sys.argv[2:])
 print(f"{layout}: get_public_key {gpk:.0f} req/s ({gpkcpu:.1f} server CPU-us/req = {1e6/gpkcpu:.0f} req per server CPU-second); "
       f"nip44_encrypt {nip44:.0f} req/s ({nip44cpu:.1f} CPU-us/req)")
 print(f"{layout}: sign_event {sign:.0f} req/s = {100*sign/bound:.1f}% of the Schnorr bound {bound:.0f} signatures/s measured "
       f"after it (wall clock); per CPU: {signcpu:.1f} server CPU-us/req vs {signns/1000:.1f} CPU-us per bare signature "
       f"= {100*signns/1000/signcpu:.1f}% of the signing bound on the CPU the server got")
+print(f"{layout}: the bound before the sign_event run: {signns0/1000:.1f} CPU-us per bare signature "
+      f"({100*signns0/1000/signcpu:.1f}%), {bound0:.0f} signatures/s ({100*sign/bound0:.1f}% by wall clock)")
+drift = abs(signns - signns0) / min(signns, signns0)
+if drift > 0.05:
+    print(f"{layout}: WARNING: the two bound readings differ by {100*drift:.0f}%: the host's speed changed "
+          f"during the run, so neither share is a measurement; run it again")
 EOF
 done
