@@ -7,7 +7,8 @@
 #   client   handshake-bench --duration-secs $SECS --concurrency $CONCURRENCY (256) --client-ip-base 127.0.2.0
 #            --client-ip-count 128, `taskset -c $CLIENT_CORE`, GOMAXPROCS=1
 #   crypto   the per-operation benchmarks of internal/linkkeys (handshake_bench_test.go), pinned to
-#            one core with -test.cpu 1, before and after the end-to-end runs; the faster reading of
+#            one core with -test.cpu 1, before and after the end-to-end runs (a warning when a side's
+#            two readings differ by more than 5 %: the machine's speed changed); the faster reading of
 #            each is kept, so the bound is the higher one the run saw
 #
 # It prints, per run: full handshakes/s, server and client CPU per handshake (the result JSON's
@@ -130,7 +131,7 @@ crypto after
 python3 - "$OUT" "$ROUNDS" "${BUILDS[@]}" <<'PY'
 import json, os, re, sys
 out, rounds, builds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-bench, wall = {}, {}
+bench, wall, each = {}, {}, {}
 for when in ("before", "after"):
     for line in open(os.path.join(out, "crypto-%s.txt" % when)):
         m = re.match(r"^Benchmark(\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
@@ -141,6 +142,7 @@ for when in ("before", "after"):
         c = re.search(r"([\d.]+) cpu-ns/op", line)
         k = m.group(1)
         bench[k] = min(bench.get(k, float("inf")), float(c.group(1) if c else m.group(3)))
+        each[(k, when)] = float(c.group(1) if c else m.group(3))
         wall[k] = min(wall.get(k, float("inf")), float(m.group(3)))
 S, C = bench["HandshakeCryptoServer"], bench["HandshakeCryptoClient"]
 print("== crypto per full handshake, one core, CPU time per operation (faster of before/after; wall ns/op in brackets):")
@@ -150,6 +152,11 @@ print("   server (keygen + shared + sign)   %7.1f µs: at most %.0f handshakes p
 print("   client (keygen + shared + verify) %7.1f µs: at most %.0f handshakes per client core-second" % (C / 1e3, 1e9 / C))
 bound = 1e9 / max(S, C)
 print("   bound, one core per side: %.0f full handshakes/s" % bound)
+for k in ("HandshakeCryptoServer", "HandshakeCryptoClient"):
+    b, a = each.get((k, "before")), each.get((k, "after"))
+    if b and a and abs(a - b) > 0.05 * min(a, b):
+        print("   WARNING: %s read %.1f µs before the runs and %.1f µs after (%.0f%% apart): the machine's speed "
+              "changed during the run, so the shares below are not measurements; run it again" % (k, b / 1e3, a / 1e3, 100 * abs(a - b) / min(a, b)))
 rows = {}
 print("== end to end (server core, client core; GOMAXPROCS=1 each). %bound: hs/s over the bound (wall: the")
 print("   cores are shared with whatever else runs); %cpu: the same with each side's measured CPU per handshake,")

@@ -5,7 +5,9 @@
 #      --concurrency 256` (full handshakes, connect + handshake + close, nothing held)
 #   2. ramp: a fresh `server --processes $PROCS` (scale profile), `connections --count 200000
 #      --concurrency 3000 --hold-secs 5`, its ramp time from the result file
-#   and the ratio: (200,000 / ramp seconds) / isolated handshakes per second.
+#   3. isolated again, as in 1
+#   and the ratio: (200,000 / ramp seconds) / the mean of the two isolated rates; the summary warns
+#   when those two differ by more than 10 % (the machine's speed changed during the run).
 #
 # VARIANTS lists the settings to compare, each a word: "default" runs the binary as built,
 # "gomaxprocs=N" sets GOMAXPROCS=N in the environment of the server and the client (and so of
@@ -18,7 +20,7 @@
 # (/proc/net/softnet_stat) are counted during each ramp and printed. Each variant runs both steps; ROUNDS repeats the lot, the
 # variants interleaved, so a noisy machine hits them alike.
 #
-# Usage: bench/linkkeys-ramp.sh                               default only, one round (~3 min)
+# Usage: bench/linkkeys-ramp.sh                               default only, one round (~3.5 min)
 #        VARIANTS="default gomaxprocs=2" ROUNDS=2 bench/linkkeys-ramp.sh
 #        VARIANTS="default sequential" ROUNDS=2 bench/linkkeys-ramp.sh   spread against one process at a time
 #        COUNT=50000 bench/linkkeys-ramp.sh                   a smaller ramp
@@ -90,20 +92,37 @@ for round in $(seq 1 "$ROUNDS"); do
       --json "$OUT/$tag-ramp.json" "${cflags[@]}" ${CLIENT_ARGS:-} >"$OUT/$tag-ramp.txt" || true
     echo $(( $(drops) - d0 )) >"$OUT/$tag-ramp.drops"
     stop_server
+    echo "== $tag: isolated handshake-bench again"
+    start_server "$tag-hs2" "${venv[@]}" "${senv[@]}" --
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" handshake-bench --info-file "$OUT/$tag-hs2-info.json" --duration-secs "$HS_SECS" \
+      --concurrency 256 --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$tag-hs2.json" >"$OUT/$tag-hs2.txt"
+    stop_server
   done
 done
 
 python3 - "$OUT" "$COUNT" <<'PY' | tee "$OUT/summary.txt"
 import json, os, sys, glob, re
 out, count = sys.argv[1], int(sys.argv[2])
-print("%-22s %12s %12s %8s %10s %22s %22s %10s" % ("run", "isolated/s", "ramp/s", "ratio", "ramp", "hs CPU µs (cli+srv)", "ramp CPU µs (cli+srv)", "lo drops"))
+def ok_of(tag):  # ramp connections per second of run tag
+    r = json.load(open(os.path.join(out, tag + "-ramp.json")))
+    return r["attempts"]["succeeded"] / (r["hold"]["ramp_time"]["ns"] / 1e9)
+print("%-22s %19s %12s %8s %10s %22s %22s %10s" % ("run", "isolated/s (bef/aft)", "ramp/s", "ratio", "ramp", "hs CPU µs (cli+srv)", "ramp CPU µs (cli+srv)", "lo drops"))
+warnings = []
 for hs in sorted(glob.glob(os.path.join(out, "*-hs.json"))):
     tag = os.path.basename(hs)[:-len("-hs.json")]
     h = json.load(open(hs))
     try: r = json.load(open(os.path.join(out, tag + "-ramp.json")))
     except OSError: continue
     hb = h["handshakes"]
-    rate = hb["handshakes_per_sec"]
+    before = hb["handshakes_per_sec"]
+    try: after = json.load(open(os.path.join(out, tag + "-hs2.json")))["handshakes"]["handshakes_per_sec"]
+    except OSError: after = before
+    rate = (before + after) / 2  # the isolated rate: the mean of the readings before and after the ramp
+    if abs(before - after) > 0.1 * min(before, after):
+        warnings.append("%s: the isolated readings before and after the ramp differ by %.0f%% (%.1f and %.1f/s): "
+                        "the machine's speed changed during the run; the ratio against either is %.1f%% or %.1f%%" % (
+                            tag, 100 * abs(before - after) / min(before, after), before, after,
+                            100 * ok_of(tag) / before, 100 * ok_of(tag) / after))
     ramp = r["hold"]["ramp_time"]["ns"] / 1e9
     ok = r["attempts"]["succeeded"]
     def cpu(j, n):
@@ -112,6 +131,9 @@ for hs in sorted(glob.glob(os.path.join(out, "*-hs.json"))):
         return "%.0f + %.0f" % (c, s)
     try: drops = open(os.path.join(out, tag + "-ramp.drops")).read().strip()
     except OSError: drops = "?"
-    print("%-22s %12.1f %12.1f %7.1f%% %9.1fs %22s %22s %10s  (%d of %d established)" % (
-        tag, rate, ok / ramp, 100 * ok / ramp / rate, ramp, cpu(h, hb["completed"]), cpu(r, r["attempts"]["attempted"]), drops, ok, count))
+    print("%-22s %9.1f/%-9.1f %12.1f %7.1f%% %9.1fs %22s %22s %10s  (%d of %d established)" % (
+        tag, before, after, ok / ramp, 100 * ok / ramp / rate, ramp, cpu(h, hb["completed"]), cpu(r, r["attempts"]["attempted"]), drops, ok, count))
+print("ratio: ramp connections/s over the mean of the two isolated readings")
+for w in warnings:
+    print("WARNING: " + w)
 PY
