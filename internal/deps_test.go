@@ -56,7 +56,9 @@ var forbidden = map[string][]string{
 
 	// Starting children sits below everything that starts them, servers and load alike.
 	"procexec": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "cli"},
-	"cmdenv":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "procexec", "cli"},
+	// Serialised writes sit below everything and import nothing of ours.
+	"syncio": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "procexec", "cli"},
+	"cmdenv": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "procexec", "cli"},
 	// The server command's wiring: the server side only, so cmd/linkkeys-server stays lean
 	// (TestLeanServerLinks checks the whole link).
 	"linkkeysmain": {"keycast", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysresult", "keycastresult",

@@ -22,6 +22,7 @@ import (
 	"github.com/loadproof/loadproof/internal/capacity/plan"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/syncio"
 )
 
 // CoordinatorConfig configures NewCoordinator. Zero values are documented defaults.
@@ -144,7 +145,7 @@ func NewCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator, e
 		cfg.Progress = io.Discard
 	}
 	// Lines come from the task's goroutine and from the NATS handlers: one write at a time.
-	cfg.Progress = &lockedWriter{w: cfg.Progress}
+	cfg.Progress = syncio.NewWriter(cfg.Progress)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -932,15 +933,3 @@ func (c *Coordinator) Tasks() []TaskRecord {
 
 // CanonicalHostFlag normalises a host given on the command line (the capacity rules' form).
 func CanonicalHostFlag(h string) (string, error) { return plan.CanonicalHostFlag(h) }
-
-// lockedWriter serializes writes to w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/procexec"
+	"github.com/loadproof/loadproof/internal/syncio"
 )
 
 // Multi-process mode (--processes N).
@@ -50,18 +51,6 @@ const (
 	notMoved     = -2        // a FULL line without <k>
 	childRoom    = "ROOM"    // they fell back to its low mark
 )
-
-// lockedWriter serialises whole lines from several goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // steering is a sequential-fill child's side of the steering: whether new connections are
 // steered to it (as far as it knows), and how it hands them on when it turns full.
@@ -210,7 +199,7 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 		logger.Warn("linkkeysserver: could not set the listen backlog", "err", backlogErr)
 	}
 	srv := &Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: opt.Keys, Logger: logger}
-	out := &lockedWriter{w: opt.Stdout} // protocol lines come from two goroutines
+	out := syncio.NewWriter(opt.Stdout) // protocol lines come from two goroutines
 	var st *steering
 	if opt.Fill == FillSequential {
 		if opt.Index == 0 {
