@@ -176,7 +176,7 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 				// Let the other ready connections compute their answers first, so that the
 				// answers go out close together: on loopback the write of an answer runs the
 				// client's receive path, and when the client sleeps between answers each one
-				// pays for waking it (5.6 µs of an 51 µs sign_event here, docs/benchmarks.md);
+				// pays for waking it (5.6 µs of a 51 µs sign_event here, docs/benchmarks.md);
 				// answers written back to back find it awake.
 				runtime.Gosched()
 			}
