@@ -17,6 +17,9 @@
 #
 # Usage: bench/linkkeys-ddos-rss.sh              (SOURCES=12000 ROUNDS=2)
 #        SOURCES=1200 ROUNDS=1 bench/linkkeys-ddos-rss.sh    (a check of the script)
+#        OLD_LEAN=path/to/linkkeys-server bench/linkkeys-ddos-rss.sh
+#          adds a fourth run per round, "leanold": that lean server binary (say, a build of the tree
+#          before a change), so a change to the lean server is compared side by side.
 # Needs: go, python3; Linux (/proc).
 set -euo pipefail
 
@@ -79,11 +82,16 @@ for r in $(seq 1 "$ROUNDS"); do
   run_one "lean-$r" "$OUT/linkkeys-server"
   echo "== round $r: lean with GOGC=100 (no GC pacer: the collector as Go sets it)"
   run_one "leangc100-$r" env GOGC=100 "$OUT/linkkeys-server"
+  if [ -n "${OLD_LEAN:-}" ]; then
+    echo "== round $r: leanold ($OLD_LEAN)"
+    run_one "leanold-$r" "$OLD_LEAN"
+  fi
 done
 
-python3 - "$OUT" "$ROUNDS" "$SOURCES" <<'PY'
+python3 - "$OUT" "$ROUNDS" "$SOURCES" "${OLD_LEAN:+leanold}" <<'PY'
 import json, os, sys
 out, rounds, sources = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+kinds = ("fat", "lean", "leangc100") + tuple(k for k in sys.argv[4:] if k)
 MiB = 2**20
 def metrics(name):
     with open(os.path.join(out, name + "-server.log")) as f:
@@ -100,7 +108,7 @@ print("== summary (from the files in %s)" % out)
 print(open(os.path.join(out, "binaries.txt")).read().strip())
 worst = {}
 for r in range(1, rounds + 1):
-    for kind in ("fat", "lean", "leangc100"):
+    for kind in kinds:
         name = "%s-%d" % (kind, r)
         m = metrics(name)
         idle = [s for s in m if s["accepted_connections"] == 0][-1]
@@ -119,13 +127,15 @@ for r in range(1, rounds + 1):
         w = worst.get(kind)
         if w is None or top["process_rss_bytes"] > w["process_rss_bytes"]:
             worst[kind] = top
-for kind in ("fat", "lean", "leangc100"):
+for kind in kinds:
     w = worst[kind]
     print("worst %-9s: server RSS max %.1f MiB (anon %.1f, file %.1f, shmem %.1f) %s 20 MiB" % (
         kind, w["process_rss_bytes"] / MiB, w["process_rss_anon_bytes"] / MiB, w["process_rss_file_bytes"] / MiB,
         w["process_rss_shmem_bytes"] / MiB, "<=" if w["process_rss_bytes"] <= 20 * MiB else ">"))
 print("lean/fat RSS max: %.2f; lean/leangc100 (the GC pacer): %.2f" % (worst["lean"]["process_rss_bytes"] / worst["fat"]["process_rss_bytes"],
     worst["lean"]["process_rss_bytes"] / worst["leangc100"]["process_rss_bytes"]))
+if "leanold" in worst:
+    print("lean/leanold RSS max: %.2f" % (worst["lean"]["process_rss_bytes"] / worst["leanold"]["process_rss_bytes"]))
 mr = json.load(open(os.path.join(out, "fat-1.json")))["machines"][0]
 print("machine: %s, %d cores, %.1f GiB, kernel %s, nofile %s/%s, %s, loadproof %s" % (
     mr.get("cpu_model"), mr["cores"], mr.get("memory_bytes", 0) / 2**30, mr.get("kernel"), mr.get("nofile_soft"),

@@ -12,9 +12,11 @@
 # VARIANTS lists the settings to compare, each a word: "default" runs the binary as built,
 # "gomaxprocs=N" sets GOMAXPROCS=N in the environment of the server and the client (and so of
 # every server child and client worker), "servergogc=N" sets GOGC=N for the server alone (which
-# turns its GC pacer off: GOGC=50 while a process's live heap is under 64 MiB), "sequential" runs
+# turns its GC pacer off: a heap goal near 4 MiB while a process's live heap is under 64 MiB), "sequential" runs
 # the ramp's server with --process-fill sequential and its client with --workers-in-turn (one
 # process at a time on each side), "seqserver" and "seqclient" one of the two alone,
+# "old" runs the binary $OLD_BIN (say, a build of the tree before a change) on both sides, so a
+# change is compared with what it replaces in the same run,
 # "backlog=N" sets net.core.netdev_max_backlog to N for
 # that variant's steps (restored afterwards). Loopback packets dropped at that backlog
 # (/proc/net/softnet_stat) are counted during each ramp and printed. Each variant runs both steps; ROUNDS repeats the lot, the
@@ -23,6 +25,7 @@
 # Usage: bench/linkkeys-ramp.sh                               default only, one round (~3.5 min)
 #        VARIANTS="default gomaxprocs=2" ROUNDS=2 bench/linkkeys-ramp.sh
 #        VARIANTS="default sequential" ROUNDS=2 bench/linkkeys-ramp.sh   spread against one process at a time
+#        OLD_BIN=/tmp/old/linkkeys-loadtest VARIANTS="old default" ROUNDS=2 bench/linkkeys-ramp.sh
 #        COUNT=50000 bench/linkkeys-ramp.sh                   a smaller ramp
 #        COUNT=15000 PROCS=1 CLIENT_ARGS="--workers 11" bench/linkkeys-ramp.sh   extra flags for connections
 # Needs: go, python3. Run it on a quiet machine: the figures are CPU-bound.
@@ -52,7 +55,7 @@ start_server() { # start_server NAME VARENV... -- FLAGS...
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   rm -f "$OUT/$name-info.json"
-  env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "${envs[@]}" "$BIN" server --info-file "$OUT/$name-info.json" \
+  env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "${envs[@]}" "$RUNBIN" server --info-file "$OUT/$name-info.json" \
     --db-path "$OUT/$name.sqlite3" --metrics-interval-secs 5 "$@" >"$OUT/$name-server.log" 2>"$OUT/$name-server.err" &
   SERVER_PID=$!
   for _ in $(seq 1 300); do
@@ -66,10 +69,11 @@ start_server() { # start_server NAME VARENV... -- FLAGS...
 python3 -c 'import os,platform; print("machine: %s, %d cores, kernel %s, load %s" % ([l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0], os.cpu_count(), platform.release(), open("/proc/loadavg").read().split()[:3]))' | tee "$OUT/machine.txt"
 for round in $(seq 1 "$ROUNDS"); do
   for v in $VARIANTS; do
-    venv=() senv=() sflags=() cflags=()
+    venv=() senv=() sflags=() cflags=() RUNBIN=$BIN
     echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true
     case $v in
       default) ;;
+      old) RUNBIN=${OLD_BIN:?the variant old needs OLD_BIN, the path of the old build} ;;
       gomaxprocs=*) venv=(GOMAXPROCS="${v#gomaxprocs=}") ;;
       servergogc=*) senv=(GOGC="${v#servergogc=}") ;;
       sequential) sflags=(--process-fill sequential); cflags=(--workers-in-turn) ;;
@@ -81,20 +85,20 @@ for round in $(seq 1 "$ROUNDS"); do
     tag="r$round-$v"
     echo "== $tag: isolated handshake-bench"
     start_server "$tag-hs" "${venv[@]}" "${senv[@]}" --
-    env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" handshake-bench --info-file "$OUT/$tag-hs-info.json" --duration-secs "$HS_SECS" \
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "$RUNBIN" handshake-bench --info-file "$OUT/$tag-hs-info.json" --duration-secs "$HS_SECS" \
       --concurrency 256 --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$tag-hs.json" >"$OUT/$tag-hs.txt"
     stop_server
     echo "== $tag: ramp to $COUNT against $PROCS server processes"
     start_server "$tag-ramp" "${venv[@]}" "${senv[@]}" -- --processes "$PROCS" "${sflags[@]}"
     d0=$(drops)
-    env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" connections --info-file "$OUT/$tag-ramp-info.json" --count "$COUNT" --concurrency 3000 \
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "$RUNBIN" connections --info-file "$OUT/$tag-ramp-info.json" --count "$COUNT" --concurrency 3000 \
       --hold-secs 5 --attempt-timeout-secs 20 --client-ip-base 127.0.1.0 --client-ip-count 64 \
       --json "$OUT/$tag-ramp.json" "${cflags[@]}" ${CLIENT_ARGS:-} >"$OUT/$tag-ramp.txt" || true
     echo $(( $(drops) - d0 )) >"$OUT/$tag-ramp.drops"
     stop_server
     echo "== $tag: isolated handshake-bench again"
     start_server "$tag-hs2" "${venv[@]}" "${senv[@]}" --
-    env "${CLEAN_ENV[@]}" "${venv[@]}" "$BIN" handshake-bench --info-file "$OUT/$tag-hs2-info.json" --duration-secs "$HS_SECS" \
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "$RUNBIN" handshake-bench --info-file "$OUT/$tag-hs2-info.json" --duration-secs "$HS_SECS" \
       --concurrency 256 --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$tag-hs2.json" >"$OUT/$tag-hs2.txt"
     stop_server
   done

@@ -1,24 +1,104 @@
 package linkkeysserver
 
-import "testing"
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+)
 
-// TestGCPacer: GOGC 50 while the live heap is small, 100 from the threshold on, back to 50 only
-// below half of it; GOGC is set on the first step and on each change only.
+// TestGCPacer: while the live heap is small the heap goal is held at HeapTarget, with GOGC between
+// SmallPercent and MaxPercent; LargePercent from the threshold on, the small band again only below
+// half of it; GOGC is set on the first step and on each change only.
 func TestGCPacer(t *testing.T) {
 	var live uint64
 	var sets []int
-	p := &GCPacer{Threshold: 100, LiveHeap: func() uint64 { return live },
+	const mib = 1 << 20
+	p := &GCPacer{Threshold: 1000 * mib, HeapTarget: 12 * mib, LiveHeap: func() uint64 { return live },
 		SetPercent: func(v int) int { sets = append(sets, v); return 0 }}
 	for _, c := range []struct {
 		live uint64
 		want int
-	}{{10, 50}, {99, 50}, {100, 100}, {60, 100}, {50, 100}, {49, 50}, {49, 50}, {200, 100}} {
+	}{
+		{0, 300},            // before the first collection: the heap minimum (4 MiB x 3) at the target
+		{1 * mib, 300},      // (12-1)/1 = 1100 %, but the heap minimum caps it at 300
+		{1 * mib, 300},      // no change, no call
+		{4 * mib, 200},      // goal 4 x 3 = 12
+		{6 * mib, 100},      // goal 12
+		{79 * mib / 10, 51}, // goal 7.9 x 1.51 ≈ 12
+		{10 * mib, 50},      // (12-10)/10 = 20 %, at least 50
+		{999 * mib, 50},     // still small
+		{1000 * mib, 100},   // large
+		{600 * mib, 100},    // hysteresis: above half the threshold
+		{499 * mib, 50},     // small again
+		{3 * mib, 300},
+	} {
 		live = c.live
 		if got := p.Step(); got != c.want {
 			t.Errorf("live %d: GOGC %d, want %d", c.live, got, c.want)
 		}
 	}
-	if want := []int{50, 100, 50, 100}; len(sets) != len(want) || sets[0] != 50 || sets[1] != 100 || sets[2] != 50 || sets[3] != 100 {
-		t.Errorf("SetGCPercent calls %v, want %v", sets, want)
+	want := []int{300, 200, 100, 51, 50, 100, 50, 300}
+	if len(sets) != len(want) {
+		t.Fatalf("SetGCPercent calls %v, want %v", sets, want)
+	}
+	for i := range want {
+		if sets[i] != want[i] {
+			t.Fatalf("SetGCPercent calls %v, want %v", sets, want)
+		}
+	}
+	// The defaults: a 4 MiB target allows at most GOGC=100 (the runtime's heap minimum is then 4 MiB).
+	d := &GCPacer{LiveHeap: func() uint64 { return 512 << 10 }, SetPercent: func(int) int { return 0 }}
+	if got := d.Step(); got != 100 {
+		t.Errorf("defaults, live 512 KiB: GOGC %d, want 100", got)
+	}
+}
+
+// TestSmallBandPercentLargeHeaps: no overflow or negative percent for heaps near the top of uint64.
+func TestSmallBandPercentLargeHeaps(t *testing.T) {
+	if got := smallBandPercent(1<<62, 1<<63, 50, 400); got != 100 {
+		t.Errorf("live 2^62, target 2^63: %d, want 100", got)
+	}
+	if got := smallBandPercent(1, 1<<63, 50, 400); got != 400 {
+		t.Errorf("live 1, target 2^63: %d, want 400", got)
+	}
+	if got := smallBandPercent(0, 1<<63, 50, 400); got != 400 {
+		t.Errorf("live 0, target 2^63: %d, want 400", got)
+	}
+	if got := smallBandPercent(1<<63, 1, 50, 400); got != 50 {
+		t.Errorf("live 2^63, target 1: %d, want 50", got)
+	}
+}
+
+// TestGCPacerStepsAfterEachGC: Run steps after each collection, not only on its ticker, and stops
+// when its context ends.
+func TestGCPacerStepsAfterEachGC(t *testing.T) {
+	steps := make(chan struct{}, 100)
+	p := &GCPacer{LiveHeap: func() uint64 {
+		select {
+		case steps <- struct{}{}:
+		default:
+		}
+		return 1 << 20
+	}, SetPercent: func(int) int { return 100 }}
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx, time.Hour)
+	defer cancel()
+	<-steps // the first step, at once
+	// A collection that starts before the previous step has armed the next sentinel finds nothing
+	// to clean up, so each round collects until a step comes.
+	for i := range 3 {
+		deadline := time.Now().Add(10 * time.Second)
+		for stepped := false; !stepped; {
+			if time.Now().After(deadline) {
+				t.Fatalf("no step within 10 s of collecting (round %d)", i+1)
+			}
+			runtime.GC()
+			select {
+			case <-steps:
+				stepped = true
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"io"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
@@ -121,18 +123,29 @@ func every(ctx context.Context, interval time.Duration, f func(time.Time)) {
 }
 
 // GCPacer paces the garbage collector for a server whose live heap is small
-// (a mostly idle server meeting a burst of handshakes): while the live heap
-// is under Threshold it runs the collector at SmallPercent (GOGC), so the
-// garbage of a burst is collected at half the heap growth GOGC=100 allows and
-// fewer freed pages wait for the scavenger; at or above Threshold (a server
-// holding many connections, whose collections scan a large heap) it restores
-// LargePercent, so big servers pay nothing. It reads the live heap every
-// interval; the switch has hysteresis (back to SmallPercent below half the
-// Threshold). A GOGC variable in the environment is the operator's choice:
-// the caller then does not run a pacer.
+// (a mostly idle server meeting a burst of handshakes, or a steady stream of
+// short connections). While the live heap is under Threshold it holds the
+// collector's heap goal at about HeapTarget: GOGC is set to
+// (HeapTarget - live) / live, at least SmallPercent and at most MaxPercent.
+// A server with a live heap of 1 MiB (dozens of handshakes in flight) then
+// collects once every ~3 MiB allocated instead of once every 1 MiB at a
+// fixed GOGC=50, while a burst whose live heap approaches HeapTarget is
+// collected at SmallPercent, so the garbage of a flood still costs at most
+// half of what it holds live and fewer freed pages wait for the scavenger.
+// At or above Threshold (a server holding many connections, whose
+// collections scan a large heap) it restores LargePercent, so big servers
+// pay nothing; back below half the Threshold the small band returns
+// (hysteresis). Run steps after every collection (a cleanup attached to a
+// sentinel object each cycle, so a burst is answered within one cycle) and
+// every interval. A GOGC variable in the environment is the operator's
+// choice: the caller then does not run a pacer.
 type GCPacer struct {
-	// SmallPercent is GOGC while the live heap is small (0 means 50).
+	// SmallPercent is the least GOGC while the live heap is small (0 means 50).
 	SmallPercent int
+	// MaxPercent is the most GOGC while the live heap is small (0 means 400).
+	MaxPercent int
+	// HeapTarget is the heap goal held while the live heap is small (0 means 4 MiB).
+	HeapTarget uint64
 	// LargePercent is GOGC once it is large (0 means 100).
 	LargePercent int
 	// Threshold is the live heap at which LargePercent takes over (0 means 64 MiB).
@@ -142,27 +155,33 @@ type GCPacer struct {
 	// SetPercent sets GOGC; nil means debug.SetGCPercent.
 	SetPercent func(int) int
 
+	mu             sync.Mutex
 	large, started bool
+	percent        int
 }
 
-// Step reads the live heap once and sets GOGC if the band changed (or on the
-// first step); it returns the percent in force.
+// Step reads the live heap once and sets GOGC if the percent it works out
+// differs from the one in force (or on the first step); it returns the
+// percent in force. It is safe to call from several goroutines.
 func (p *GCPacer) Step() int {
 	small, large, threshold := cmp.Or(p.SmallPercent, 50), cmp.Or(p.LargePercent, 100), cmp.Or(p.Threshold, 64<<20)
+	most, target := max(cmp.Or(p.MaxPercent, 400), small), cmp.Or(p.HeapTarget, 4<<20)
 	live := p.liveHeap()
-	wasLarge := p.large
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case live >= threshold:
 		p.large = true
 	case live < threshold/2:
 		p.large = false
 	}
-	percent := small
-	if p.large {
-		percent = large
+	percent := large
+	if !p.large {
+		percent = smallBandPercent(live, target, small, most)
 	}
-	if !p.started || p.large != wasLarge {
+	if !p.started || percent != p.percent {
 		p.started = true
+		p.percent = percent
 		set := p.SetPercent
 		if set == nil {
 			set = debug.SetGCPercent
@@ -170,6 +189,24 @@ func (p *GCPacer) Step() int {
 		set(percent)
 	}
 	return percent
+}
+
+// smallBandPercent is the GOGC that puts the heap goal at target, within
+// [least, most]. Go's goal is the larger of live x (1 + GOGC/100) and the
+// runtime's heap minimum, 4 MiB x GOGC/100, so the percent is also at most
+// target / 4 MiB x 100: a larger one would raise the minimum above target
+// while the live heap is tiny (at GOGC=400 no collection runs before 16 MiB).
+// A live heap of 0 (before the first collection) counts as tiny.
+func smallBandPercent(live, target uint64, least, most int) int {
+	const heapMinimum = 4 << 20 // the runtime's heap minimum at GOGC=100
+	p := float64(target) * 100 / heapMinimum
+	if live >= target {
+		p = 0
+	} else if live > 0 {
+		// In float64 and clamped before the conversion: no overflow for any heap.
+		p = min(p, float64(target-live)*100/float64(live))
+	}
+	return int(min(max(p, float64(least)), float64(most)))
 }
 
 func (p *GCPacer) liveHeap() uint64 {
@@ -184,8 +221,30 @@ func (p *GCPacer) liveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// Run steps every interval until ctx ends.
+// Run steps now, after every garbage collection and every interval, until
+// ctx ends.
 func (p *GCPacer) Run(ctx context.Context, interval time.Duration) {
 	p.Step()
+	afterEachGC(ctx, func() { p.Step() })
 	every(ctx, interval, func(time.Time) { p.Step() })
+}
+
+// gcSentinel is allocated once per cycle of afterEachGC; it holds a pointer so
+// that it never shares a tiny-allocator block (whose cleanups may never run).
+type gcSentinel struct{ _ *gcSentinel }
+
+// afterEachGC calls f on the cleanup goroutine after each garbage collection
+// (the one that finds the previous sentinel unreachable) until ctx ends.
+func afterEachGC(ctx context.Context, f func()) {
+	var arm func()
+	arm = func() {
+		runtime.AddCleanup(new(gcSentinel), func(struct{}) {
+			if ctx.Err() != nil {
+				return
+			}
+			f()
+			arm()
+		}, struct{}{})
+	}
+	arm()
 }
