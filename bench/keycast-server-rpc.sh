@@ -16,6 +16,12 @@
 #             them on this 2-core machine. The bound is BenchmarkSchnorrSign with -cpu 2.
 #   pinned-nethttp: as pinned, with the HTTP/1.1 fast path off (KEYCAST_FAST_PATH=off), so every
 #             request goes through net/http; for comparison.
+#   pinned-pipelined: as pinned, with wrk writing $PIPELINE requests (default 8) back to back on
+#             each connection before reading their answers (HTTP/1.1 pipelining, KC_PIPELINE in
+#             bench/keycast-rpc.lua), so the server reads a batch and writes its answers in one
+#             write: what the server costs per request when the loopback wake-up of the client is
+#             paid once per batch instead of once per answer. Not in the default LAYOUTS.
+# LAYOUTS (default "pinned shared pinned-nethttp") picks the layouts and their order.
 # Wall-clock ratios suffer when other work shares the machine; the per-CPU ratio (server CPU
 # time per request from /proc, against CPU time per bare signature) does not.
 set -euo pipefail
@@ -99,10 +105,10 @@ server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 run_wrk() {
   local cpus=$1 threads=$2 method=$3 out t0 t1 reqs
   # Warm the handler cache (one miss) before measuring.
-  KC_TOKEN=$TOKEN KC_METHOD=$method KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
+  KC_TOKEN=$TOKEN KC_METHOD=$method KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY KC_PIPELINE=$WRK_PIPELINE \
     taskset -c "$cpus" wrk -t1 -c1 -d1s -s bench/keycast-rpc.lua "$URL" >/dev/null
   t0=$(server_cpu_ticks)
-  out=$(KC_TOKEN=$TOKEN KC_METHOD=$method KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
+  out=$(KC_TOKEN=$TOKEN KC_METHOD=$method KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY KC_PIPELINE=$WRK_PIPELINE \
     taskset -c "$cpus" wrk -t"$threads" -c"$CONN" -d"${DUR}s" -s bench/keycast-rpc.lua "$URL")
   t1=$(server_cpu_ticks)
   RPS=$(printf '%s\n' "$out" | sed -n 's/.* rps=\([0-9]*\) .*/\1/p')
@@ -127,15 +133,18 @@ sign_bound() {
 }
 
 declare -A R
-LAYOUTS="pinned shared pinned-nethttp"
+LAYOUTS=${LAYOUTS:-pinned shared pinned-nethttp}
+PIPELINE=${PIPELINE:-8}
 for layout in $LAYOUTS; do
-  fast=on
+  fast=on WRK_PIPELINE=1
   case $layout in
     pinned) scpu=1; procs=1; wcpu=0; threads=1 ;;
     shared) scpu=0-1; procs=2; wcpu=0-1; threads=2 ;;
     pinned-nethttp) scpu=1; procs=1; wcpu=0; threads=1; fast=off ;;
+    pinned-pipelined) scpu=1; procs=1; wcpu=0; threads=1; WRK_PIPELINE=$PIPELINE ;;
+    *) echo "unknown layout $layout" >&2; exit 2 ;;
   esac
-  echo "== $layout: server cpus $scpu (GOMAXPROCS=$procs, fast path $fast), wrk cpus $wcpu ($threads threads, $CONN connections, ${DUR}s)"
+  echo "== $layout: server cpus $scpu (GOMAXPROCS=$procs, fast path $fast), wrk cpus $wcpu ($threads threads, $CONN connections, ${DUR}s, $WRK_PIPELINE request(s) per write)"
   rm -rf "$WORK/data"
   start_server "$scpu" "$procs" "$fast"
   make_user
