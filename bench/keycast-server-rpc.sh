@@ -22,6 +22,9 @@
 #             write: what the server costs per request when the loopback wake-up of the client is
 #             paid once per batch instead of once per answer. Not in the default LAYOUTS.
 # LAYOUTS (default "pinned shared pinned-nethttp") picks the layouts and their order.
+# PERF=1 records the server with `perf record -g` during each sign_event run (the middle of it) and
+# prints its top symbols; the figures of such a run include perf's own cost and are not the ones to
+# quote. PERF_DIR keeps the perf.data files (default: the run's temporary folder, removed at the end).
 # Wall-clock ratios suffer when other work shares the machine; the per-CPU ratio (server CPU
 # time per request from /proc, against CPU time per bare signature) does not.
 set -euo pipefail
@@ -153,7 +156,18 @@ for layout in $LAYOUTS; do
   # host's speed can change within minutes (a bare signature has read 30-50 µs on one guest in one
   # day), and a bound read under other conditions than the run makes the share meaningless.
   sign_bound "$scpu" "$procs"; R[$layout.signns0]=$SIGN_CPU_NS; R[$layout.bound0]=$(python3 -c "print(round(1e9/$SIGN_NS))")
+  local_perf=""
+  if [ "${PERF:-}" = 1 ]; then
+    ( sleep 2; perf record -g -o "${PERF_DIR:-$WORK}/$layout-sign.perf" -p "$SERVER_PID" -- sleep $((DUR > 4 ? DUR - 3 : 1)) >/dev/null 2>&1 ) &
+    local_perf=$!
+  fi
   run_wrk "$wcpu" "$threads" sign_event; R[$layout.sign]=$RPS; R[$layout.signcpu]=$CPU_US
+  if [ -n "$local_perf" ]; then
+    wait "$local_perf" || true
+    echo "== $layout: sign_event server profile (perf, self time, top 25)"
+    { perf report -i "${PERF_DIR:-$WORK}/$layout-sign.perf" --no-children --sort sym --stdio 2>/dev/null || true; } |
+      grep -E '^ +[0-9]' | head -25 || true
+  fi
   sign_bound "$scpu" "$procs"; R[$layout.signns]=$SIGN_CPU_NS; R[$layout.bound]=$(python3 -c "print(round(1e9/$SIGN_NS))")
   run_wrk "$wcpu" "$threads" nip44_encrypt; R[$layout.nip44]=$RPS; R[$layout.nip44cpu]=$CPU_US
   curl -fsS "$URL/api/metrics" | grep -E '^keycast_(http_rpc_(requests|success|auth_errors|cache_hits|cache_misses)_total|expensive_resource_rejections_total)' || true
