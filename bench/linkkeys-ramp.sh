@@ -15,6 +15,8 @@
 # turns its GC pacer off: a heap goal near 4 MiB while a process's live heap is under 64 MiB), "sequential" runs
 # the ramp's server with --process-fill sequential and its client with --workers-in-turn (one
 # process at a time on each side), "seqserver" and "seqclient" one of the two alone,
+# "madvfree" sets GODEBUG=madvdontneed=0 on both sides (the runtime returns freed pages with
+# MADV_FREE instead of MADV_DONTNEED, so a page reused before the kernel reclaims it costs no fault),
 # "old" runs the binary $OLD_BIN (say, a build of the tree before a change) on both sides, so a
 # change is compared with what it replaces in the same run,
 # "backlog=N" sets net.core.netdev_max_backlog to N for
@@ -76,6 +78,7 @@ for round in $(seq 1 "$ROUNDS"); do
       old) RUNBIN=${OLD_BIN:?the variant old needs OLD_BIN, the path of the old build} ;;
       gomaxprocs=*) venv=(GOMAXPROCS="${v#gomaxprocs=}") ;;
       servergogc=*) senv=(GOGC="${v#servergogc=}") ;;
+      madvfree) venv=(GODEBUG=madvdontneed=0) ;;
       sequential) sflags=(--process-fill sequential); cflags=(--workers-in-turn) ;;
       seqserver) sflags=(--process-fill sequential) ;;
       seqclient) cflags=(--workers-in-turn) ;;
