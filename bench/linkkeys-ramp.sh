@@ -15,7 +15,8 @@
 # turns its GC pacer off: a heap goal near 4 MiB while a process's live heap is under 64 MiB), "sequential" runs
 # the ramp's server with --process-fill sequential and its client with --workers-in-turn (one
 # process at a time on each side), "seqserver" and "seqclient" one of the two alone,
-# "madvfree" sets GODEBUG=madvdontneed=0 on both sides (the runtime returns freed pages with
+# "clientgogc=N" sets GOGC=N for the client alone (its handshake-bench and connections runs,
+# replacing the client's own pacing), "madvfree" sets GODEBUG=madvdontneed=0 on both sides (the runtime returns freed pages with
 # MADV_FREE instead of MADV_DONTNEED, so a page reused before the kernel reclaims it costs no fault),
 # "old" runs the binary $OLD_BIN (say, a build of the tree before a change) on both sides, so a
 # change is compared with what it replaces in the same run,
@@ -71,7 +72,7 @@ start_server() { # start_server NAME VARENV... -- FLAGS...
 python3 -c 'import os,platform; print("machine: %s, %d cores, kernel %s, load %s" % ([l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0], os.cpu_count(), platform.release(), open("/proc/loadavg").read().split()[:3]))' | tee "$OUT/machine.txt"
 for round in $(seq 1 "$ROUNDS"); do
   for v in $VARIANTS; do
-    venv=() senv=() sflags=() cflags=() RUNBIN=$BIN
+    venv=() senv=() cenv=() sflags=() cflags=() RUNBIN=$BIN
     echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true
     case $v in
       default) ;;
@@ -79,6 +80,7 @@ for round in $(seq 1 "$ROUNDS"); do
       gomaxprocs=*) venv=(GOMAXPROCS="${v#gomaxprocs=}") ;;
       servergogc=*) senv=(GOGC="${v#servergogc=}") ;;
       madvfree) venv=(GODEBUG=madvdontneed=0) ;;
+      clientgogc=*) cenv=(GOGC="${v#clientgogc=}") ;;
       sequential) sflags=(--process-fill sequential); cflags=(--workers-in-turn) ;;
       seqserver) sflags=(--process-fill sequential) ;;
       seqclient) cflags=(--workers-in-turn) ;;
@@ -88,20 +90,20 @@ for round in $(seq 1 "$ROUNDS"); do
     tag="r$round-$v"
     echo "== $tag: isolated handshake-bench"
     start_server "$tag-hs" "${venv[@]}" "${senv[@]}" --
-    env "${CLEAN_ENV[@]}" "${venv[@]}" "$RUNBIN" handshake-bench --info-file "$OUT/$tag-hs-info.json" --duration-secs "$HS_SECS" \
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "${cenv[@]}" "$RUNBIN" handshake-bench --info-file "$OUT/$tag-hs-info.json" --duration-secs "$HS_SECS" \
       --concurrency 256 --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$tag-hs.json" >"$OUT/$tag-hs.txt"
     stop_server
     echo "== $tag: ramp to $COUNT against $PROCS server processes"
     start_server "$tag-ramp" "${venv[@]}" "${senv[@]}" -- --processes "$PROCS" "${sflags[@]}"
     d0=$(drops)
-    env "${CLEAN_ENV[@]}" "${venv[@]}" "$RUNBIN" connections --info-file "$OUT/$tag-ramp-info.json" --count "$COUNT" --concurrency 3000 \
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "${cenv[@]}" "$RUNBIN" connections --info-file "$OUT/$tag-ramp-info.json" --count "$COUNT" --concurrency 3000 \
       --hold-secs 5 --attempt-timeout-secs 20 --client-ip-base 127.0.1.0 --client-ip-count 64 \
       --json "$OUT/$tag-ramp.json" "${cflags[@]}" ${CLIENT_ARGS:-} >"$OUT/$tag-ramp.txt" || true
     echo $(( $(drops) - d0 )) >"$OUT/$tag-ramp.drops"
     stop_server
     echo "== $tag: isolated handshake-bench again"
     start_server "$tag-hs2" "${venv[@]}" "${senv[@]}" --
-    env "${CLEAN_ENV[@]}" "${venv[@]}" "$RUNBIN" handshake-bench --info-file "$OUT/$tag-hs2-info.json" --duration-secs "$HS_SECS" \
+    env "${CLEAN_ENV[@]}" "${venv[@]}" "${cenv[@]}" "$RUNBIN" handshake-bench --info-file "$OUT/$tag-hs2-info.json" --duration-secs "$HS_SECS" \
       --concurrency 256 --client-ip-base 127.0.2.0 --client-ip-count 128 --json "$OUT/$tag-hs2.json" >"$OUT/$tag-hs2.txt"
     stop_server
   done

@@ -82,11 +82,9 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	if cfg.Rate > 0 {
 		ec.Rate, ec.Phase, ec.LateThreshold = seg.Rate(cfg.Rate), seg.Offset(), LateThreshold
 	}
-	pct := gcPercentChurn // bare sockets: a small live heap, like handshake-bench
-	if cfg.KeepTLS {
-		pct = gcPercentRamp
-	}
-	restoreGC := tuneGC(pct)
+	// Held connections grow the live heap whether they keep their TLS state or only the socket:
+	// the ramp pacing (docs/load-testing.md, where the ramp's CPU goes).
+	restoreGC := tuneGC(gcPercentRamp)
 	run, err := execute(ctx, ec, count == 0)
 	restoreGC()
 	if err != nil {

@@ -112,10 +112,12 @@ func procChildren(pid int) []int {
 // nothing live (at most --concurrency handshakes in flight), so with the default GOGC=100 the
 // collector runs hundreds of times a second; measured on the 2-core machine, GOGC=800 cut the
 // client's CPU per handshake by about 15 % (300 µs to 250 µs) for a few MB of heap. A connections
-// ramp that keeps each connection's TLS state (--keep-tls-state) holds a growing live heap, so it
-// only doubles the percent; one that keeps bare sockets (the default) holds a few hundred bytes a
-// connection and paces like handshake-bench. The held-RSS figure is taken after a forced GC either
-// way. An explicit GOGC in the environment always wins.
+// ramp holds every connection, so its live heap grows with the count (a bare socket's descriptor,
+// poller entry and file; more with --keep-tls-state): at GOGC=800 the heap grows to nine times that,
+// and each fresh page costs a fault (2.6 faults per connection measured at 800 during a ramp, a fresh
+// page about 4 µs on the 2-vCPU guest), so the ramp runs at GOGC=200: side by side, 200,000-
+// connection ramps ran 3-4 % faster than at 800 (docs/load-testing.md). The held-RSS figure is taken
+// after a forced GC either way. An explicit GOGC in the environment always wins.
 const (
 	gcPercentChurn = 800
 	gcPercentRamp  = 200

@@ -101,4 +101,19 @@ func TestGCPacerStepsAfterEachGC(t *testing.T) {
 			}
 		}
 	}
+	// Once ctx ends, collections step no more: a cleanup that runs after it neither steps nor arms
+	// the next sentinel.
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	for len(steps) > 0 {
+		<-steps
+	}
+	for range 3 {
+		runtime.GC()
+	}
+	select {
+	case <-steps:
+		t.Fatal("a step after the context ended")
+	case <-time.After(200 * time.Millisecond):
+	}
 }
