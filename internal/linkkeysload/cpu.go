@@ -116,7 +116,7 @@ func procChildren(pid int) []int {
 // poller entry and file; more with --keep-tls-state): at GOGC=800 the heap grows to nine times that,
 // and each fresh page costs a fault (2.6 faults per connection measured at 800 during a ramp, a fresh
 // page about 4 µs on the 2-vCPU guest), so the ramp runs at GOGC=200: side by side, 200,000-
-// connection ramps ran 3-4 % faster than at 800 (docs/load-testing.md). The held-RSS figure is taken
+// connection ramps ran 3-6 % faster than at 800 (docs/load-testing.md). The held-RSS figure is taken
 // after a forced GC either way. An explicit GOGC in the environment always wins.
 const (
 	gcPercentChurn = 800
