@@ -328,7 +328,7 @@ func runServer(ctx context.Context, env Env, f Flags, listenChanged bool, cmdPre
 	if f.ReleaseIdleMemory {
 		(&linkkeysserver.MemoryReleaser{}).Start(lctx, 2*time.Second, srv.Metrics)
 		if env.Getenv("GOGC") == "" {
-			go (&linkkeysserver.GCPacer{}).Run(lctx, time.Second)
+			(&linkkeysserver.GCPacer{}).Run(lctx)
 		}
 	}
 	loopErr := make(chan error, 1)

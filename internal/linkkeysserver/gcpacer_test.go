@@ -70,7 +70,7 @@ func TestSmallBandPercentLargeHeaps(t *testing.T) {
 	}
 }
 
-// TestGCPacerStepsAfterEachGC: Run steps after each collection, not only on its ticker, and stops
+// TestGCPacerStepsAfterEachGC: Run steps after each collection (it has no timer), and stops
 // when its context ends.
 func TestGCPacerStepsAfterEachGC(t *testing.T) {
 	steps := make(chan struct{}, 100)
@@ -82,7 +82,7 @@ func TestGCPacerStepsAfterEachGC(t *testing.T) {
 		return 1 << 20
 	}, SetPercent: func(int) int { return 100 }}
 	ctx, cancel := context.WithCancel(context.Background())
-	go p.Run(ctx, time.Hour)
+	p.Run(ctx)
 	defer cancel()
 	<-steps // the first step, at once
 	// A collection that starts before the previous step has armed the next sentinel finds nothing

@@ -228,7 +228,7 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	if opt.ReleaseIdleMemory {
 		(&MemoryReleaser{}).Start(rctx, 2*time.Second, srv.Metrics)
 		if os.Getenv("GOGC") == "" {
-			go (&GCPacer{}).Run(rctx, time.Second)
+			(&GCPacer{}).Run(rctx)
 		}
 	}
 	cmds := make(chan string)

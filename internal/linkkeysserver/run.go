@@ -136,8 +136,8 @@ func every(ctx context.Context, interval time.Duration, f func(time.Time)) {
 // collections scan a large heap) it restores LargePercent, so big servers
 // pay nothing; back below half the Threshold the small band returns
 // (hysteresis). Run steps after every collection (a cleanup attached to a
-// sentinel object each cycle, so a burst is answered within one cycle) and
-// every interval. A GOGC variable in the environment is the operator's
+// sentinel object each cycle, so a burst is answered within one cycle). A
+// GOGC variable in the environment is the operator's
 // choice: the caller then does not run a pacer.
 type GCPacer struct {
 	// SmallPercent is the least GOGC while the live heap is small (0 means 50).
@@ -221,12 +221,12 @@ func (p *GCPacer) liveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// Run steps now, after every garbage collection and every interval, until
-// ctx ends.
-func (p *GCPacer) Run(ctx context.Context, interval time.Duration) {
+// Run steps now and after every garbage collection until ctx ends. The live
+// heap it reads changes only when a collection ends, so no timer is needed;
+// Run returns at once.
+func (p *GCPacer) Run(ctx context.Context) {
 	p.Step()
 	afterEachGC(ctx, func() { p.Step() })
-	every(ctx, interval, func(time.Time) { p.Step() })
 }
 
 // gcSentinel is allocated once per cycle of afterEachGC; it holds a pointer so
