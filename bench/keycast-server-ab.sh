@@ -9,6 +9,8 @@
 # Usage: bench/keycast-server-ab.sh BEFORE_REV [AFTER_REV] [rounds] [duration_seconds] [connections] [method]
 #   defaults: AFTER_REV = the working tree, 5 rounds, 8 s, 50 connections, sign_event.
 #   method: get_public_key | sign_event | nip44_encrypt (bench/keycast-rpc.lua's KC_METHOD).
+#   PIPELINE=N (environment, default 1): wrk writes N requests back to back on each connection
+#   before reading their answers (HTTP/1.1 pipelining, bench/keycast-rpc.lua's KC_PIPELINE).
 # Layout as bench/keycast-server-rpc.sh "pinned": the server on core 1 (GOMAXPROCS=1), wrk on core
 # 0 (1 thread). Server CPU is user+system time from /proc/<pid>/stat around each run.
 #
@@ -24,6 +26,7 @@ ROUNDS=${3:-5}
 DUR=${4:-8}
 CONN=${5:-50}
 METHOD=${6:-sign_event}
+PIPELINE=${PIPELINE:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 for tool in go git taskset curl jq wrk python3; do
@@ -52,7 +55,7 @@ go test -c -o "$WORK/bound.test" ./internal/keycastserver/
 echo "== machine"
 go run ./cmd/loadproof machine --settings KEYCAST_,HANDLER_CACHE_SIZE,GOMAXPROCS
 echo "== before $(git rev-parse --short "$BEFORE"), after ${AFTER:-working tree at $(git rev-parse --short HEAD)}; method $METHOD, $CONN connections, ${DUR}s"
-echo "== wrk $(wrk --version 2>&1 | head -1)"
+echo "== wrk $(wrk --version 2>&1 | head -1), $PIPELINE request(s) per write"
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 PORT=$((20000 + RANDOM % 20000))
@@ -80,7 +83,7 @@ server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 measure() { # measure BIN -> "requests rps cpu_us_per_req non2xx"
   local out t0 t1 reqs rps non2xx
   start_server "$1"
-  KC_TOKEN=$TOKEN KC_METHOD=$METHOD KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
+  KC_TOKEN=$TOKEN KC_METHOD=$METHOD KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY KC_PIPELINE=$PIPELINE \
     taskset -c 0 wrk -t1 -c1 -d1s -s bench/keycast-rpc.lua "$URL" >/dev/null
   local perf_pid=""
   if [ "$HAVE_PERF" = 1 ]; then
@@ -89,7 +92,7 @@ measure() { # measure BIN -> "requests rps cpu_us_per_req non2xx"
     perf_pid=$!
   fi
   t0=$(server_cpu_ticks)
-  out=$(KC_TOKEN=$TOKEN KC_METHOD=$METHOD KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY \
+  out=$(KC_TOKEN=$TOKEN KC_METHOD=$METHOD KC_PUBKEY=$PUBKEY KC_PEER=$PUBKEY KC_PIPELINE=$PIPELINE \
     taskset -c 0 wrk -t1 -c"$CONN" -d"${DUR}s" -s bench/keycast-rpc.lua "$URL")
   t1=$(server_cpu_ticks)
   local sys="- -"

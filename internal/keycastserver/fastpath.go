@@ -169,9 +169,9 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 	first := true
 	var deadlineSet time.Time
 	for {
-		// Answers wait while further pipelined requests are already here; never across a read
-		// that could block.
-		if len(wbuf) > 0 && !headBuffered(br) {
+		// Answers wait while further pipelined requests are already here, or already in the
+		// socket (topUp); never across a read that could block.
+		if len(wbuf) > 0 && !headBuffered(br) && !(sock.topUp(br) && headBuffered(br)) {
 			if yield {
 				// Let the other ready connections compute their answers first, so that the
 				// answers go out close together: on loopback the write of an answer runs the
@@ -223,6 +223,13 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		br.Discard(end)
 		// The body: in the buffer already (usual), else read into a buffer of our own.
 		cl := int(req.contentLength)
+		cloned := false
+		if br.Buffered() < cl && len(wbuf) > 0 && sock.filled {
+			// A pipelined request cut by the buffer's end: the rest is most likely in the
+			// socket already. topUp moves the buffer, which the auth and host strings alias.
+			req.authz, req.host, cloned = strings.Clone(req.authz), strings.Clone(req.host), true
+			sock.topUp(br)
+		}
 		var body []byte
 		if br.Buffered() >= cl {
 			body, _ = br.Peek(cl)
@@ -232,8 +239,10 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 			}
 			body = bodyBuf[:cl]
 			// Copy the auth and host strings first: reading overwrites the buffer they alias.
-			req.authz = strings.Clone(req.authz)
-			req.host = strings.Clone(req.host)
+			if !cloned {
+				req.authz = strings.Clone(req.authz)
+				req.host = strings.Clone(req.host)
+			}
 			if len(wbuf) > 0 {
 				if _, err := sock.Write(wbuf); err != nil {
 					return

@@ -152,6 +152,33 @@ func TestFastPathConnectionHandling(t *testing.T) {
 			t.Fatalf("second answer: %v", err)
 		}
 	})
+	t.Run("deep pipeline in one write, bodies cut by the buffer's end", func(t *testing.T) {
+		// Well over the fast path's 4 KiB read buffer, so the server tops its buffer up from the
+		// socket (fastSock.topUp) between answers, and with request sizes that drift against the
+		// buffer's length some bodies are cut by its end: the auth strings must survive the
+		// buffer moving under them (good and bad tokens alternate, each answered as such).
+		var raw strings.Builder
+		var wantStatus []int
+		for i := 0; i < 60; i++ {
+			pad := `{"method":"get_public_key","params":[],"pad":"` + strings.Repeat("p", i*7%97) + `"}`
+			if i%3 == 2 {
+				raw.WriteString(rpcReq(addr, tok+"x", pad))
+				wantStatus = append(wantStatus, 401)
+			} else {
+				raw.WriteString(rpcReq(addr, tok, pad))
+				wantStatus = append(wantStatus, 200)
+			}
+		}
+		if raw.Len() < 3*fastReadBuf {
+			t.Fatalf("pipeline of %d bytes does not cross the read buffer", raw.Len())
+		}
+		rs := rawExchange(t, addr, raw.String(), len(wantStatus))
+		for i, r := range rs {
+			if r.StatusCode != wantStatus[i] || (wantStatus[i] == 200 && bodyOf(r) != want) {
+				t.Fatalf("answer %d: %d %q, want %d", i, r.StatusCode, bodyOf(r), wantStatus[i])
+			}
+		}
+	})
 	t.Run("token changes on one connection", func(t *testing.T) {
 		raw := rpcReq(addr, tok, gpk) + rpcReq(addr, tok+"x", gpk) + rpcReq(addr, tok, gpk)
 		rs := rawExchange(t, addr, raw, 3)
@@ -295,4 +322,76 @@ func FuzzHeadMemo(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFastSockTopUp checks the read that does not wait: after a read that filled the buffer it
+// takes what the socket holds, and with nothing there it returns at once, leaving the buffer as
+// it was; after a read that did not fill the buffer it reads nothing.
+func TestFastSockTopUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	sock := newFastSock(sc)
+	if sock.rc == nil {
+		t.Skip("no raw socket reads on this platform")
+	}
+	br := bufio.NewReaderSize(sock, 64)
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 6) // 96 bytes: more than the buffer
+	if _, err := client.Write(payload); err != nil {
+		t.Fatal(err)
+	}
+	sc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	waitBuffered := func(n int) {
+		t.Helper()
+		if _, err := br.Peek(n); err != nil {
+			t.Fatalf("peek %d: %v", n, err)
+		}
+	}
+	waitBuffered(64)
+	if !sock.filled {
+		t.Fatal("a read that filled the buffer is not marked filled")
+	}
+	br.Discard(40)
+	// The other 32 bytes may still be on their way through loopback: wait for them to be
+	// readable, then top up (which must not wait itself).
+	time.Sleep(50 * time.Millisecond)
+	if !sock.topUp(br) || br.Buffered() != 24+32 {
+		t.Fatalf("topUp after a full read: buffered %d, want 56", br.Buffered())
+	}
+	if got, _ := br.Peek(56); !bytes.Equal(got, payload[40:]) {
+		t.Fatalf("topped-up bytes %q", got)
+	}
+	// Nothing more in the socket: topUp returns at once and changes nothing.
+	sock.filled = true
+	start := time.Now()
+	if sock.topUp(br) {
+		t.Fatal("topUp read from an empty socket")
+	}
+	if time.Since(start) > time.Second || br.Buffered() != 56 {
+		t.Fatalf("topUp on an empty socket: took %v, buffered %d", time.Since(start), br.Buffered())
+	}
+	// The waiting read still works after it.
+	br.Discard(56)
+	client.Write([]byte("xy"))
+	if b, err := br.ReadByte(); err != nil || b != 'x' {
+		t.Fatalf("read after topUp: %q %v", b, err)
+	}
+	if sock.filled {
+		t.Fatal("a short read is marked filled")
+	}
+	if sock.topUp(br) {
+		t.Fatal("topUp read after a short read")
+	}
 }

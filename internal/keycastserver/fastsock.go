@@ -1,6 +1,8 @@
 package keycastserver
 
 import (
+	"bufio"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -21,7 +23,14 @@ type fastSock struct {
 	buf             []byte
 	n               int
 	errno           syscall.Errno
+
+	// filled: the last read filled the space it was given, so the socket may hold more.
+	// nowait: a read that would wait returns errWouldBlock instead (topUp).
+	filled, nowait bool
 }
+
+// errWouldBlock is a nowait read's answer when the socket holds nothing.
+var errWouldBlock = errors.New("keycastserver: nothing to read yet")
 
 func newFastSock(c net.Conn) *fastSock {
 	s := &fastSock{c: c}
@@ -49,17 +58,20 @@ func (s *fastSock) Read(p []byte) (int, error) {
 	if s.rc == nil {
 		return s.c.Read(p)
 	}
-	s.buf, s.n, s.errno = p, 0, 0
+	s.buf, s.n, s.errno, s.filled = p, 0, 0, false
 	err := s.rc.Read(s.readFn)
 	s.buf = nil
 	switch {
 	case err != nil:
 		return 0, err
+	case s.errno == syscall.EAGAIN: // only when nowait
+		return 0, errWouldBlock
 	case s.errno != 0:
 		return 0, os.NewSyscallError("read", s.errno)
 	case s.n == 0 && len(p) > 0:
 		return 0, io.EOF
 	}
+	s.filled = s.n == len(p)
 	return s.n, nil
 }
 
@@ -67,9 +79,28 @@ func (s *fastSock) doRead(fd uintptr) bool {
 	for {
 		s.n, s.errno = rawRead(fd, s.buf)
 		if s.errno != syscall.EINTR {
-			return s.errno != syscall.EAGAIN // EAGAIN: wait for readability
+			return s.errno != syscall.EAGAIN || s.nowait // EAGAIN: wait for readability
 		}
 	}
+}
+
+// topUp reads, without waiting, what the socket already holds after br's buffered bytes, when
+// the last read filled the buffer: a client that pipelines requests has most likely sent more,
+// and reading it before writing lets the answers held back leave with the next ones in one
+// write instead of one write per buffer-full (each write to loopback runs the client's receive
+// path and may wake it). A request per write never fills the buffer, so it never pays for the
+// extra read. topUp may move the buffered bytes: anything aliasing br's buffer is stale after
+// it. It reports whether it read anything; a read error other than "nothing yet" is left for
+// the next (waiting) read to meet again.
+func (s *fastSock) topUp(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if !s.filled || s.rc == nil || n >= br.Size() {
+		return false
+	}
+	s.nowait = true
+	_, err := br.Peek(n + 1)
+	s.nowait = false
+	return err == nil
 }
 
 func (s *fastSock) Write(p []byte) (int, error) {
