@@ -3,6 +3,7 @@ package keycastserver
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,6 +30,39 @@ func BenchmarkSchnorrSign(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkSchnorrSignColdCache is the bound's signature after other work has run through the
+// cache: before each signature it writes one byte per 64-byte line of an evict-sized buffer (what
+// a server's sockets, buffers and other connections do between two signatures). The evict-only
+// sub-benchmarks time that sweep alone; a signature's cost with a cold cache is the difference.
+// Run it with -cpu 1 on one pinned core (docs/benchmarks.md, Keycast server).
+func BenchmarkSchnorrSignColdCache(b *testing.B) {
+	s := keycast.NewSigner(keycast.MustGenerateSecretKey())
+	msg := sha256.Sum256([]byte("keycast"))
+	sweep := make([]byte, 4<<20)
+	for _, size := range []int{0, 256 << 10, 1 << 20, 4 << 20} {
+		for _, sign := range []bool{true, false} {
+			name := fmt.Sprintf("evict=%dKiB/sign", size>>10)
+			if !sign {
+				name = fmt.Sprintf("evict=%dKiB/evict-only", size>>10)
+			}
+			b.Run(name, func(b *testing.B) {
+				cpu0 := processCPU()
+				for i := 0; i < b.N; i++ {
+					for j := 0; j < size; j += 64 {
+						sweep[j]++
+					}
+					if sign {
+						if _, err := s.SignRandom(msg); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			})
+		}
+	}
 }
 
 // processCPU is the user+system CPU time of this process in nanoseconds.
