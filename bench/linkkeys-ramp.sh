@@ -14,7 +14,12 @@
 # every server child and client worker), "servergogc=N" sets GOGC=N for the server alone (which
 # turns its GC pacer off: a heap goal near 4 MiB while a process's live heap is under 64 MiB), "sequential" runs
 # the ramp's server with --process-fill sequential and its client with --workers-in-turn (one
-# process at a time on each side), "seqserver" and "seqclient" one of the two alone,
+# process at a time on each side; what "default" does too since both became the defaults, the
+# server's through --process-fill auto), "seqserver" and "seqclient" one of the two alone (the other side spread), "spread"
+# the ramp's server with --process-fill spread and its client with --workers-in-turn=false (every
+# process busy at once on each side: the defaults before 2026-12-05),
+# "hsconc=N" sets the server's TCP_HANDSHAKE_CONCURRENCY (TLS handshakes running at once, per
+# process) to N instead of the scale profile's 1024,
 # "clientgogc=N" sets GOGC=N for the client alone (its handshake-bench and connections runs,
 # replacing the client's own pacing), "madvfree" sets GODEBUG=madvdontneed=0 on both sides (the runtime returns freed pages with
 # MADV_FREE instead of MADV_DONTNEED, so a page reused before the kernel reclaims it costs no fault),
@@ -27,7 +32,7 @@
 #
 # Usage: bench/linkkeys-ramp.sh                               default only, one round (~3.5 min)
 #        VARIANTS="default gomaxprocs=2" ROUNDS=2 bench/linkkeys-ramp.sh
-#        VARIANTS="default sequential" ROUNDS=2 bench/linkkeys-ramp.sh   spread against one process at a time
+#        VARIANTS="default spread" ROUNDS=2 bench/linkkeys-ramp.sh   one process at a time against spread
 #        OLD_BIN=/tmp/old/linkkeys-loadtest VARIANTS="old default" ROUNDS=2 bench/linkkeys-ramp.sh
 #        COUNT=50000 bench/linkkeys-ramp.sh                   a smaller ramp
 #        COUNT=15000 PROCS=1 CLIENT_ARGS="--workers 11" bench/linkkeys-ramp.sh   extra flags for connections
@@ -79,11 +84,13 @@ for round in $(seq 1 "$ROUNDS"); do
       old) RUNBIN=${OLD_BIN:?the variant old needs OLD_BIN, the path of the old build} ;;
       gomaxprocs=*) venv=(GOMAXPROCS="${v#gomaxprocs=}") ;;
       servergogc=*) senv=(GOGC="${v#servergogc=}") ;;
+      hsconc=*) senv=(TCP_HANDSHAKE_CONCURRENCY="${v#hsconc=}") ;;
       madvfree) venv=(GODEBUG=madvdontneed=0) ;;
       clientgogc=*) cenv=(GOGC="${v#clientgogc=}") ;;
       sequential) sflags=(--process-fill sequential); cflags=(--workers-in-turn) ;;
-      seqserver) sflags=(--process-fill sequential) ;;
-      seqclient) cflags=(--workers-in-turn) ;;
+      spread) sflags=(--process-fill spread); cflags=(--workers-in-turn=false) ;;
+      seqserver) sflags=(--process-fill sequential); cflags=(--workers-in-turn=false) ;;
+      seqclient) sflags=(--process-fill spread); cflags=(--workers-in-turn) ;;
       backlog=*) echo "${v#backlog=}" >/proc/sys/net/core/netdev_max_backlog || { echo "cannot set netdev_max_backlog" >&2; exit 2; } ;;
       *) echo "unknown variant $v" >&2; exit 2 ;;
     esac

@@ -187,6 +187,9 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 				return err
 			}
 			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
+			if !cmd.Flags().Changed("workers-in-turn") && run.Remote != nil {
+				inTurn = false // the default; a distributed run's workers are on other machines
+			}
 			cfg := linkkeysload.ConnectionsConfig{Target: target, Count: count, Concurrency: conc, HoldSecs: hold,
 				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
 				ProgressEvery: progressEvery, KeepTLS: keepTLS, WorkersInTurn: inTurn}
@@ -205,8 +208,9 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
-	f.BoolVar(&inTurn, "workers-in-turn", false, "with several worker processes, run them one after another, each with the whole --concurrency, instead of all at once with a share each "+
-		"(one process at a time does the handshakes; the ramp time is then from the first worker's start to the last one's end)")
+	f.BoolVar(&inTurn, "workers-in-turn", true, "with several worker processes, run them one after another, each with the whole --concurrency, instead of all at once with a share each "+
+		"(one process at a time does the handshakes; the ramp time is then from the first worker's start to the last one's end); "+
+		"--workers-in-turn=false runs them all at once, as a distributed run always does")
 	f.BoolVar(&keepTLS, "keep-tls-state", false, "hold each connection with its whole TLS state and close it with a close_notify (about 6 KiB more client memory a connection); by default a held connection keeps only its socket after the handshake and closes with a plain FIN")
 	return c
 }

@@ -69,11 +69,14 @@ func (h *Histogram) Merge(o *Histogram) {
 	h.h.Merge(o.h)
 }
 
-// Clone returns an independent copy.
+// Clone returns an independent copy. It copies the counts (hdrhistogram-go's Clone) instead of
+// merging them into a new histogram, which walks every bucket up to the largest value: the engine
+// clones each interval's histograms into the timeline every second.
 func (h *Histogram) Clone() *Histogram {
-	c := New()
-	c.Merge(h)
-	return c
+	if h == nil || h.h == nil {
+		return New()
+	}
+	return &Histogram{h: h.h.Clone()}
 }
 
 // Reset removes every sample.

@@ -137,3 +137,24 @@ func TestBucketsRoundTripExactly(t *testing.T) {
 		t.Error("an empty histogram has buckets")
 	}
 }
+
+// TestCloneIsIndependent checks Clone copies every count and shares nothing with the original.
+func TestCloneIsIndependent(t *testing.T) {
+	h := New()
+	for i := range 3000 {
+		h.Record(time.Duration(i*i%7_000_000+1) * time.Microsecond)
+	}
+	c := h.Clone()
+	if c.Summary() != h.Summary() || !c.h.Equals(h.h) {
+		t.Fatalf("clone %+v, original %+v", c.Summary(), h.Summary())
+	}
+	c.Record(time.Hour)
+	h.Record(time.Microsecond)
+	if c.Count() != 3001 || h.Count() != 3001 || c.Max() <= h.Max() {
+		t.Fatalf("clone and original share state: %d %d", c.Count(), h.Count())
+	}
+	var zero Histogram
+	if zero.Clone().Count() != 0 || (*Histogram)(nil).Clone().Count() != 0 {
+		t.Fatal("clone of an empty histogram has samples")
+	}
+}

@@ -103,8 +103,9 @@ func (f *Flags) Register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.EmptyDomainKeys, "empty-domain-keys", false, "do not store the server key: get-domain-keys on a fresh database returns the upstream load test's empty list")
 	fl.StringVar(&f.Listen, "listen", "127.0.0.1:0", "listen `address` (host:port; port 0 picks a free one); when not given and TCP_PORT is set, 127.0.0.1:$TCP_PORT")
 	fl.IntVar(&f.Processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
-	fl.StringVar(&f.ProcessFill, "process-fill", "spread", "with --processes: `spread` (the kernel spreads new connections over every process by hash) or sequential "+
-		"(they go to one process at a time, in order, until its share of TCP_MAX_CONNECTIONS is nearly full; each process then enforces the whole rate budgets; Linux)")
+	fl.StringVar(&f.ProcessFill, "process-fill", "auto", "with --processes: `auto` (sequential unless each process's share of TCP_MAX_CONNECTIONS is under 8 times the listen backlog, then spread), "+
+		"sequential (new connections go to one process at a time, in order, until its share is nearly full; each process then enforces the whole rate budgets) "+
+		"or spread (the kernel spreads new connections over every process by hash)")
 	fl.BoolVar(&f.PerProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's METRICS line as PROCESS_METRICS <i> {json}")
 	fl.BoolVar(&f.ReleaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS and drop the mappings of the binary's read-only pages at start and when the server goes quiet after activity, and (unless GOGC is set) hold the collector's heap goal near 4 MiB (GOGC 50 to 100) while the live heap is under 64 MiB (see docs/benchmarks.md)")
 	fl.StringArrayVar(&f.SourcePrefixes, "source-prefix", nil, "count the accounting of connections from a named source range apart, as `NAME=CIDR` or NAME=FIRST-LAST "+
@@ -385,8 +386,12 @@ func runParent(ctx context.Context, env Env, f Flags, cfg linkkeysserver.Config,
 		return fmt.Errorf("finding this binary to start --processes children: %w", err)
 	}
 	childAddr := net.JoinHostPort(host, strconv.Itoa(res.Port))
-	fill, _ := linkkeysserver.ParseFill(f.ProcessFill) // checked in runServer
-	if fill == linkkeysserver.FillSequential {
+	asked, _ := linkkeysserver.ParseFill(f.ProcessFill) // checked in runServer
+	fill, why := linkkeysserver.ChooseFill(asked, cfg, f.Processes)
+	switch {
+	case why != "":
+		logger.Info("process fill", "fill", fill.String(), "why", why)
+	case fill == linkkeysserver.FillSequential:
 		if p := linkkeysserver.SequentialFillProblem(cfg, f.Processes); p != "" {
 			logger.Warn("--process-fill sequential: " + p)
 		}

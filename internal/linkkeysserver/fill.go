@@ -23,6 +23,9 @@ const (
 	// processes only for their open files (20,000 a process here) runs its
 	// ramp at the cost of one (docs/load-testing.md, the 200,000 ramp).
 	FillSequential
+	// FillAuto is sequential unless the processes' shares are too small for
+	// it (SequentialFillProblem), then spread: ChooseFill decides.
+	FillAuto
 )
 
 // ParseFill reads a --process-fill value.
@@ -32,15 +35,43 @@ func ParseFill(s string) (Fill, error) {
 		return FillSpread, nil
 	case "sequential":
 		return FillSequential, nil
+	case "auto":
+		return FillAuto, nil
 	}
-	return 0, fmt.Errorf("linkkeysserver: --process-fill %q: want spread (the kernel spreads new connections over the processes) or sequential (one process at a time until its share of TCP_MAX_CONNECTIONS is full)", s)
+	return 0, fmt.Errorf("linkkeysserver: --process-fill %q: want auto (sequential unless each process's share is too small for it, then spread), "+
+		"spread (the kernel spreads new connections over the processes) or sequential (one process at a time until its share of TCP_MAX_CONNECTIONS is full)", s)
 }
 
 func (f Fill) String() string {
-	if f == FillSequential {
+	switch f {
+	case FillSequential:
 		return "sequential"
+	case FillAuto:
+		return "auto"
 	}
 	return "spread"
+}
+
+// ChooseFill resolves f for n processes under cfg: auto becomes sequential
+// when SequentialFillProblem finds nothing against it, else spread; why says
+// what decided (empty for an explicit choice). The sequential fill is the
+// default because spreading a ramp over many processes on few cores costs
+// every busy process its runtime's monitor and scheduler hand-offs: on a
+// 2-vCPU guest the 200,000 ramp over 12 processes cost 8–20 % less CPU per
+// connection sequentially, held every connection where the spread lost
+// 84–539 to handshake timeouts, and cut its p99 latency from 4.4–4.9 s to
+// 2.3–2.9 s (docs/load-testing.md, the 200,000 ramp, 2026-12-05 evening).
+func ChooseFill(f Fill, cfg Config, n int) (chosen Fill, why string) {
+	if f != FillAuto {
+		return f, ""
+	}
+	if n <= 1 {
+		return FillSpread, "one process"
+	}
+	if p := SequentialFillProblem(cfg, n); p != "" {
+		return FillSpread, p
+	}
+	return FillSequential, "each process's share leaves room for its listen queues"
 }
 
 // ShareSequential returns the configuration child i of n runs in a
@@ -140,7 +171,7 @@ func SequentialFillProblem(cfg Config, n int) string {
 	if backlog := uint64(max(cfg.ListenBacklog, 0)); share < 8*backlog {
 		return fmt.Sprintf("each of the %d processes holds about %d connections (TCP_MAX_CONNECTIONS %d), under 8 times the listen backlog %d; "+
 			"a process fills before the connections already queued to it are accepted, so a fast ramp sheds some at its cap. "+
-			"Use fewer processes, a smaller TCP_LISTEN_BACKLOG, or --process-fill spread", n, share, cfg.MaxConnections, backlog)
+			"Use fewer processes, a smaller TCP_LISTEN_BACKLOG, or --process-fill spread (what auto picks then)", n, share, cfg.MaxConnections, backlog)
 	}
 	return ""
 }

@@ -55,16 +55,16 @@ func TestOccupancyTurns(t *testing.T) {
 	}
 }
 
-// FuzzParseFill: a --process-fill value is one of the two words, and anything else is refused with
-// a message that names it and the accepted words.
+// FuzzParseFill: a --process-fill value is one of the three words, and anything else is refused
+// with a message that names it and the accepted words.
 func FuzzParseFill(f *testing.F) {
-	for _, s := range []string{"spread", "sequential", "", "Sequential", "seq", "spread "} {
+	for _, s := range []string{"auto", "spread", "sequential", "", "Sequential", "seq", "spread ", "Auto"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		fill, err := ParseFill(s)
 		if err != nil {
-			if !strings.Contains(err.Error(), strconv.Quote(s)) || !strings.Contains(err.Error(), "spread") || !strings.Contains(err.Error(), "sequential") {
+			if !strings.Contains(err.Error(), strconv.Quote(s)) || !strings.Contains(err.Error(), "spread") || !strings.Contains(err.Error(), "sequential") || !strings.Contains(err.Error(), "auto") {
 				t.Fatalf("error for %q does not name it and the accepted values: %v", s, err)
 			}
 			return
@@ -86,5 +86,29 @@ func TestSequentialFillProblem(t *testing.T) {
 	}
 	if p := SequentialFillProblem(cfg, 1); p != "" {
 		t.Errorf("one process: %s", p)
+	}
+}
+
+// TestChooseFill: auto is sequential when the shares leave room for the listen queues, spread when
+// they do not (with the reason) and for one process; an explicit choice stands as given.
+func TestChooseFill(t *testing.T) {
+	big, small := Config{MaxConnections: 220000}, Config{MaxConnections: 16500}
+	for _, c := range []struct {
+		fill Fill
+		cfg  Config
+		n    int
+		want Fill
+		why  string
+	}{
+		{FillAuto, big, 12, FillSequential, "room"},
+		{FillAuto, small, 12, FillSpread, "1375"},
+		{FillAuto, big, 1, FillSpread, "one process"},
+		{FillSequential, small, 12, FillSequential, ""},
+		{FillSpread, big, 12, FillSpread, ""},
+	} {
+		got, why := ChooseFill(c.fill, c.cfg, c.n)
+		if got != c.want || (c.why == "") != (why == "") || !strings.Contains(why, c.why) {
+			t.Errorf("ChooseFill(%v, %d max, %d) = %v, %q; want %v, %q", c.fill, c.cfg.MaxConnections, c.n, got, why, c.want, c.why)
+		}
 	}
 }
