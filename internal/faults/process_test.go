@@ -100,8 +100,11 @@ func TestKilledServer(t *testing.T) {
 		if s.SuccessfulRequests < 20 || s.ErrorsNetwork > 8 || s.FailedRequests != s.ErrorsNetwork || s.CutOffRequests != 0 {
 			t.Errorf("want the successes before the kill and at most 8 network errors: %+v", s)
 		}
-		if s.ConnectFailures == 0 || res.ConnectFailureCauses["network_econnrefused"] != int64(s.ConnectFailures) {
-			t.Errorf("the attempts after the kill should be refused connects: %d, causes %v", s.ConnectFailures, res.ConnectFailureCauses)
+		// A connect can also meet a reset: the kernel completed its handshake on the listening
+		// socket just before the process died, and the exit reset it (seen once in CI).
+		refused, reset := res.ConnectFailureCauses["network_econnrefused"], res.ConnectFailureCauses["network_econnreset"]
+		if s.ConnectFailures == 0 || refused == 0 || refused+reset != int64(s.ConnectFailures) || reset > 8 {
+			t.Errorf("the attempts after the kill should be refused connects (a few reset around the kill): %d, causes %v", s.ConnectFailures, res.ConnectFailureCauses)
 		}
 		onlyCauses(t, res, "network_")
 		if !strings.Contains(r.stdout, "onnect failures") {

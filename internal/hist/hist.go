@@ -62,11 +62,56 @@ func (h *Histogram) RecordMicros(us int64) {
 // Merge adds every sample of o into h. It is exact: merging per-worker histograms gives the same
 // histogram as recording every sample into one.
 func (h *Histogram) Merge(o *Histogram) {
-	if o == nil || o.h == nil {
+	if o == nil || o.h == nil || o.h.TotalCount() == 0 {
 		return
 	}
 	h.init()
-	h.h.Merge(o.h)
+	mergeCounts(h.h, o.h)
+}
+
+// The geometry hdrhistogram-go gives this package's layout (Lowest 1, SigFigs 3): a value's unit is
+// 2^unitMagnitude (floor(log2(Lowest))), and each bucket after the first holds 2^halfMagnitude
+// sub-buckets (ceil(log2(2 × 10^SigFigs)) − 1). TestValueAtIndexMatchesHDR checks every index.
+const (
+	unitMagnitude = 0
+	halfMagnitude = 10
+)
+
+// valueAtIndex is the lowest value that hdrhistogram-go counts at index idx of this layout's counts
+// array: index (b+1)·2^halfMagnitude + s − 2^halfMagnitude is sub-bucket s of bucket b, whose
+// values start at s << (b + unitMagnitude).
+func valueAtIndex(idx int) int64 {
+	const half = 1 << halfMagnitude
+	if idx < half {
+		return int64(idx) << unitMagnitude
+	}
+	b := idx>>halfMagnitude - 1
+	s := idx&(half-1) + half
+	return int64(s) << (b + unitMagnitude)
+}
+
+func ownLayout(h *hdr.Histogram) bool {
+	return h.LowestTrackableValue() == Lowest && h.HighestTrackableValue() == Highest && h.SignificantFigures() == SigFigs
+}
+
+// mergeCounts adds src's counts into dst. hdrhistogram-go's Merge walks every index up to src's
+// largest value and works out each one's value range on the way; with both in this package's
+// layout, reading src's counts array once (one 172 KB copy: hdrhistogram-go exposes the counts only
+// through Export) and recording each non-zero count at its index's value gives the same histogram
+// in a fifth of the time for a ramp's second of latencies up to 7 s and three fifths for a
+// generator's (BenchmarkMerge, docs/benchmarks.md). FuzzMergeMatchesHDR holds the two to the same
+// result.
+func mergeCounts(dst, src *hdr.Histogram) {
+	if !ownLayout(dst) || !ownLayout(src) {
+		dst.Merge(src)
+		return
+	}
+	for idx, c := range src.Export().Counts {
+		if c != 0 {
+			// Cannot fail: the value is the start of an index of the same layout.
+			_ = dst.RecordValues(valueAtIndex(idx), c)
+		}
+	}
 }
 
 // Clone returns an independent copy. It copies the counts (hdrhistogram-go's Clone) instead of

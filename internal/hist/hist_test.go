@@ -1,8 +1,11 @@
 package hist
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -156,5 +159,87 @@ func TestCloneIsIndependent(t *testing.T) {
 	var zero Histogram
 	if zero.Clone().Count() != 0 || (*Histogram)(nil).Clone().Count() != 0 {
 		t.Fatal("clone of an empty histogram has samples")
+	}
+}
+
+// TestValueAtIndexMatchesHDR records the value valueAtIndex gives for every index of this layout's
+// counts array once, and checks hdrhistogram-go counted each exactly at that index.
+func TestValueAtIndexMatchesHDR(t *testing.T) {
+	h := newHDR()
+	n := len(h.Export().Counts)
+	for idx := 0; idx < n; idx++ {
+		if v := valueAtIndex(idx); v >= Lowest && v <= Highest {
+			if err := h.RecordValue(v); err != nil {
+				t.Fatalf("index %d: value %d refused: %v", idx, v, err)
+			}
+		}
+	}
+	for idx, c := range h.Export().Counts {
+		v := valueAtIndex(idx)
+		want := int64(1)
+		if v < Lowest || v > Highest {
+			want = 0
+		}
+		if c != want {
+			t.Fatalf("index %d (value %d) holds %d, want %d", idx, v, c, want)
+		}
+	}
+}
+
+// mergeSamples builds a histogram from fuzz bytes: each 3-byte group is a value spread over the
+// whole range (log scale) and a repeat count.
+func mergeSamples(b []byte) *Histogram {
+	h := New()
+	for len(b) >= 3 {
+		v := int64(math.Exp(float64(binary.BigEndian.Uint16(b)) / 65535 * math.Log(Highest*2)))
+		h.h.RecordValues(min(max(v, Lowest), Highest), int64(b[2])+1)
+		b = b[3:]
+	}
+	return h
+}
+
+// FuzzMergeMatchesHDR: merging through the counts array gives exactly what hdrhistogram-go's Merge
+// gives, into an empty histogram and into one with samples of its own.
+func FuzzMergeMatchesHDR(f *testing.F) {
+	f.Add([]byte{0, 0, 0}, []byte{})
+	f.Add([]byte{255, 255, 9, 128, 0, 1, 12, 34, 200}, []byte{200, 1, 0, 0, 1, 7})
+	f.Add(bytes.Repeat([]byte{1, 2, 3}, 300), []byte{9, 9, 9})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		src, dst := mergeSamples(a), mergeSamples(b)
+		want := dst.h.Clone()
+		want.Merge(src.h)
+		dst.Merge(src)
+		if !dst.h.Equals(want) || dst.Count() != want.TotalCount() {
+			t.Fatalf("merge differs from hdrhistogram-go's: %+v against %d samples", dst.Summary(), want.TotalCount())
+		}
+	})
+}
+
+// BenchmarkMerge compares hdrhistogram-go's Merge (hdr) with this package's (hist) on two shapes
+// of one second of a shard's samples: a ramp's (200 latencies from 1 ms to 7 s) and a generator's
+// (20,000 from 100 µs to 50 ms).
+func BenchmarkMerge(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		n      int
+		lo, hi float64
+	}{{"ramp", 200, 1e3, 7e6}, {"generator", 20000, 100, 5e4}} {
+		src := New()
+		r := rand.New(rand.NewPCG(1, 2))
+		for range c.n {
+			src.RecordMicros(int64(c.lo * math.Pow(c.hi/c.lo, r.Float64())))
+		}
+		b.Run(c.name+"/hdr", func(b *testing.B) {
+			dst := newHDR()
+			for i := 0; i < b.N; i++ {
+				dst.Merge(src.h)
+			}
+		})
+		b.Run(c.name+"/hist", func(b *testing.B) {
+			dst := New()
+			for i := 0; i < b.N; i++ {
+				dst.Merge(src)
+			}
+		})
 	}
 }
