@@ -18,7 +18,8 @@
 # server's through --process-fill auto), "seqserver" and "seqclient" one of the two alone (the other side spread), "spread"
 # the ramp's server with --process-fill spread and its client with --workers-in-turn=false (every
 # process busy at once on each side: the defaults before 2026-12-05),
-# "hsconc=N" sets the server's TCP_HANDSHAKE_CONCURRENCY (TLS handshakes running at once, per
+# "norelease" runs the ramp's server with --release-idle-memory=false (no release of freed memory
+# when a process goes quiet, and no GC pacer), "hsconc=N" sets the server's TCP_HANDSHAKE_CONCURRENCY (TLS handshakes running at once, per
 # process) to N instead of the scale profile's 1024,
 # "clientgogc=N" sets GOGC=N for the client alone (its handshake-bench and connections runs,
 # replacing the client's own pacing), "madvfree" sets GODEBUG=madvdontneed=0 on both sides (the runtime returns freed pages with
@@ -85,6 +86,7 @@ for round in $(seq 1 "$ROUNDS"); do
       gomaxprocs=*) venv=(GOMAXPROCS="${v#gomaxprocs=}") ;;
       servergogc=*) senv=(GOGC="${v#servergogc=}") ;;
       hsconc=*) senv=(TCP_HANDSHAKE_CONCURRENCY="${v#hsconc=}") ;;
+      norelease) sflags=(--release-idle-memory=false) ;;
       madvfree) venv=(GODEBUG=madvdontneed=0) ;;
       clientgogc=*) cenv=(GOGC="${v#clientgogc=}") ;;
       sequential) sflags=(--process-fill sequential); cflags=(--workers-in-turn) ;;

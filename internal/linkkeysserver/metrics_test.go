@@ -211,3 +211,52 @@ func TestMemoryReleaser(t *testing.T) {
 		t.Errorf("released %d times, want 3", released)
 	}
 }
+
+// TestMemoryReleaserHold: a due release waits while Hold says so and runs at the first check after
+// it lets go, with no new activity needed.
+func TestMemoryReleaserHold(t *testing.T) {
+	released, hold := 0, true
+	m := &MemoryReleaser{MinGap: 10 * time.Second, Release: func() { released++ }, Hold: func() bool { return hold }}
+	t0 := time.Unix(1000, 0)
+	snap := func(accepted uint64) Snapshot {
+		return Snapshot{MetricsLine: linkkeys.MetricsLine{AcceptedConnections: accepted}}
+	}
+	m.Check(snap(5), t0) // activity
+	for i := 1; i <= 3; i++ {
+		if m.Check(snap(5), t0.Add(time.Duration(2*i)*time.Second)) {
+			t.Fatalf("released at check %d while held", i)
+		}
+	}
+	hold = false
+	if !m.Check(snap(5), t0.Add(8*time.Second)) || released != 1 {
+		t.Fatalf("the held release did not run once let go (released %d)", released)
+	}
+	if m.Check(snap(5), t0.Add(30*time.Second)) {
+		t.Fatal("released again with no activity since")
+	}
+}
+
+// TestQuietTurn: the parent tells the children on every change between a quiet and a busy
+// interval, and only then.
+func TestQuietTurn(t *testing.T) {
+	at := func(accepted, frames uint64) Snapshot {
+		return Snapshot{MetricsLine: linkkeys.MetricsLine{AcceptedConnections: accepted, FramesProcessed: frames}}
+	}
+	for _, c := range []struct {
+		prev, cur   Snapshot
+		told        bool
+		quiet, turn bool
+	}{
+		{at(10, 0), at(10, 0), false, true, true},   // turned quiet
+		{at(10, 0), at(10, 0), true, true, false},   // still quiet
+		{at(10, 0), at(11, 0), true, false, true},   // a connection: busy
+		{at(10, 5), at(10, 6), true, false, true},   // a frame: busy
+		{at(10, 5), at(12, 9), false, false, false}, // still busy
+	} {
+		quiet, turn := quietTurn(c.prev, c.cur, c.told)
+		if quiet != c.quiet || turn != c.turn {
+			t.Errorf("quietTurn(%d/%d → %d/%d, told quiet %v) = %v, %v; want %v, %v", c.prev.AcceptedConnections, c.prev.FramesProcessed,
+				c.cur.AcceptedConnections, c.cur.FramesProcessed, c.told, quiet, turn, c.quiet, c.turn)
+		}
+	}
+}

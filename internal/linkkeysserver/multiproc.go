@@ -50,6 +50,8 @@ const (
 	childSteered = "STEERED" // "STEERED <k>": the child has set the group's program to child k
 	notMoved     = -2        // a FULL line without <k>
 	childRoom    = "ROOM"    // they fell back to its low mark
+	childQuiet   = "quiet"   // the whole server took no connection and no frame over the parent's last interval
+	childBusy    = "busy"    // it did again (the state every child starts in)
 )
 
 // steering is a sequential-fill child's side of the steering: whether new connections are
@@ -225,8 +227,14 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	if occ := srv.Occupancy; occ != nil {
 		go reportOccupancy(rctx, occ, st, out)
 	}
+	var serverBusy atomic.Bool // as the parent last said ("quiet", "busy")
+	serverBusy.Store(true)
 	if opt.ReleaseIdleMemory {
-		(&MemoryReleaser{}).Start(rctx, 2*time.Second, srv.Metrics)
+		mr := &MemoryReleaser{}
+		if opt.Fill == FillSequential {
+			mr.Hold = serverBusy.Load
+		}
+		mr.Start(rctx, 2*time.Second, srv.Metrics)
 		if os.Getenv("GOGC") == "" {
 			(&GCPacer{}).Run(rctx)
 		}
@@ -257,6 +265,12 @@ loop:
 					st.steer(idx)
 					_, _ = fmt.Fprintf(out, "%s %d\n", childSteered, idx)
 				}
+			}
+			switch c {
+			case childQuiet:
+				serverBusy.Store(false)
+			case childBusy:
+				serverBusy.Store(true)
 			}
 			if c == childMetrics {
 				if err := linkkeys.WriteMetricsLine(out, srv.Metrics().MetricsLine); err != nil {
@@ -619,6 +633,16 @@ func (sv *Supervisor) Snapshot(final bool, timeout time.Duration) ([]Snapshot, e
 		return out, fmt.Errorf("linkkeysserver: collecting child metrics: %w", errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// Tell writes a command word to every child's stdin (a child that has exited
+// misses it).
+func (sv *Supervisor) Tell(word string) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	for _, c := range sv.children {
+		_, _ = io.WriteString(c.stdin, word+"\n")
+	}
 }
 
 // Signal forwards sig to every child that is still running.

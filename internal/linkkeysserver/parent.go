@@ -26,6 +26,15 @@ type Parent struct {
 	start     time.Time
 	mu        sync.Mutex
 	last      Snapshot
+	collected bool // last holds a sum
+	quiet     bool // what the children were last told: "quiet" (true) or "busy"
+}
+
+// quietTurn reports whether the server took no connection and processed no frame between the
+// sums prev and cur, and whether that differs from what the children were last told.
+func quietTurn(prev, cur Snapshot, told bool) (quiet, turn bool) {
+	quiet = cur.AcceptedConnections == prev.AcceptedConnections && cur.FramesProcessed == prev.FramesProcessed
+	return quiet, quiet != told
 }
 
 // Collect asks every child for its counters (the final ones when final is set), sums them,
@@ -49,8 +58,21 @@ func (p *Parent) Collect(final bool) Snapshot {
 		}
 	}
 	p.mu.Lock()
-	p.last = sum
+	prev, had := p.last, p.collected
+	p.last, p.collected = sum, true
 	p.mu.Unlock()
+	// Tell the children when the whole server turns quiet or busy: a child of a sequential fill
+	// holds its memory release back until the whole server is quiet (MemoryReleaser.Hold).
+	if had && !final {
+		if quiet, turn := quietTurn(prev, sum, p.quiet); turn {
+			p.quiet = quiet
+			word := childBusy
+			if quiet {
+				word = childQuiet
+			}
+			p.Supervisor.Tell(word)
+		}
+	}
 	return sum
 }
 

@@ -59,6 +59,13 @@ type MemoryReleaser struct {
 	// machine.TrimCodePages (whose error, on systems without it, is
 	// ignored: there is nothing to trim).
 	Release func()
+	// Hold, when set and true, holds a due release back (it stays due): a
+	// child of a sequential fill that has filled its share is quiet while the
+	// next child ramps, and its release (a full collection and a madvise of
+	// every free page, whose TLB shoot-downs interrupt the other vCPU) would
+	// land in the middle of that ramp; the parent says when the whole server
+	// is quiet.
+	Hold func() bool
 
 	last     Snapshot
 	started  bool
@@ -80,7 +87,7 @@ func (m *MemoryReleaser) Check(s Snapshot, now time.Time) bool {
 	if gap <= 0 {
 		gap = 10 * time.Second
 	}
-	if !m.dirty || now.Sub(m.released) < gap {
+	if !m.dirty || now.Sub(m.released) < gap || (m.Hold != nil && m.Hold()) {
 		return false
 	}
 	release := m.Release
