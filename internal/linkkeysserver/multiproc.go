@@ -271,8 +271,7 @@ loop:
 				serverBusy.Store(false)
 			case childBusy:
 				serverBusy.Store(true)
-			}
-			if c == childMetrics {
+			case childMetrics:
 				if err := linkkeys.WriteMetricsLine(out, srv.Metrics().MetricsLine); err != nil {
 					runErr = err
 					break loop
