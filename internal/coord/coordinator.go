@@ -173,14 +173,25 @@ func NewCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator, e
 	}
 	c.nc = nc
 	c.openBucket(ctx)
+	// A worker's interval snapshots, result chunks and result go through one subscription, so one
+	// goroutine handles them in the order the worker sent them. With a subscription each, nats.go
+	// hands each subject to its own goroutine, and a result could be handled before the worker's
+	// last snapshot (the live merge then closed that interval without it) or before its last chunk.
+	ordered := map[string]nats.MsgHandler{
+		c.subj.sub("snap"):   c.onSnap,
+		c.subj.sub("chunk"):  c.onChunk,
+		c.subj.sub("result"): c.onResult,
+	}
 	subs := []struct {
 		subj string
 		fn   nats.MsgHandler
 	}{
 		{c.subj.join(), c.onJoin},
-		{c.subj.sub("snap"), c.onSnap},
-		{c.subj.sub("result"), c.onResult},
-		{c.subj.sub("chunk"), c.onChunk},
+		{c.subj.sub("*"), func(m *nats.Msg) {
+			if h := ordered[m.Subject]; h != nil {
+				h(m)
+			}
+		}},
 		{c.subj.sub("cping"), c.onPing},
 		{c.subj.sub("ready"), c.onReady},
 	}
