@@ -41,7 +41,8 @@ STEPS=${STEPS:-"10000 100000 250000 500000 750000 1000000"}
 # slots are divided among its processes (18 each at 56), and a deeper queue only waits out the
 # server's 5 s handshake timeout on a CPU-bound machine (measured: 0.4 % of the attempts timed out at
 # 3,000; 2026-12-03, before the sequential fill became the default, which gives the one process
-# filling all 1,024 slots; not re-measured at a million since).
+# filling all 1,024 slots). With the sequential fill, 1,000 in flight held all 1,000,000 with no
+# timeout (2026-12-05, docs/load-testing.md).
 CONC=${CONC:-1000}
 SETTLE=${SETTLE:-15}
 FLOOR_MB=${FLOOR_MB:-600}

@@ -288,7 +288,7 @@ func runServer(ctx context.Context, env Env, f Flags, listenChanged bool, cmdPre
 	}
 	fingerprint := linkkeys.Fingerprint(key.Public().(ed25519.PublicKey))
 	fmt.Fprintln(env.Stdout, linkkeysserver.ConfigLine(cfg))
-	linkkeysserver.RaiseAndReportFDLimit(logger, cfg.MaxConnections)
+	linkkeysserver.RaiseAndReportFDLimit(logger, cfg.MaxConnections, f.Processes)
 	addr := listenAddr(cfg, f, listenChanged)
 	if f.Processes > 1 {
 		return runParent(ctx, env, f, cfg, stop, key, fingerprint, addr, cmdPrefix)
