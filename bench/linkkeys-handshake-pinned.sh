@@ -27,6 +27,12 @@
 #   CLIENT_GOGC, SERVER_GOGC set GOGC for that side (unset: each side's own default);
 #   OLD_SERVER_ENV, NEW_SERVER_ENV, OLD_CLIENT_ENV, NEW_CLIENT_ENV ("VAR=value ...") add variables
 #   to one build's side, so one binary can be compared with itself under two settings.
+#   NEW_SERVER_BIN, OLD_SERVER_BIN run that build's server from a `linkkeys-server` binary (the
+#   server alone; the same flags without the subcommand) instead of `BINARY server`; LEAN=1 builds
+#   one from this tree for the new build's server.
+#   GCTRACE=1 runs the servers with GODEBUG=gctrace=1 and prints, per run, the server's collections
+#   per handshake, their CPU (as gctrace accounts it: the phases, not the write barrier or sweeping
+#   during allocation) per handshake, and the mean live heap after a collection.
 # Needs: go, python3, taskset; perf for PERF=1. Run it on a quiet machine: the figures are CPU-bound.
 set -euo pipefail
 
@@ -36,6 +42,10 @@ OUT=${OUT:-${TMPDIR:-/tmp}/linkkeys-handshake-pinned-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 NEW=${NEW:-$OUT/linkkeys-loadtest-new}
 [ -x "$NEW" ] || (cd "$ROOT" && go build -o "$NEW" ./cmd/linkkeys-loadtest)
+if [ "${LEAN:-}" = 1 ] && [ -z "${NEW_SERVER_BIN:-}" ]; then
+  NEW_SERVER_BIN=$OUT/linkkeys-server-new
+  (cd "$ROOT" && go build -o "$NEW_SERVER_BIN" ./cmd/linkkeys-server)
+fi
 (cd "$ROOT" && go test -c -o "$OUT/linkkeys.test" ./internal/linkkeys)
 SECS=${SECS:-15} SERVER_CORE=${SERVER_CORE:-0} CLIENT_CORE=${CLIENT_CORE:-1} BENCHTIME=${BENCHTIME:-1s} CONCURRENCY=${CONCURRENCY:-256}
 BUILDS=(new)
@@ -53,16 +63,18 @@ CLEAN_ENV=(-u GOGC -u GOMAXPROCS)
 unset_server_env
 SERVER_ENV=(GOMAXPROCS=1)
 [ -n "${SERVER_GOGC:-}" ] && SERVER_ENV+=(GOGC="$SERVER_GOGC")
+[ "${GCTRACE:-}" = 1 ] && SERVER_ENV+=(GODEBUG=gctrace=1)
 CLIENT_ENV=(GOMAXPROCS=1)
 [ -n "${CLIENT_GOGC:-}" ] && CLIENT_ENV+=(GOGC="$CLIENT_GOGC")
 
 trap stop_server EXIT
 
-start_server() { # start_server BINARY NAME EXTRA_ENV...: the pinned one-process scale-profile server
-  local bin=$1 name=$2
+start_server() { # start_server "BINARY server"|LEAN_BINARY NAME EXTRA_ENV...: the pinned one-process scale-profile server
+  local cmd name=$2
+  read -r -a cmd <<<"$1"
   shift 2
   rm -f "$OUT/$name-info.json"
-  env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "${SERVER_ENV[@]}" "$@" taskset -c "$SERVER_CORE" "$bin" server \
+  env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "${SERVER_ENV[@]}" "$@" taskset -c "$SERVER_CORE" "${cmd[@]}" \
     --info-file "$OUT/$name-info.json" --db-path "$OUT/$name.sqlite3" --metrics-interval-secs 5 \
     >"$OUT/$name-server.log" 2>"$OUT/$name-server.err" &
   SERVER_PID=$!
@@ -81,16 +93,16 @@ crypto() { # crypto NAME: the per-operation benchmarks on one core
 }
 
 run() { # run BUILD ROUND: one pinned server and one pinned handshake-bench
-  local build=$1 r=$2 bin=$NEW name senv=() cenv=()
+  local build=$1 r=$2 bin=$NEW srv=${NEW_SERVER_BIN:-} name senv=() cenv=()
   read -r -a senv <<<"${NEW_SERVER_ENV:-}"
   read -r -a cenv <<<"${NEW_CLIENT_ENV:-}"
   if [ "$build" = old ]; then
-    bin=$OLD
+    bin=$OLD srv=${OLD_SERVER_BIN:-}
     read -r -a senv <<<"${OLD_SERVER_ENV:-}"
     read -r -a cenv <<<"${OLD_CLIENT_ENV:-}"
   fi
   name=$build-$r
-  start_server "$bin" "$name" "${senv[@]}"
+  start_server "${srv:-$bin server}" "$name" "${senv[@]}"
   echo "== $name: server pid $SERVER_PID ($(taskset -pc "$SERVER_PID" | sed 's/.*: //')), client on core $CLIENT_CORE"
   env "${CLEAN_ENV[@]}" "${CLIENT_ENV[@]}" "${cenv[@]}" taskset -c "$CLIENT_CORE" "$bin" handshake-bench \
     --info-file "$OUT/$name-info.json" --duration-secs "$SECS" --concurrency "$CONCURRENCY" \
@@ -176,6 +188,29 @@ for r in range(1, rounds + 1):
         print("   %-6s %8.1f %6d %9.1f %9.1f %13.0f %13.0f %6.1f%% %6.1f%% %6.1f%% %6.1f%%" % (
             "%s-%d" % (b, r), rate, h["failed"], srv / 1e3, cli / 1e3, 1e9 / srv, 1e9 / cli,
             100 * rate / bound, 100 * max(S, C) / max(srv, cli), 100 * S / srv, 100 * C / cli))
+gcs = {}
+for r in range(1, rounds + 1):
+    for b in builds:
+        n, cyc, cpu, live = 0, 0, 0.0, []
+        try:
+            lines = open(os.path.join(out, "%s-%d-server.err" % (b, r))).read().splitlines()
+        except OSError:
+            lines = []
+        for l in lines:
+            m = re.match(r"gc \d+ @[\d.]+s \d+%: [\d.+]+ ms clock, ([\d.]+)\+([\d.]+)/([\d.]+)/([\d.]+)\+([\d.]+) ms cpu, \d+->\d+->(\d+) MB", l)
+            if m:
+                cyc += 1
+                cpu += sum(float(m.group(i)) for i in range(1, 6))
+                live.append(int(m.group(6)))
+        if cyc:
+            gcs[(b, r)] = (cyc, cpu, sum(live) / len(live))
+if gcs:
+    print("== server collections (GODEBUG=gctrace=1; over the whole server run, start-up included)")
+    for (b, r), (cyc, cpu, live) in sorted(gcs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        d = json.load(open(os.path.join(out, "%s-%d.json" % (b, r))))
+        n = d["handshakes"]["completed"]
+        print("   %-6s %5d collections, %6.1f handshakes per collection, %5.1f µs of GC CPU per handshake, live heap after a collection %.2f MB (gctrace rounds to MB)" % (
+            "%s-%d" % (b, r), cyc, n / cyc, cpu * 1e3 / n, live))
 if len(builds) == 2:
     print("== new/old per round (rate; CPU per handshake, server and client)")
     for r in range(1, rounds + 1):

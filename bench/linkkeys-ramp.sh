@@ -12,7 +12,7 @@
 # VARIANTS lists the settings to compare, each a word: "default" runs the binary as built,
 # "gomaxprocs=N" sets GOMAXPROCS=N in the environment of the server and the client (and so of
 # every server child and client worker), "servergogc=N" sets GOGC=N for the server alone (which
-# turns its GC pacer off: a heap goal near 4 MiB while a process's live heap is under 64 MiB), "sequential" runs
+# turns its GC pacer off: a heap goal about 4 MiB above its live heap at rest while a process's live heap is under 64 MiB), "sequential" runs
 # the ramp's server with --process-fill sequential and its client with --workers-in-turn (one
 # process at a time on each side; what "default" does too since both became the defaults, the
 # server's through --process-fill auto), "seqserver" and "seqclient" one of the two alone (the other side spread), "spread"

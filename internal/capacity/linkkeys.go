@@ -502,7 +502,7 @@ func scrubLinkKeysResult(r *linkkeysresult.Result) {
 			iv := &e.Intervals[i]
 			iv.Causes = scrubCauses(iv.Causes)
 			for k := range iv.Server {
-				if !prometheusName.MatchString(k) {
+				if !prometheusName().MatchString(k) {
 					delete(iv.Server, k)
 				}
 			}
@@ -530,7 +530,7 @@ func scrubLinkKeysResult(r *linkkeysresult.Result) {
 		// the plan names); the note is loadproof's own text about a reading that failed.
 		r.Server.Source = filepath.Base(r.Server.Source)
 	}
-	if r.Stop != nil && !safeKey.MatchString(r.Stop.Metric) && r.Stop.Metric != "" {
+	if r.Stop != nil && !safeKey().MatchString(r.Stop.Metric) && r.Stop.Metric != "" {
 		r.Stop.Metric = "unnamed"
 	}
 }

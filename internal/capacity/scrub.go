@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -121,10 +122,14 @@ func safeURL(raw string) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
+// The patterns compile on first use: every process of a binary that links this package, a
+// LinkKeys server child too, would otherwise hold them in its live heap from start-up.
 var (
-	safeKey        = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,80}$`)
-	prometheusName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]{0,199}$`)
-	secretishName  = regexp.MustCompile(`(?i)(pass|secret|token|nsec|credential|private|dsn|database_url|_key$|_key_|auth)`)
+	safeKey        = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,80}$`) })
+	prometheusName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]{0,199}$`) })
+	secretishName  = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)(pass|secret|token|nsec|credential|private|dsn|database_url|_key$|_key_|auth)`)
+	})
 )
 
 // scrubResults makes a phase's results safe for the bundle: failure-cause names that are not plain
@@ -141,13 +146,13 @@ func scrubResults(r *keycastresult.Results) {
 			iv := &env.Intervals[i]
 			iv.Causes = scrubCauses(iv.Causes)
 			for k := range iv.Server {
-				if !prometheusName.MatchString(k) {
+				if !prometheusName().MatchString(k) {
 					delete(iv.Server, k)
 				}
 			}
 		}
 		for k, v := range env.Flags {
-			if secretishName.MatchString(k) || hasURLCredentials(v) {
+			if secretishName().MatchString(k) || hasURLCredentials(v) {
 				env.Flags[k] = "(redacted)"
 			}
 		}
@@ -158,12 +163,12 @@ func scrubResults(r *keycastresult.Results) {
 	r.ConnectFailureCauses = scrubCauses(r.ConnectFailureCauses)
 	if sm := r.ServerMetrics; sm != nil && len(sm.SeriesDeltas) > 0 {
 		for k := range sm.SeriesDeltas {
-			if !prometheusName.MatchString(k) {
+			if !prometheusName().MatchString(k) {
 				delete(sm.SeriesDeltas, k)
 			}
 		}
 	}
-	if r.Stop != nil && !safeKey.MatchString(r.Stop.Metric) {
+	if r.Stop != nil && !safeKey().MatchString(r.Stop.Metric) {
 		r.Stop.Metric = "unnamed"
 	}
 }
@@ -176,7 +181,7 @@ func scrubMachine(m machine.Record) machine.Record {
 	}
 	s := make(map[string]string, len(m.Settings))
 	for k, v := range m.Settings {
-		if secretishName.MatchString(k) || hasURLCredentials(v) {
+		if secretishName().MatchString(k) || hasURLCredentials(v) {
 			v = "(redacted)"
 		}
 		s[k] = v
@@ -205,7 +210,7 @@ func scrubCauses(in map[string]int64) map[string]int64 {
 	}
 	causes := make(map[string]int64, len(in))
 	for k, v := range in {
-		if !safeKey.MatchString(k) {
+		if !safeKey().MatchString(k) {
 			k = "other_unclassified"
 		}
 		causes[k] += v

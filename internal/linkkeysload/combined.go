@@ -137,7 +137,7 @@ func (c CombinedConfig) SourceRanges() []SourceRange {
 
 // streamName is what a stream name may be: it becomes a key prefix in results and, on the
 // server, a metric-name component.
-var streamName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+var streamName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`) })
 
 // CheckSourceRanges reports every range that leaves 127.0.0.0/8 (or wraps inside it) and every
 // pair that overlaps, all at once.
@@ -210,7 +210,7 @@ func (c CombinedConfig) Validate() error {
 	}
 	names := map[string]bool{}
 	for _, r := range c.SourceRanges() {
-		if !streamName.MatchString(r.Stream) {
+		if !streamName().MatchString(r.Stream) {
 			bad("stream name %q: use 1 to 32 lower-case letters, digits, '-' or '_', starting with a letter", r.Stream)
 		}
 		if names[r.Stream] {

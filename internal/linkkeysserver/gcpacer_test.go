@@ -54,6 +54,29 @@ func TestGCPacer(t *testing.T) {
 	}
 }
 
+// TestGCPacerBaseline: the goal is held HeapTarget above the live heap at rest, with the percent
+// cap raised with it (the heap minimum may reach the whole goal); Run measures the baseline.
+func TestGCPacerBaseline(t *testing.T) {
+	const mib = 1 << 20
+	var live uint64 = 1 * mib
+	p := &GCPacer{Baseline: 1 * mib, LiveHeap: func() uint64 { return live }, SetPercent: func(int) int { return 0 }}
+	// Goal 5 MiB: GOGC = (5-1)/1 = 400 %, capped at 5/4 x 100 = 125 (the minimum is then 5 MiB).
+	if got := p.Step(); got != 125 {
+		t.Errorf("baseline 1 MiB, live 1 MiB: GOGC %d, want 125", got)
+	}
+	live = 3 * mib // (5-3)/3 = 66 %
+	if got := p.Step(); got != 66 {
+		t.Errorf("baseline 1 MiB, live 3 MiB: GOGC %d, want 66", got)
+	}
+	r := &GCPacer{SetPercent: func(int) int { return 100 }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.Run(ctx)
+	if r.Baseline == 0 {
+		t.Error("Run did not measure the live heap at rest")
+	}
+}
+
 // TestSmallBandPercentLargeHeaps: no overflow or negative percent for heaps near the top of uint64.
 func TestSmallBandPercentLargeHeaps(t *testing.T) {
 	if got := smallBandPercent(1<<62, 1<<63, 50, 400); got != 100 {

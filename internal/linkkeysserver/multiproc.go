@@ -234,10 +234,10 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 		if opt.Fill == FillSequential {
 			mr.Hold = serverBusy.Load
 		}
-		mr.Start(rctx, 2*time.Second, srv.Metrics)
-		if os.Getenv("GOGC") == "" {
+		if os.Getenv("GOGC") == "" { // first, as in a one-process server
 			(&GCPacer{}).Run(rctx)
 		}
+		mr.Start(rctx, 2*time.Second, srv.Metrics)
 	}
 	cmds := make(chan string)
 	go func() {

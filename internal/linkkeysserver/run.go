@@ -143,16 +143,23 @@ func every(ctx context.Context, interval time.Duration, f func(time.Time)) {
 // collections scan a large heap) it restores LargePercent, so big servers
 // pay nothing; back below half the Threshold the small band returns
 // (hysteresis). Run steps after every collection (a cleanup attached to a
-// sentinel object each cycle, so a burst is answered within one cycle). A
-// GOGC variable in the environment is the operator's
+// sentinel object each cycle, so a burst is answered within one cycle). The
+// goal is held HeapTarget above Baseline, the live heap the process holds at
+// rest, which Run measures with one collection at start: in a binary that
+// links much besides the server (linkkeys-loadtest: NATS, Kubernetes types,
+// pprof) the other packages' start-up state is about 1 MB of live heap that
+// would otherwise take a quarter of the room left for the load's garbage.
+// A GOGC variable in the environment is the operator's
 // choice: the caller then does not run a pacer.
 type GCPacer struct {
 	// SmallPercent is the least GOGC while the live heap is small (0 means 50).
 	SmallPercent int
 	// MaxPercent is the most GOGC while the live heap is small (0 means 400).
 	MaxPercent int
-	// HeapTarget is the heap goal held while the live heap is small (0 means 4 MiB).
+	// HeapTarget is the heap goal held while the live heap is small (0 means 4 MiB), above Baseline.
 	HeapTarget uint64
+	// Baseline is the live heap at rest; Run sets it when it is 0 and LiveHeap is nil.
+	Baseline uint64
 	// LargePercent is GOGC once it is large (0 means 100).
 	LargePercent int
 	// Threshold is the live heap at which LargePercent takes over (0 means 64 MiB).
@@ -172,7 +179,7 @@ type GCPacer struct {
 // percent in force. It is safe to call from several goroutines.
 func (p *GCPacer) Step() int {
 	small, large, threshold := cmp.Or(p.SmallPercent, 50), cmp.Or(p.LargePercent, 100), cmp.Or(p.Threshold, 64<<20)
-	most, target := max(cmp.Or(p.MaxPercent, 400), small), cmp.Or(p.HeapTarget, 4<<20)
+	most, target := max(cmp.Or(p.MaxPercent, 400), small), cmp.Or(p.HeapTarget, 4<<20)+p.Baseline
 	live := p.liveHeap()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -228,10 +235,15 @@ func (p *GCPacer) liveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// Run steps now and after every garbage collection until ctx ends. The live
-// heap it reads changes only when a collection ends, so no timer is needed;
-// Run returns at once.
+// Run measures the Baseline (one collection) unless it is set or LiveHeap
+// is, then steps now and after every garbage collection until ctx ends. The
+// live heap it reads changes only when a collection ends, so no timer is
+// needed; Run returns once the baseline is measured.
 func (p *GCPacer) Run(ctx context.Context) {
+	if p.Baseline == 0 && p.LiveHeap == nil {
+		runtime.GC()
+		p.Baseline = p.liveHeap()
+	}
 	p.Step()
 	afterEachGC(ctx, func() { p.Step() })
 }

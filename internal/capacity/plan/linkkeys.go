@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -559,9 +560,10 @@ type LinkKeysValidateOptions struct {
 	ServerConfigLine func(vars map[string]string) (string, error)
 }
 
+// Compiled on first use, not at start-up (see capacity's safeKey).
 var (
-	profileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	waveName    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	profileName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
+	waveName    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`) })
 )
 
 // ValidateLinkKeys applies every rule to a LinkKeys plan and reports every problem together (an
@@ -622,7 +624,7 @@ func ValidateLinkKeys(pl *LinkKeysPlan, opts LinkKeysValidateOptions) (Environme
 
 func (v *validator) profile(name string, prof EnvironmentProfile, opts LinkKeysValidateOptions) {
 	path := "environment_profiles." + name
-	if !profileName.MatchString(name) {
+	if !profileName().MatchString(name) {
 		v.add(path, "environment profile name %q must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
 	if prof.Processes > MaxServerProcesses {
@@ -795,7 +797,7 @@ func (v *validator) workload(path string, ph *LinkKeysPhase) (names, kinds []str
 	for i, d := range w.DDoS {
 		p := fmt.Sprintf("%s.ddos[%d]", path, i)
 		n := w.WaveName(i)
-		if !waveName.MatchString(n) || n == StreamKindHeld || n == StreamKindHandshake || n == StreamKindRequest || n == StreamKindServer || waves[n] {
+		if !waveName().MatchString(n) || n == StreamKindHeld || n == StreamKindHandshake || n == StreamKindRequest || n == StreamKindServer || waves[n] {
 			v.add(p+".name", "ddos wave name %q must be unique, 1 to 32 lower-case letters, digits, '-' or '_' starting with a letter, and not held, handshakes, requests or server", n)
 		}
 		waves[n] = true
