@@ -107,7 +107,7 @@ func (f *Flags) Register(fl *pflag.FlagSet) {
 		"sequential (new connections go to one process at a time, in order, until its share is nearly full; each process then enforces the whole rate budgets) "+
 		"or spread (the kernel spreads new connections over every process by hash)")
 	fl.BoolVar(&f.PerProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's METRICS line as PROCESS_METRICS <i> {json}")
-	fl.BoolVar(&f.ReleaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS and drop the mappings of the binary's read-only pages at start and when the server goes quiet after activity, and (unless GOGC is set) hold the collector's heap goal about 4 MiB above the live heap at rest (GOGC 50 to 100) while the live heap is under 64 MiB (see docs/benchmarks.md)")
+	fl.BoolVar(&f.ReleaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS and drop the mappings of the binary's read-only pages at start and when the server goes quiet after activity, and (unless GOGC is set) hold the collector's heap goal about 4 MiB above the live heap at rest (GOGC from 50 to about 100) while the live heap is under 64 MiB (see docs/benchmarks.md)")
 	fl.StringArrayVar(&f.SourcePrefixes, "source-prefix", nil, "count the accounting of connections from a named source range apart, as `NAME=CIDR` or NAME=FIRST-LAST "+
 		"(repeatable; added to those of TCP_SOURCE_PREFIXES; METRICS fields source_<NAME>_<counter>)")
 	fl.DurationVar(&f.ParkAfter, "park-after", linkkeysserver.DefaultParkAfter, "park a connection (no goroutine, no buffers) after it had nothing to read this long; negative never parks (benchmark comparisons)")
