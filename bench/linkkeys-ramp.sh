@@ -26,7 +26,9 @@
 # MADV_FREE instead of MADV_DONTNEED, so a page reused before the kernel reclaims it costs no fault),
 # "old" runs the binary $OLD_BIN (say, a build of the tree before a change) on both sides, so a
 # change is compared with what it replaces in the same run,
-# "backlog=N" sets net.core.netdev_max_backlog to N for
+# "thp=MODE" sets /sys/kernel/mm/transparent_hugepage/enabled to MODE (always, madvise, never) for
+# that variant's steps (restored afterwards): with "always" the Go heap is backed by 2 MiB pages where
+# it can be (Go asks for none under the usual "madvise"), "backlog=N" sets net.core.netdev_max_backlog to N for
 # that variant's steps (restored afterwards). Loopback packets dropped at that backlog
 # (/proc/net/softnet_stat) are counted during each ramp and printed. Each variant runs both steps; ROUNDS repeats the lot, the
 # variants interleaved, so a noisy machine hits them alike.
@@ -57,7 +59,13 @@ CLEAN_ENV=(-u GOMAXPROCS -u GOGC)
 unset_server_env
 
 OLD_BACKLOG=$(cat /proc/sys/net/core/netdev_max_backlog)
-trap 'stop_server; echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true' EXIT
+THP=/sys/kernel/mm/transparent_hugepage/enabled
+OLD_THP=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$THP" 2>/dev/null || true)
+restore() {
+  echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true
+  [ -z "$OLD_THP" ] || echo "$OLD_THP" >"$THP" 2>/dev/null || true
+}
+trap 'stop_server; restore' EXIT
 drops() { awk '{ s += strtonum("0x" $2) } END { print s }' /proc/net/softnet_stat; }
 start_server() { # start_server NAME VARENV... -- FLAGS...
   local name=$1; shift
@@ -79,7 +87,7 @@ python3 -c 'import os,platform; print("machine: %s, %d cores, kernel %s, load %s
 for round in $(seq 1 "$ROUNDS"); do
   for v in $VARIANTS; do
     venv=() senv=() cenv=() sflags=() cflags=() RUNBIN=$BIN
-    echo "$OLD_BACKLOG" >/proc/sys/net/core/netdev_max_backlog 2>/dev/null || true
+    restore
     case $v in
       default) ;;
       old) RUNBIN=${OLD_BIN:?the variant old needs OLD_BIN, the path of the old build} ;;
@@ -93,6 +101,7 @@ for round in $(seq 1 "$ROUNDS"); do
       spread) sflags=(--process-fill spread); cflags=(--workers-in-turn=false) ;;
       seqserver) sflags=(--process-fill sequential); cflags=(--workers-in-turn=false) ;;
       seqclient) sflags=(--process-fill spread); cflags=(--workers-in-turn) ;;
+      thp=*) echo "${v#thp=}" >"$THP" || { echo "cannot set $THP" >&2; exit 2; } ;;
       backlog=*) echo "${v#backlog=}" >/proc/sys/net/core/netdev_max_backlog || { echo "cannot set netdev_max_backlog" >&2; exit 2; } ;;
       *) echo "unknown variant $v" >&2; exit 2 ;;
     esac
