@@ -57,21 +57,22 @@ func (p *Parent) Collect(final bool) Snapshot {
 			fmt.Fprintf(p.PerProcess, "PROCESS_METRICS %d %s\n", i, strings.TrimPrefix(string(b), linkkeys.MetricsPrefix))
 		}
 	}
-	p.mu.Lock()
-	prev, had := p.last, p.collected
-	p.last, p.collected = sum, true
-	p.mu.Unlock()
 	// Tell the children when the whole server turns quiet or busy: a child of a sequential fill
 	// holds its memory release back until the whole server is quiet (MemoryReleaser.Hold).
-	if had && !final {
-		if quiet, turn := quietTurn(prev, sum, p.quiet); turn {
-			p.quiet = quiet
-			word := childBusy
+	word := ""
+	p.mu.Lock()
+	if p.collected && !final {
+		if quiet, turn := quietTurn(p.last, sum, p.quiet); turn {
+			p.quiet, word = quiet, childBusy
 			if quiet {
 				word = childQuiet
 			}
-			p.Supervisor.Tell(word)
 		}
+	}
+	p.last, p.collected = sum, true
+	p.mu.Unlock()
+	if word != "" {
+		p.Supervisor.Tell(word)
 	}
 	return sum
 }
