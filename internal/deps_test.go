@@ -24,13 +24,14 @@ var forbidden = map[string][]string{
 	"keycastserver":  {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	"keycaststore":   {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli", "keycastserver"},
 	// Load drivers never import servers.
-	"linkkeysload": {"linkkeysserver", "keycastserver", "cli"},
-	"keycastload":  {"linkkeysserver", "keycastserver", "cli"},
+	// They reach the host rules through hostrule, never through capacity (which sits above them).
+	"linkkeysload": {"linkkeysserver", "keycastserver", "capacity", "cli"},
+	"keycastload":  {"linkkeysserver", "keycastserver", "capacity", "cli"},
 	"capacity":     {"linkkeysserver", "keycastserver", "cli"},
 	// Result models are pure data that reports read.
 	"linkkeysresult": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	// Distributed runs are load-side; Kubernetes manifests render command lines only.
-	"coord": {"linkkeysserver", "keycastserver", "keycaststore", "report", "cli"},
+	"coord": {"linkkeysserver", "keycastserver", "keycaststore", "report", "capacity", "cli"},
 	"kube":  {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "coord", "cli"},
 	// Reports are drawn from result files alone.
 	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli", "dashboard"},
@@ -39,6 +40,8 @@ var forbidden = map[string][]string{
 	// Flame graphs read profile files; the browser driver is for tests.
 	"profiling": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	"browser":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	// Which targets may be loaded: a leaf every loading layer uses.
+	"hostrule": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "result", "hist", "machine", "admit", "capacity", "coord", "report", "cli"},
 	// The protocol-free core imports no protocol.
 	"engine":  {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
 	"envvar":  {"linkkeys", "keycast", "engine", "result", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},

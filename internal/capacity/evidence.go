@@ -8,6 +8,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // SchemaVersion is the evidence schema version; upstream uses 1 in every version, and loadproof's
@@ -23,20 +24,13 @@ const (
 	ManifestFile = "manifest.json"
 )
 
-// Why a run ended before its last phase (Evidence.StopReason).
+// Why a run ended before its last phase (Evidence.StopReason): the result package's stop reasons.
 const (
-	// StopReasonStopCondition: a stop check failed on a phase's totals, or a live stop condition
-	// ended a phase early.
-	StopReasonStopCondition = "stop-condition"
-	// StopReasonPhaseError: a phase could not run (missing users file, unreachable target, …).
-	StopReasonPhaseError = "phase-error"
-	// StopReasonSignal: SIGINT or SIGTERM (the context ended).
-	StopReasonSignal = "signal"
-	// StopReasonWriteError: a phase ran but its results file could not be written (a full disk).
-	StopReasonWriteError = "write-error"
-	// StopReasonWorkerLost: a load worker of a run spread over many machines stopped reporting
-	// (docs/distributed.md); the phase keeps the other workers' partial results.
-	StopReasonWorkerLost = "worker-lost"
+	StopReasonStopCondition = result.StopCondition
+	StopReasonPhaseError    = result.StopPhaseError
+	StopReasonSignal        = result.StopSignal
+	StopReasonWriteError    = result.StopWriteError
+	StopReasonWorkerLost    = result.StopWorkerLost
 )
 
 // Evidence is evidence.json: upstream's a8d40c9 fields first, in upstream's order and spelling

@@ -61,14 +61,3 @@ func SanitizeName(name string) string { return plan.SanitizeName(name) }
 
 // PhaseFileName is the results file of phase index i (0-based); see plan.PhaseFileName.
 func PhaseFileName(i int, name string) string { return plan.PhaseFileName(i, name) }
-
-// CanonicalHost normalises a URL host; see plan.CanonicalHost.
-func CanonicalHost(host string, bracketed bool) (string, error) {
-	return plan.CanonicalHost(host, bracketed)
-}
-
-// CanonicalHostFlag normalises a host given on the command line; see plan.CanonicalHostFlag.
-func CanonicalHostFlag(h string) (string, error) { return plan.CanonicalHostFlag(h) }
-
-// IsLocalHost reports whether a canonical host is local; see plan.IsLocalHost.
-func IsLocalHost(host string) bool { return plan.IsLocalHost(host) }

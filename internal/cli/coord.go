@@ -19,6 +19,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
@@ -340,7 +341,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 				if h == "" {
 					continue
 				}
-				if _, err := coord.CanonicalHostFlag(h); err != nil {
+				if _, err := hostrule.CanonicalHostFlag(h); err != nil {
 					return usageError("worker: host %q: %v", h, err)
 				}
 			}
@@ -348,7 +349,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, Name: name, Index: index, JoinTimeout: joinTimeout,
 				Exec:   func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
 				Target: func(args []string) (string, error) { return clientTarget(env, args) },
-				Hosts:  coord.HostRules{AllowHost: allowHost, RefuseHosts: refuseHosts},
+				Hosts:  hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
 				Logger: env.Logger,
 			})
 			if errors.Is(err, coord.ErrCoordinatorLost) {

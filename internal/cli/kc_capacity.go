@@ -11,6 +11,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/keycastload"
 )
 
@@ -51,7 +52,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 				if h == "" {
 					continue
 				}
-				if _, err := capacity.CanonicalHostFlag(h); err != nil {
+				if _, err := hostrule.CanonicalHostFlag(h); err != nil {
 					return usageError("capacity: host %q: %v; give a bare host name or IP address", h, err)
 				}
 			}

@@ -18,8 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/loadproof/loadproof/internal/capacity"
-	"github.com/loadproof/loadproof/internal/capacity/plan"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 	"github.com/loadproof/loadproof/internal/syncio"
@@ -758,7 +756,7 @@ func (c *Coordinator) await(ctx context.Context, ts *taskState) (*TaskResult, er
 				res.Lost, lostIdx = ev, ev.Index
 				if res.Stop == nil {
 					now := time.Now()
-					res.Stop = &result.StopEvent{Reason: capacity.StopReasonWorkerLost, Metric: "worker " + strconv.Itoa(ev.Index) + " " + ev.Name,
+					res.Stop = &result.StopEvent{Reason: result.StopWorkerLost, Metric: "worker " + strconv.Itoa(ev.Index) + " " + ev.Name,
 						ElapsedSecs: max(now.Sub(ts.startAt).Seconds(), 0), At: now.UTC().Format(time.RFC3339Nano)}
 				}
 				fmt.Fprintf(c.cfg.Progress, "coordinate: %v\n", ev)
@@ -769,7 +767,7 @@ func (c *Coordinator) await(ctx context.Context, ts *taskState) (*TaskResult, er
 			ctxDone = nil
 			if res.Stop == nil {
 				now := time.Now()
-				res.Stop = &result.StopEvent{Reason: "signal", ElapsedSecs: max(now.Sub(ts.startAt).Seconds(), 0), At: now.UTC().Format(time.RFC3339Nano)}
+				res.Stop = &result.StopEvent{Reason: result.StopSignal, ElapsedSecs: max(now.Sub(ts.startAt).Seconds(), 0), At: now.UTC().Format(time.RFC3339Nano)}
 			}
 			c.abort(ts.id, "the coordinator was interrupted", nil)
 			grace = time.After(c.cfg.ResultWait)
@@ -941,6 +939,3 @@ func (c *Coordinator) Tasks() []TaskRecord {
 	defer c.mu.Unlock()
 	return slices.Clone(c.tasks)
 }
-
-// CanonicalHostFlag normalises a host given on the command line (the capacity rules' form).
-func CanonicalHostFlag(h string) (string, error) { return plan.CanonicalHostFlag(h) }

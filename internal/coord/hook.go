@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/loadproof/loadproof/internal/capacity/plan"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/result"
@@ -115,47 +113,4 @@ func checkIn(allowed [][]string, args []string) error {
 		names = append(names, strings.Join(c, " "))
 	}
 	return fmt.Errorf("%w: %q is not a client command that can be spread (allowed: %s)", ErrRefused, strings.Join(args[:min(len(args), 2)], " "), strings.Join(names, ", "))
-}
-
-// HostRules are a worker's own target authorization: the rules of `capacity` (docs/capacity.md).
-type HostRules struct {
-	// AllowHost authorizes exactly this non-local host.
-	AllowHost string
-	// RefuseHosts are refused in addition to plan.RefusedProductionHosts.
-	RefuseHosts []string
-}
-
-// AuthorizeURL checks a target URL against the rules: local hosts (localhost, 127.0.0.1, [::1],
-// *.localhost) pass, a non-local host needs the exact AllowHost, production hosts never pass.
-func (r HostRules) AuthorizeURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%w: target %q is not an absolute URL", ErrRefused, raw)
-	}
-	host, err := plan.CanonicalHost(u.Hostname(), strings.HasPrefix(u.Host, "["))
-	if err != nil {
-		return fmt.Errorf("%w: target %q: %v", ErrRefused, raw, err)
-	}
-	return r.AuthorizeHost(host)
-}
-
-// AuthorizeHost checks a canonical host against the rules.
-func (r HostRules) AuthorizeHost(host string) error {
-	refused := slices.Clone(plan.RefusedProductionHosts)
-	for _, h := range r.RefuseHosts {
-		if c, err := plan.CanonicalHostFlag(h); err == nil {
-			refused = append(refused, c)
-		}
-	}
-	host = strings.TrimSuffix(host, ".")
-	if slices.Contains(refused, host) {
-		return fmt.Errorf("%w: %s is a refused production host", ErrRefused, host)
-	}
-	if plan.IsLocalHost(host) {
-		return nil
-	}
-	if allowed, err := plan.CanonicalHostFlag(r.AllowHost); r.AllowHost != "" && err == nil && allowed == host {
-		return nil
-	}
-	return fmt.Errorf("%w: non-local target %s needs the worker's own --allow-host %s", ErrRefused, host, host)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -58,7 +59,7 @@ func TestSignerRejectsForgery(t *testing.T) {
 }
 
 func TestHostRules(t *testing.T) {
-	r := HostRules{AllowHost: "keycast.staging.test"}
+	r := hostrule.Rules{AllowHost: "keycast.staging.test"}
 	for url, ok := range map[string]bool{
 		"http://127.0.0.1:3000": true, "http://localhost:1": true, "http://[::1]:2": true,
 		"https://keycast.staging.test": true, "https://other.test": false,

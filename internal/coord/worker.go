@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -43,7 +44,7 @@ type WorkerConfig struct {
 	// Target returns the target URL of a client command, for the host rules.
 	Target func(args []string) (string, error)
 	// Hosts are this worker's own target authorization.
-	Hosts HostRules
+	Hosts hostrule.Rules
 	// Logger receives the worker's log; nil discards.
 	Logger *slog.Logger
 }
@@ -272,7 +273,10 @@ func (w *worker) check(t Task) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	return w.cfg.Hosts.AuthorizeURL(target)
+	if err := w.cfg.Hosts.AuthorizeURL(target); err != nil {
+		return fmt.Errorf("%w: %v; a worker authorizes its targets with its own --allow-host", ErrRefused, err)
+	}
+	return nil
 }
 
 func (w *worker) runTask(ctx context.Context, t Task) {

@@ -279,7 +279,7 @@ type OpenFigures struct {
 }
 
 // StopSignal is the reason recorded when ctx ends the run.
-const StopSignal = "signal"
+const StopSignal = result.StopSignal
 
 // stats is one shard's figures for the current interval.
 type stats struct {

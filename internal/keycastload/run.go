@@ -23,8 +23,8 @@ import (
 
 // Stop reasons recorded in Results.Stop.
 const (
-	StopSignal        = "signal"
-	StopCondition     = "stop-condition"
+	StopSignal        = result.StopSignal
+	StopCondition     = result.StopCondition
 	MetricUnintErrors = "unintentional_error_rate"
 	MetricLatencyP95  = "latency_p95_ms"
 )

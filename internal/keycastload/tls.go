@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loadproof/loadproof/internal/capacity/plan"
+	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
 
@@ -28,7 +28,7 @@ type TLSOptions struct {
 	// staging target behind a private CA.
 	CACertFile string
 	// InsecureSkipVerify accepts any certificate. It is refused for the production Keycast hosts
-	// (capacity's refused hosts, plan.RefusedProductionHosts), whose certificates must be verified.
+	// (capacity's refused hosts, hostrule.RefusedProductionHosts), whose certificates must be verified.
 	InsecureSkipVerify bool
 }
 
@@ -47,7 +47,7 @@ func (o TLSOptions) load(rawURL string) (*x509.CertPool, error) {
 	}
 	if o.InsecureSkipVerify {
 		if u, err := url.Parse(strings.TrimSpace(rawURL)); err == nil && u.Hostname() != "" {
-			if host, err := plan.CanonicalHost(u.Hostname(), strings.HasPrefix(u.Host, "[")); err == nil && plan.IsRefusedHost(host, nil) {
+			if host, err := hostrule.CanonicalHost(u.Hostname(), strings.HasPrefix(u.Host, "[")); err == nil && hostrule.IsRefusedHost(host, nil) {
 				return nil, fmt.Errorf("keycastload: --insecure-skip-verify is refused for the production host %s: its certificate must be verified (use --ca-cert for a private CA)", host)
 			}
 		}

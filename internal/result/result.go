@@ -220,6 +220,23 @@ func (e *Envelope) Validate() error {
 	return nil
 }
 
+// Stop reasons (StopEvent.Reason, and a capacity run's stop_reason): one set for every command, so
+// the coordinator, the engine, the Keycast client and the capacity harness record the same words.
+const (
+	// StopSignal: SIGINT or SIGTERM (the run's context ended).
+	StopSignal = "signal"
+	// StopCondition: a live stop condition breached (or, in a capacity run, a stop check failed on
+	// a phase's totals).
+	StopCondition = "stop-condition"
+	// StopPhaseError: a capacity phase could not run (missing users file, unreachable target, …).
+	StopPhaseError = "phase-error"
+	// StopWriteError: a phase ran but its results file could not be written (a full disk).
+	StopWriteError = "write-error"
+	// StopWorkerLost: a load worker of a run spread over many machines stopped reporting
+	// (docs/distributed.md); the run keeps the other workers' partial results.
+	StopWorkerLost = "worker-lost"
+)
+
 // StopEvent records why a run ended before its bound: a live stop condition (metric, observed
 // value, limit, window) or a signal.
 type StopEvent struct {
