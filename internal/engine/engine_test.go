@@ -113,7 +113,16 @@ func TestScheduleEndsWithContext(t *testing.T) {
 	ch := Schedule(ctx, time.Now(), ConstantPacer{PerSecond: 1}, 0, 0)
 	<-ch // ticket 0 is due at once
 	cancel()
-	for range ch {
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, open := <-ch:
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatal("Schedule's channel still open 5 s after its context ended")
+		}
 	}
 }
 
