@@ -60,7 +60,9 @@ func TestServeAnswersLoopbackUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	urls := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, "127.0.0.1:0", path, io.Discard, func(u string) { urls <- u }) }()
+	go func() {
+		done <- Serve(ctx, ServeOptions{Addr: "127.0.0.1:0", Profile: path, Log: io.Discard, Ready: func(u string) { urls <- u }})
+	}()
 	var base string
 	select {
 	case base = <-urls:
