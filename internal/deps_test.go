@@ -38,7 +38,11 @@ var forbidden = map[string][]string{
 	"dashboard": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "cli"},
 	// Flame graphs read profile files; the browser driver is for tests.
 	"profiling": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
-	"browser":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	// The guard of the tool's own web servers (dashboard, pprof UI) sits below both and knows no
+	// protocol, server, load or report.
+	"localhttp": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "keycastresult", "linkkeysresult",
+		"result", "engine", "hist", "machine", "admit", "capacity", "report", "dashboard", "profiling", "coord", "kube", "procexec", "cli"},
+	"browser": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	// The protocol-free core imports no protocol.
 	"engine":  {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
 	"envvar":  {"linkkeys", "keycast", "engine", "result", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
