@@ -42,6 +42,10 @@ var forbidden = map[string][]string{
 	"browser":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	// Which targets may be loaded: a leaf every loading layer uses.
 	"hostrule": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "result", "hist", "machine", "admit", "capacity", "coord", "report", "cli"},
+	// The guard of the tool's own web servers (dashboard, pprof UI) sits below both and knows no
+	// protocol, server, load or report.
+	"localhttp": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "keycastresult", "linkkeysresult",
+		"result", "engine", "hist", "machine", "admit", "capacity", "report", "dashboard", "profiling", "coord", "kube", "procexec", "cli"},
 	// The protocol-free core imports no protocol.
 	"engine":  {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},
 	"envvar":  {"linkkeys", "keycast", "engine", "result", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "admit", "capacity", "report", "cli"},

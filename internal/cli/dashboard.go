@@ -10,6 +10,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/dashboard"
 	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/localhttp"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -30,10 +31,18 @@ type dashboardRun struct {
 // the command's RunE is set.
 func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
 	c.Flags().String("dashboard", "", "serve a live dashboard of the run on this address (HOST:PORT; :PORT or 127.0.0.1:PORT binds loopback); read-only, it shows the final report at the end")
+	c.Flags().String("dashboard-token", "", "require this token on every dashboard request (the URL printed at start carries it); env "+dashboardTokenEnv+" keeps it out of the process list; give one before binding a non-loopback address")
 	inner := c.RunE
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		addr, _ := cmd.Flags().GetString("dashboard")
+		token, err := flagOrEnvToken(cmd, env, "dashboard-token", dashboardTokenEnv)
+		if err != nil {
+			return err
+		}
 		if addr == "" {
+			if token != "" && cmd.Flags().Changed("dashboard-token") {
+				return usageError("--dashboard-token needs --dashboard ADDR")
+			}
 			return inner(cmd, args)
 		}
 		var target string
@@ -41,16 +50,37 @@ func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
 			target, _ = cmd.Flags().GetString(run.targetFlag)
 		}
 		d, err := dashboard.Start(dashboard.Options{Addr: addr, Title: fmt.Sprintf("loadproof %s %s (live)", run.harness, run.command),
-			Harness: run.harness, Command: run.command, Target: target, Logger: env.Logger})
+			Harness: run.harness, Command: run.command, Target: target, Token: token, Logger: env.Logger})
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--dashboard: %w", err)}
 		}
-		fmt.Fprintf(env.Stderr, "dashboard: %s\n", d.URL())
+		// The token is for the person at the terminal: stderr, once, never a result file.
+		fmt.Fprintf(env.Stderr, "dashboard: %s\n", d.TokenURL())
 		cmd.SetContext(engine.WithIntervalObserver(cmd.Context(), d.Interval))
 		runErr := inner(cmd, args)
 		finishDashboard(env, d, run.outputs(cmd))
 		return runErr
 	}
+}
+
+// dashboardTokenEnv and serveTokenEnv carry the tokens outside argv (which `ps` shows).
+const (
+	dashboardTokenEnv = "LOADPROOF_DASHBOARD_TOKEN"
+	serveTokenEnv     = "LOADPROOF_SERVE_TOKEN"
+)
+
+// flagOrEnvToken reads a token flag, or the environment variable when the flag is not given, and
+// checks it (a usage error when localhttp cannot use it).
+func flagOrEnvToken(cmd *cobra.Command, env *Env, flag, envName string) (string, error) {
+	t, _ := cmd.Flags().GetString(flag)
+	src := "--" + flag
+	if !cmd.Flags().Changed(flag) && env.Getenv != nil {
+		t, src = env.Getenv(envName), envName
+	}
+	if err := localhttp.CheckToken(t); err != nil {
+		return "", usageError("%s: %v", src, err)
+	}
+	return t, nil
 }
 
 // finishDashboard sends the final report drawn from the run's files (when they exist) and closes

@@ -18,6 +18,7 @@ import (
 // addProfileFlameFlags adds the profile command's flame graph flags.
 func addProfileFlameFlags(f *pflag.FlagSet) {
 	f.String("serve", "", "after the run, serve pprof's web UI for the CPU profile on this address (HOST:PORT; :PORT binds loopback) until Ctrl-C")
+	f.String("serve-token", "", "require this token on every request to --serve's UI (the URL printed then carries it); env "+serveTokenEnv+" keeps it out of the process list; give one before binding a non-loopback address")
 }
 
 // profileDataDir is the started server's data directory (database, master key, server key):
@@ -75,9 +76,18 @@ func serveProfile(ctx context.Context, cmd *cobra.Command, env *Env, profile str
 	if addr == "" {
 		return nil
 	}
-	err := profiling.Serve(ctx, addr, profile, env.Stderr, func(url string) {
-		fmt.Fprintf(env.Stdout, "\npprof web UI for %s: %s (Ctrl-C to stop)\n", profile, url)
-	})
+	token, err := flagOrEnvToken(cmd, env, "serve-token", serveTokenEnv)
+	if err != nil {
+		return err
+	}
+	err = profiling.Serve(ctx, profiling.ServeOptions{Addr: addr, Profile: profile, Token: token, Log: env.Stderr, Logger: env.Logger,
+		Ready: func(url string) {
+			out := env.Stdout
+			if token != "" {
+				out = env.Stderr // the URL carries the token: the terminal only
+			}
+			fmt.Fprintf(out, "\npprof web UI for %s: %s (Ctrl-C to stop)\n", profile, url)
+		}})
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: --serve: %w", err)}
 	}

@@ -426,7 +426,9 @@ func newKeycastProfileCmd(env *Env) *cobra.Command {
 			"flamegraph-users.json into --output, prints the top functions (go tool pprof -top, when go is\n" +
 			"on PATH) and the command that opens the flame graph (go tool pprof -http). Beside each profile it\n" +
 			"writes a self-contained flame graph page (.flame.html: opens in a browser, no Go or graphviz);\n" +
-			"--serve ADDR then serves pprof's whole web UI from this binary until Ctrl-C. The started server\n" +
+			"--serve ADDR then serves pprof's whole web UI from this binary until Ctrl-C (it answers only a\n" +
+			"Host naming it: localhost, loopback or ADDR; --serve-token or LOADPROOF_SERVE_TOKEN requires a\n" +
+			"token, printed in the URL on stderr; give one before binding a non-loopback address). The started server\n" +
 			"keeps its data in --output/server-data, so --skip-setup reuses users whose tokens it still\n" +
 			"accepts; a run in which no request succeeded (every one a 401, say) fails.",
 		Args: cobra.NoArgs,

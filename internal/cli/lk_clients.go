@@ -62,15 +62,32 @@ func lkServerArgs(cmd *cobra.Command) []string {
 	return args
 }
 
-// lkFlags records every flag of cmd (given or default) for the result file.
+// lkFlags records every flag of cmd (given or default) for the result file. A token, secret or
+// password flag that is set is recorded as "(redacted)": result files are shared, and a report
+// (the dashboard's too) shows every flag.
 func lkFlags(cmd *cobra.Command) map[string]string {
 	m := map[string]string{}
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" {
-			m[f.Name] = f.Value.String()
+		if f.Name == "help" {
+			return
 		}
+		v := f.Value.String()
+		if v != "" && secretFlagName(f.Name) {
+			v = "(redacted)"
+		}
+		m[f.Name] = v
 	})
 	return m
+}
+
+// secretFlagName reports a flag whose value must not reach a result file.
+func secretFlagName(name string) bool {
+	for _, s := range []string{"token", "secret", "password"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // lkRun prepares the Run of a client: target from the info file, worker count, bar, flags.

@@ -38,7 +38,8 @@ func newLinkKeysProfileCmd(env *Env) *cobra.Command {
 			"flame graph page beside each (.flame.html: opens in a browser, no Go toolchain or graphviz), the\n" +
 			"bench's result (bench-<ts>.json, for `loadproof report`) and the server's info file. Flags after\n" +
 			"`--` go to the bench (for example -- --connections 64 --pipeline 8). --serve ADDR then serves\n" +
-			"pprof's web UI for the CPU profile until Ctrl-C. The server's limits come from the TCP_* and\n" +
+			"pprof's web UI for the CPU profile until Ctrl-C (only a Host naming it; --serve-token or\n" +
+			"LOADPROOF_SERVE_TOKEN requires a token, printed in the URL on stderr). The server's limits come from the TCP_* and\n" +
 			"PUBLIC_READ_* variables, as for `server`: with the defaults the public-read limiter refuses most\n" +
 			"of request-bench's requests, so the profile shows the limiter; raise PUBLIC_READ_* to profile\n" +
 			"dispatch and the cache.",

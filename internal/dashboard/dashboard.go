@@ -5,7 +5,10 @@
 //
 // It is read-only (GET only: the page, its event stream, and the final report once there is one)
 // and binds to loopback unless the address names a host. A page that connects late gets every
-// interval so far, then the live ones.
+// interval so far, then the live ones. Every request passes localhttp's guard: a Host that does
+// not name this server is refused (no DNS rebinding), a token is required when one is set, and
+// the security headers and the page's CSP are sent. At most MaxEventClients pages follow the run
+// at once (Options.MaxClients); more get 503.
 //
 // Hook it to engine runs with engine.WithIntervalObserver(ctx, d.Interval) or a driver's
 // OnInterval; each part of a run whose intervals count from zero again (a capacity phase) is laid
@@ -13,6 +16,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,12 +26,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/localhttp"
 	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
 // EventsPath is where the page reads its events.
 const EventsPath = "/events"
+
+// MaxEventClients is how many event streams are served at once by default: each holds a
+// connection and a goroutine for the whole run.
+const MaxEventClients = 16
 
 // Dashboard is a running dashboard server.
 type Dashboard struct {
@@ -47,6 +56,8 @@ type Dashboard struct {
 	parts    int
 	clients  int
 	finished int // clients that have been sent the final event
+	max      int // event streams served at once
+	token    string
 }
 
 // Options describe the run the dashboard shows.
@@ -57,7 +68,13 @@ type Options struct {
 	Title string
 	// Harness, Command and Target describe the run.
 	Harness, Command, Target string
-	// Logger receives the server's errors; nil discards them.
+	// Token, when set, must come with every request: ?token= on the first load (the page's own
+	// requests then carry a cookie). TokenURL is the address to open.
+	Token string
+	// MaxClients caps the event streams served at once; 0 means MaxEventClients.
+	MaxClients int
+	// Logger receives the server's errors and the warning about a non-loopback address; nil
+	// discards them.
 	Logger *slog.Logger
 }
 
@@ -84,7 +101,11 @@ func Start(o Options) (*Dashboard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dashboard{log: log, started: time.Now(), feed: report.NewLiveFeed(o.Harness, o.Command, o.Target), wake: make(chan struct{})}
+	if o.MaxClients < 0 {
+		return nil, fmt.Errorf("dashboard: MaxClients %d: want 0 (the default, %d) or more", o.MaxClients, MaxEventClients)
+	}
+	d := &Dashboard{log: log, started: time.Now(), feed: report.NewLiveFeed(o.Harness, o.Command, o.Target), wake: make(chan struct{}),
+		max: cmp.Or(o.MaxClients, MaxEventClients), token: o.Token}
 	if d.page, err = d.feed.Page(o.Title, EventsPath); err != nil {
 		return nil, err
 	}
@@ -97,7 +118,13 @@ func Start(o Options) (*Dashboard, error) {
 	mux.HandleFunc("GET /{$}", d.servePage)
 	mux.HandleFunc("GET "+EventsPath, d.serveEvents)
 	mux.HandleFunc("GET /report.html", d.serveFinal)
-	d.srv = &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: 10 * time.Second}
+	guarded, err := localhttp.Guard(localhttp.Config{Name: "dashboard", Bound: ln.Addr(), Token: o.Token,
+		CSP: report.PageCSP, Logger: log}, readOnly(mux))
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	d.srv = &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("dashboard server stopped", "err", err)
@@ -118,8 +145,12 @@ func readOnly(h http.Handler) http.Handler {
 	})
 }
 
-// URL is the page's address.
+// URL is the page's address, without the token.
 func (d *Dashboard) URL() string { return "http://" + d.ln.Addr().String() + "/" }
+
+// TokenURL is the address to open: URL with the token, when there is one. Print it for the
+// person running the tool only; never write it to a result file.
+func (d *Dashboard) TokenURL() string { return localhttp.WithToken(d.URL(), d.token) }
 
 // Interval adds one interval snapshot (engine.WithIntervalObserver's fn). An interval that starts
 // no later than the one before begins a new part of the run, laid after the parts so far.
@@ -218,11 +249,18 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
 	d.mu.Lock()
+	if d.clients >= d.max {
+		d.mu.Unlock()
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, fmt.Sprintf("dashboard: %d pages are already following this run (the most served at once); close one and reload", d.max),
+			http.StatusServiceUnavailable)
+		return
+	}
 	d.clients++
 	d.mu.Unlock()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
 	sent, gotFinal := 0, false
 	defer func() {
 		d.mu.Lock()

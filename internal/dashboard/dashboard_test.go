@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,172 @@ func TestLoopbackUnlessAHostIsGiven(t *testing.T) {
 	}
 	if _, err := Start(Options{Addr: "nonsense"}); err == nil {
 		t.Error("a bad address started a dashboard")
+	}
+}
+
+// get sends a GET with the given Host header and returns the status, the headers and the start
+// of the body; an event stream is closed once its headers arrive.
+func get(t *testing.T, hc *http.Client, url, host string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body []byte
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, 4096))
+	}
+	return resp.StatusCode, resp.Header, string(body)
+}
+
+func start(t *testing.T, o Options) *Dashboard {
+	t.Helper()
+	o.Addr, o.Title, o.Harness, o.Command = "127.0.0.1:0", "t", "keycast", "run"
+	d, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Close(ctx)
+	})
+	return d
+}
+
+// TestDashboardRefusesAForeignHost: a page on another origin that re-points its name at loopback
+// (DNS rebinding) sends its own name as Host; the page, the event stream and the final report
+// refuse it, and loopback names are served.
+func TestDashboardRefusesAForeignHost(t *testing.T) {
+	d := start(t, Options{})
+	d.Interval(interval(0, 10))
+	if err := d.Finish(&report.Model{Title: "final", Mode: "single"}); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(strings.TrimPrefix(strings.TrimSuffix(d.URL(), "/"), "http://"), ":")
+	base := strings.TrimSuffix(d.URL(), "/")
+	for _, path := range []string{"/", EventsPath, "/report.html"} {
+		for _, host := range []string{"attacker.example", "attacker.example:" + port, "127.0.0.1.attacker.example:" + port} {
+			code, _, body := get(t, http.DefaultClient, base+path, host)
+			if code != http.StatusMisdirectedRequest {
+				t.Errorf("GET %s Host %s: %d, want 421", path, host, code)
+			}
+			if strings.Contains(body, "lp-data") || strings.Contains(body, "event:") {
+				t.Errorf("GET %s Host %s: the answer holds the report", path, host)
+			}
+		}
+		for _, host := range []string{"", "localhost:" + port, "[::1]:" + port} {
+			if code, _, _ := get(t, http.DefaultClient, base+path, host); code != http.StatusOK {
+				t.Errorf("GET %s Host %q: %d, want 200", path, host, code)
+			}
+		}
+	}
+}
+
+func TestDashboardSecurityHeaders(t *testing.T) {
+	d := start(t, Options{})
+	for _, path := range []string{"/", EventsPath, "/report.html"} {
+		_, h, _ := get(t, http.DefaultClient, strings.TrimSuffix(d.URL(), "/")+path, "")
+		for k, want := range map[string]string{
+			"X-Content-Type-Options":  "nosniff",
+			"X-Frame-Options":         "DENY",
+			"Referrer-Policy":         "no-referrer",
+			"Content-Security-Policy": report.PageCSP + "; frame-ancestors 'none'",
+		} {
+			if got := h.Get(k); got != want {
+				t.Errorf("GET %s: %s = %q, want %q", path, k, got, want)
+			}
+		}
+	}
+}
+
+// TestDashboardToken: with a token, nothing is served without it; the URL printed at start
+// carries it, and the cookie that first load sets lets the page read its event stream.
+func TestDashboardToken(t *testing.T) {
+	const token = "9f2c4e1b7a3d5f60"
+	d := start(t, Options{Token: token})
+	base := strings.TrimSuffix(d.URL(), "/")
+	for _, path := range []string{"/", EventsPath, "/report.html", "/?token=wrong"} {
+		if code, _, body := get(t, http.DefaultClient, base+path, ""); code != http.StatusUnauthorized || strings.Contains(body, "lp-data") {
+			t.Errorf("GET %s without the token: %d", path, code)
+		}
+	}
+	if !strings.Contains(d.TokenURL(), "token="+token) || strings.Contains(d.URL(), token) {
+		t.Fatalf("URL %s, TokenURL %s", d.URL(), d.TokenURL())
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	if code, _, body := get(t, hc, d.TokenURL(), ""); code != http.StatusOK || !strings.Contains(body, "<!DOCTYPE html>") {
+		t.Fatalf("GET the token URL: %d", code)
+	}
+	if code, _, _ := get(t, hc, base+EventsPath, ""); code != http.StatusOK {
+		t.Errorf("GET %s with the cookie: %d", EventsPath, code)
+	}
+	if code, _, _ := get(t, hc, base+"/", "attacker.example"); code != http.StatusMisdirectedRequest {
+		t.Errorf("a foreign Host with the cookie: %d", code)
+	}
+}
+
+// TestDashboardCapsEventStreams: beyond MaxClients open streams a page gets 503 with a message;
+// once one closes, a new one is served.
+func TestDashboardCapsEventStreams(t *testing.T) {
+	d := start(t, Options{MaxClients: 2})
+	events := strings.TrimSuffix(d.URL(), "/") + EventsPath
+	var open []*http.Response
+	for range 2 {
+		resp, err := http.Get(events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d: %s", len(open), resp.Status)
+		}
+		open = append(open, resp)
+	}
+	defer func() {
+		for _, r := range open {
+			r.Body.Close()
+		}
+	}()
+	code, h, body := get(t, http.DefaultClient, events, "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "2 pages are already following") || h.Get("Retry-After") == "" {
+		t.Fatalf("a third stream: %d %q", code, body)
+	}
+	// The page itself is not capped.
+	if code, _, _ := get(t, http.DefaultClient, d.URL(), ""); code != http.StatusOK {
+		t.Errorf("the page while the streams are full: %d", code)
+	}
+	open[0].Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d.mu.Lock()
+		n := d.clients
+		d.mu.Unlock()
+		if n < 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed stream was still counted after 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Get(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a stream after one closed: %s", resp.Status)
+	}
+	if _, err := Start(Options{Addr: "127.0.0.1:0", MaxClients: -1}); err == nil {
+		t.Error("a negative MaxClients started a dashboard")
 	}
 }

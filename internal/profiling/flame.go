@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +25,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/driver"
+
+	"github.com/loadproof/loadproof/internal/localhttp"
 )
 
 // pprof's driver keeps package state (its settings, the interactive mode); one session at a time.
@@ -128,11 +131,37 @@ func LoopbackAddr(addr string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// Serve serves pprof's web UI for the profile at path on addr (loopback when addr names no host)
-// until ctx ends. ready, when set, gets the UI's URL once it listens. A UI bound to loopback
-// answers loopback clients only, as pprof's own server does.
-func Serve(ctx context.Context, addr, path string, log io.Writer, ready func(url string)) error {
-	addr, err := LoopbackAddr(addr)
+// UICSP is the Content-Security-Policy pprof's web UI is served with. Its pages carry their
+// scripts and styles inline (the templates embed common.js, stacks.js and the CSS), draw the call
+// graph as inline SVG, and fetch their own origin only (saving and deleting a configuration);
+// nothing is loaded from elsewhere.
+const UICSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// ServeOptions say where and how to serve pprof's web UI.
+type ServeOptions struct {
+	// Addr is HOST:PORT or :PORT (loopback); port 0 picks a free one.
+	Addr string
+	// Profile is the profile file served.
+	Profile string
+	// Token, when set, must come with every request (?token= on the first load; localhttp's
+	// guard then sets a cookie for the UI's own links).
+	Token string
+	// Log receives pprof's driver messages; nil discards them.
+	Log io.Writer
+	// Logger receives the warning about a non-loopback address; nil discards it.
+	Logger *slog.Logger
+	// Ready, when set, gets the UI's URL once it listens, with the token when there is one: for
+	// the person running the tool only, never a result file.
+	Ready func(url string)
+}
+
+// Serve serves pprof's web UI for the profile until ctx ends, behind localhttp's guard: a Host
+// that does not name this server gets 421 (no DNS rebinding), a token is required when one is
+// set, the security headers and UICSP are sent, and a UI bound to loopback answers loopback
+// clients only, as pprof's own server does.
+func Serve(ctx context.Context, o ServeOptions) error {
+	addr, err := LoopbackAddr(o.Addr)
 	if err != nil {
 		return err
 	}
@@ -141,16 +170,8 @@ func Serve(ctx context.Context, addr, path string, log io.Writer, ready func(url
 		return fmt.Errorf("flame: %w", err)
 	}
 	defer ln.Close()
-	local := ln.Addr().(*net.TCPAddr).IP.IsLoopback()
-	err = runDriver(path, ln.Addr().String(), log, func(a *driver.HTTPServerArgs) error {
+	err = runDriver(o.Profile, ln.Addr().String(), o.Log, func(a *driver.HTTPServerArgs) error {
 		ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if local {
-				host, _, err := net.SplitHostPort(r.RemoteAddr)
-				if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-					http.Error(w, "pprof UI: loopback clients only", http.StatusForbidden)
-					return
-				}
-			}
 			h := a.Handlers[r.URL.Path]
 			if h == nil {
 				http.NotFound(w, r)
@@ -161,15 +182,19 @@ func Serve(ctx context.Context, addr, path string, log io.Writer, ready func(url
 		mux := http.NewServeMux()
 		mux.Handle("/ui/", http.StripPrefix("/ui", ui))
 		mux.Handle("/", http.RedirectHandler("/ui/", http.StatusTemporaryRedirect))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		guarded, err := localhttp.Guard(localhttp.Config{Name: "pprof UI", Bound: ln.Addr(), Token: o.Token, CSP: UICSP, Logger: o.Logger}, mux)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
 		stop := context.AfterFunc(ctx, func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(sctx)
 		})
 		defer stop()
-		if ready != nil {
-			ready("http://" + ln.Addr().String() + "/ui/")
+		if o.Ready != nil {
+			o.Ready(localhttp.WithToken("http://"+ln.Addr().String()+"/ui/", o.Token))
 		}
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -177,7 +202,7 @@ func Serve(ctx context.Context, addr, path string, log io.Writer, ready func(url
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("flame: serving %s: %w", path, err)
+		return fmt.Errorf("flame: serving %s: %w", o.Profile, err)
 	}
 	return nil
 }

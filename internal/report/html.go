@@ -383,6 +383,11 @@ func HTML(srcs []Source, opt HTMLOptions) ([]byte, error) {
 	return Page(m)
 }
 
+// PageCSP is the page's Content-Security-Policy: nothing loads but what the page carries, and
+// it may connect to its own origin only (the dashboard's event stream). The page declares it in a
+// meta element; the dashboard also sends it as a header.
+const PageCSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; connect-src 'self'"
+
 // Page renders a model as the self-contained page: the chart library, the page's script and
 // styles and the data, all inline. Nothing is fetched when it opens. The dashboard serves the same
 // page with Model.Live set.
@@ -396,7 +401,7 @@ func Page(m *Model) ([]byte, error) {
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
 	b.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
 	// No network: the page may load nothing but what it carries.
-	b.WriteString("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; connect-src 'self'\">\n")
+	b.WriteString("<meta http-equiv=\"Content-Security-Policy\" content=\"" + PageCSP + "\">\n")
 	b.WriteString("<meta name=\"generator\" content=\"loadproof report (uPlot " + UPlotVersion + ")\">\n")
 	b.WriteString("<title>" + html.EscapeString(m.Title) + "</title>\n")
 	b.WriteString("<style id=\"lp-uplot-css\">\n" + uplotCSS + "\n</style>\n")

@@ -23,9 +23,9 @@ type event struct {
 	Action     string
 	Package    string
 	ImportPath string // build-output and build-fail events
-	Test    string
-	Elapsed float64
-	Output  string
+	Test       string
+	Elapsed    float64
+	Output     string
 }
 
 type timing struct {
