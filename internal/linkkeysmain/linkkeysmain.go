@@ -416,6 +416,9 @@ func runParent(ctx context.Context, env Env, f Flags, cfg linkkeysserver.Config,
 			return cmd
 		},
 		Logger: logger,
+		// The children report their open-file limits; the parent warns when together they hold
+		// fewer connections than TCP_MAX_CONNECTIONS.
+		MaxConnections: cfg.MaxConnections,
 	})
 	res.Release()
 	if err != nil {
