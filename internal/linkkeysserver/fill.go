@@ -15,8 +15,9 @@ const (
 	// FillSpread lets the kernel spread new connections over every child by
 	// 4-tuple hash (SO_REUSEPORT's own rule): all children are busy at once.
 	FillSpread Fill = iota
-	// FillSequential sends every new connection to one child until its share
-	// of TCP_MAX_CONNECTIONS is nearly full, then to the next: the lowest-
+	// FillSequential sends every new connection to one child until its cap
+	// (its share of TCP_MAX_CONNECTIONS, or its open-file limit less
+	// fdHeadroom when that is less) is nearly full, then to the next: the lowest-
 	// numbered child with room takes them, and when every child is full the
 	// kernel's spread takes over (each child then sheds at its own cap). One
 	// process at a time does the handshakes, so a server that needs many
@@ -39,7 +40,7 @@ func ParseFill(s string) (Fill, error) {
 		return FillAuto, nil
 	}
 	return 0, fmt.Errorf("linkkeysserver: --process-fill %q: want auto (sequential unless each process's share is too small for it, then spread), "+
-		"spread (the kernel spreads new connections over the processes) or sequential (one process at a time until its share of TCP_MAX_CONNECTIONS is full)", s)
+		"spread (the kernel spreads new connections over the processes) or sequential (one process at a time until its share of TCP_MAX_CONNECTIONS or its open files are nearly full)", s)
 }
 
 func (f Fill) String() string {
