@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// eatenFiles holds the descriptors a test child opens to use up its reserve.
+var eatenFiles []*os.File
+
 func runTestChild() int {
 	i, _ := strconv.Atoi(os.Getenv("LKS_CHILD_INDEX"))
 	n, _ := strconv.Atoi(os.Getenv("LKS_CHILD_COUNT"))
@@ -63,6 +66,20 @@ func runTestChild() int {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}); err != nil {
 			os.Stderr.WriteString("setting RLIMIT_NOFILE: " + err.Error() + "\n")
 			return 1
+		}
+	}
+	// "LKS_CHILD_EAT_FDS=<index>:<count>": child <index> opens count descriptors it never closes, so
+	// its descriptors run out below the mark its limit gives.
+	if k, c, ok := strings.Cut(os.Getenv("LKS_CHILD_EAT_FDS"), ":"); ok && k == strconv.Itoa(i) {
+		count, _ := strconv.Atoi(c)
+		for range count {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				os.Stderr.WriteString("eating descriptors: " + err.Error() + "\n")
+				return 1
+			}
+			eatenFiles = append(eatenFiles, f) // kept: a collected *os.File closes its descriptor
+
 		}
 	}
 	var logger *slog.Logger
@@ -457,4 +474,62 @@ func (b *lockedBuffer) String() string {
 func (b *lockedBuffer) tail() string {
 	s := b.String()
 	return s[max(0, len(s)-4096):]
+}
+
+// TestSequentialFillMovesOnAtEMFILE: when a process runs out of descriptors below its fill mark
+// (here child 0 holds 450 of its 700 descriptors open elsewhere), the accept that fails with EMFILE
+// turns it full at its open count, so new connections go to the next process. The connection the
+// kernel had already queued to it when it ran out waits there (at most one here, the test dialing
+// one at a time), and the accept retries back off rather than spin.
+func TestSequentialFillMovesOnAtEMFILE(t *testing.T) {
+	const n, nofile, eaten, total = 2, 700, 450, 320
+	errw := &lockedBuffer{}
+	sv, addr, fp := startTestChildrenWith(t, testChildren{
+		n: n, fill: FillSequential, stderr: errw,
+		env: []string{"LKS_CHILD_MAXCONN=100000", "LKS_CHILD_NOFILE=" + strconv.Itoa(nofile), "LKS_CHILD_LOG=1",
+			"LKS_CHILD_IDLE=5m", "LKS_CHILD_EAT_FDS=0:" + strconv.Itoa(eaten)},
+	})
+	high, _ := fillMarks(nofile-fdHeadroom, permissive().WithDefaults().ListenBacklog)
+	if nofile-eaten >= high || total >= high+nofile-eaten {
+		t.Fatalf("test arithmetic: child 0 must run out (%d descriptors) below its mark %d", nofile-eaten, high)
+	}
+	cfg := linkkeys.ClientTLSConfig("multi.test", fp)
+	var conns []*tls.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	failed := 0
+	for range total {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		tc := tls.Client(nc, cfg)
+		_ = tc.SetDeadline(time.Now().Add(2 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			nc.Close()
+			if failed++; failed > 2 {
+				per, _ := sv.Snapshot(false, 10*time.Second)
+				t.Fatalf("%d handshakes failed, the last: %v (held per process: %s; steered to %d)", failed, err, heldPer(per), sv.Steered())
+			}
+			continue
+		}
+		_ = tc.SetDeadline(time.Time{})
+		conns = append(conns, tc)
+	}
+	per, err := sv.Snapshot(false, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if per[0].EstablishedConnections >= uint64(nofile-eaten) || per[1].EstablishedConnections == 0 {
+		t.Errorf("held per process: %s; want process 0 below its %d free descriptors and process 1 holding the rest", heldPer(per), nofile-eaten)
+	}
+	if sum := per[0].EstablishedConnections + per[1].EstablishedConnections; sum != uint64(len(conns)) {
+		t.Errorf("the processes hold %d connections, the client %d", sum, len(conns))
+	}
+	if got := strings.Count(errw.String(), "too many open files"); got == 0 || got > 20 {
+		t.Errorf("%d accept failures for EMFILE logged; want some, backing off (at most 20):\n%s", got, errw.tail())
+	}
 }
