@@ -104,7 +104,7 @@ func (f *Flags) Register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.Listen, "listen", "127.0.0.1:0", "listen `address` (host:port; port 0 picks a free one); when not given and TCP_PORT is set, 127.0.0.1:$TCP_PORT")
 	fl.IntVar(&f.Processes, "processes", 1, "server processes sharing the port with SO_REUSEPORT; limits are divided among them")
 	fl.StringVar(&f.ProcessFill, "process-fill", "auto", "with --processes: `auto` (sequential unless each process's share of TCP_MAX_CONNECTIONS is under 8 times the listen backlog, then spread), "+
-		"sequential (new connections go to one process at a time, in order, until its share is nearly full; each process then enforces the whole rate budgets) "+
+		"sequential (new connections go to one process at a time, in order, until its share of TCP_MAX_CONNECTIONS or its open-file limit less 256, whichever is less, is nearly full; each process then enforces the whole rate budgets) "+
 		"or spread (the kernel spreads new connections over every process by hash)")
 	fl.BoolVar(&f.PerProcessMetrics, "per-process-metrics", false, "with --processes, also print each process's METRICS line as PROCESS_METRICS <i> {json}")
 	fl.BoolVar(&f.ReleaseIdleMemory, "release-idle-memory", true, "return freed heap memory to the OS and drop the mappings of the binary's read-only pages at start and when the server goes quiet after activity, and (unless GOGC is set) hold the collector's heap goal about 4 MiB above the live heap at rest (GOGC from 50 to about 100) while the live heap is under 64 MiB (see docs/benchmarks.md)")
@@ -416,6 +416,9 @@ func runParent(ctx context.Context, env Env, f Flags, cfg linkkeysserver.Config,
 			return cmd
 		},
 		Logger: logger,
+		// The children report their open-file limits; the parent warns when together they hold
+		// fewer connections than TCP_MAX_CONNECTIONS.
+		MaxConnections: cfg.MaxConnections,
 	})
 	res.Release()
 	if err != nil {

@@ -15,8 +15,9 @@ const (
 	// FillSpread lets the kernel spread new connections over every child by
 	// 4-tuple hash (SO_REUSEPORT's own rule): all children are busy at once.
 	FillSpread Fill = iota
-	// FillSequential sends every new connection to one child until its share
-	// of TCP_MAX_CONNECTIONS is nearly full, then to the next: the lowest-
+	// FillSequential sends every new connection to one child until its cap
+	// (its share of TCP_MAX_CONNECTIONS, or its open-file limit less
+	// fdHeadroom when that is less) is nearly full, then to the next: the lowest-
 	// numbered child with room takes them, and when every child is full the
 	// kernel's spread takes over (each child then sheds at its own cap). One
 	// process at a time does the handshakes, so a server that needs many
@@ -39,7 +40,7 @@ func ParseFill(s string) (Fill, error) {
 		return FillAuto, nil
 	}
 	return 0, fmt.Errorf("linkkeysserver: --process-fill %q: want auto (sequential unless each process's share is too small for it, then spread), "+
-		"spread (the kernel spreads new connections over the processes) or sequential (one process at a time until its share of TCP_MAX_CONNECTIONS is full)", s)
+		"spread (the kernel spreads new connections over the processes) or sequential (one process at a time until its share of TCP_MAX_CONNECTIONS or its open files are nearly full)", s)
 }
 
 func (f Fill) String() string {
@@ -115,18 +116,26 @@ func fillMarks(quota uint64, backlog int) (high, low int64) {
 }
 
 // Occupancy watches a server's open connections (every accepted socket until
-// it closes) against two marks: it turns full when they reach High and turns
-// back when they fall to Low, and signals Changed on each turn.
+// it closes) against two marks: it turns full when they reach the high mark
+// and turns back when they fall to the low one, and signals Changed on each
+// turn. The marks come down when the process runs out of descriptors first
+// (exhausted).
 type Occupancy struct {
-	High, Low int64
+	high, low atomic.Int64
 	full      atomic.Bool
 	changed   chan struct{}
 }
 
 // NewOccupancy returns a watch with the given marks (low < high).
 func NewOccupancy(high, low int64) *Occupancy {
-	return &Occupancy{High: high, Low: low, changed: make(chan struct{}, 1)}
+	o := &Occupancy{changed: make(chan struct{}, 1)}
+	o.high.Store(high)
+	o.low.Store(low)
+	return o
 }
+
+// Marks returns the high and low marks in force.
+func (o *Occupancy) Marks() (high, low int64) { return o.high.Load(), o.low.Load() }
 
 // Full reports whether the last turn was to full.
 func (o *Occupancy) Full() bool { return o.full.Load() }
@@ -137,11 +146,11 @@ func (o *Occupancy) Changed() <-chan struct{} { return o.changed }
 // note is called with the open count after every change to it.
 func (o *Occupancy) note(open int64) {
 	switch {
-	case open >= o.High && !o.full.Load():
+	case open >= o.high.Load() && !o.full.Load():
 		if !o.full.CompareAndSwap(false, true) {
 			return
 		}
-	case open <= o.Low && o.full.Load():
+	case open <= o.low.Load() && o.full.Load():
 		if !o.full.CompareAndSwap(true, false) {
 			return
 		}
@@ -152,6 +161,24 @@ func (o *Occupancy) note(open int64) {
 	case o.changed <- struct{}{}:
 	default:
 	}
+}
+
+// exhausted is called when an accept failed for want of a descriptor
+// (EMFILE, ENFILE) with open connections: the marks assumed more descriptors
+// than the process has (something else holds the reserve, or the system's
+// table is full). The high mark comes down to open, keeping the gap between
+// the marks, and the watch turns full, so a sequential fill steers new
+// connections on instead of queueing them to a process that cannot accept
+// them until a connection closes.
+func (o *Occupancy) exhausted(open int64) {
+	high, low := o.Marks()
+	if open < 1 || open >= high {
+		o.note(open)
+		return
+	}
+	o.low.Store(max(open-(high-low), 0))
+	o.high.Store(open)
+	o.note(open)
 }
 
 // SequentialFillProblem returns, for a sequential fill of n processes under

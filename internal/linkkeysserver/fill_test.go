@@ -112,3 +112,36 @@ func TestChooseFill(t *testing.T) {
 		}
 	}
 }
+
+// TestOccupancyExhausted: an accept that fails for want of a descriptor below
+// the high mark brings the marks down to the open count (keeping their gap)
+// and turns the watch full; it turns back once connections fall to the new
+// low mark. At or above the high mark nothing moves.
+func TestOccupancyExhausted(t *testing.T) {
+	o := NewOccupancy(100, 90)
+	o.note(40)
+	o.exhausted(40)
+	if !o.Full() {
+		t.Fatal("not full after running out of descriptors at 40 open")
+	}
+	if h, l := o.Marks(); h != 40 || l != 30 {
+		t.Fatalf("marks %d, %d; want 40, 30", h, l)
+	}
+	o.note(31)
+	if !o.Full() {
+		t.Fatal("turned back above the new low mark")
+	}
+	o.note(30)
+	if o.Full() {
+		t.Fatal("still full at the new low mark")
+	}
+	o.exhausted(50) // above the high mark: full, the marks stay
+	if h, l := o.Marks(); !o.Full() || h != 40 || l != 30 {
+		t.Fatalf("after exhaustion above the mark: full %v, marks %d, %d", o.Full(), h, l)
+	}
+	z := NewOccupancy(10, 8)
+	z.exhausted(0) // no connection open: nothing to hand on from
+	if h, _ := z.Marks(); z.Full() || h != 10 {
+		t.Fatalf("with nothing open: full %v, high %d", z.Full(), h)
+	}
+}

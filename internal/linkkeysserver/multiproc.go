@@ -31,14 +31,18 @@ import (
 // in their own process group, and sends each one line on stdin: the server
 // key's 32-byte Ed25519 seed in hex, so every child presents the same
 // certificate and no key touches the disk. Each child binds the port with
-// SO_REUSEPORT, listens, and prints "READY <port>". Once all are ready the
-// parent releases its reservation. Children then obey stdin lines: "metrics"
+// SO_REUSEPORT, listens, and prints "READY <port> <nofile>" (its soft
+// open-file limit, after raising it to the hard limit; 0 when unknown). Once
+// all are ready the parent releases its reservation. Children then obey stdin lines: "metrics"
 // prints one "running" METRICS line, "final" prints the "final" line and shuts
 // the child down; SIGINT, SIGTERM and stdin EOF do the same as "final".
 // Children also get SIGTERM if the parent dies (procexec).
 //
 // Budgets that bound a total are divided so the N processes together keep
-// it: each child runs Config.Share(n, i) (see there).
+// it: each child runs Config.Share(n, i) (see there). A child holds no more
+// connections than its open-file limit less fdHeadroom allows: its cap, and
+// in a sequential fill the mark at which it counts itself full, come down to
+// UsableDescriptors of its limit.
 
 // Child protocol words.
 const (
@@ -144,7 +148,8 @@ type ChildOptions struct {
 	// Addr is the host:port every child binds with SO_REUSEPORT.
 	Addr string
 	// Config is the whole server's configuration; the child runs
-	// Config.Share(Count, Index).
+	// Config.Share(Count, Index), its TCP_MAX_CONNECTIONS share capped at
+	// the descriptors its open-file limit leaves (UsableDescriptors).
 	Config Config
 	// Keys answers the DomainKeys ops (the child's own Store on the shared
 	// database file).
@@ -185,6 +190,19 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	if opt.Fill == FillSequential {
 		cfg = opt.Config.ShareSequential(opt.Count, opt.Index)
 	}
+	logger := opt.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	// A process holds no more connections than its descriptors: past them accept fails with EMFILE
+	// and what the kernel queued to this process waits. Capped here, a sequential fill moves on
+	// before that, and once every process is full each sheds at its cap rather than stall.
+	nofile := processNofile(logger)
+	if usable := UsableDescriptors(nofile); nofile > 0 && usable < cfg.MaxConnections {
+		logger.Info("linkkeysserver: this process's open-file limit caps its connections below its share of TCP_MAX_CONNECTIONS",
+			"share", cfg.MaxConnections, "soft_limit", nofile, "reserved", fdHeadroom, "cap", max(usable, 1))
+		cfg.MaxConnections = max(usable, 1)
+	}
 	cert, err := linkkeys.SelfSignedCert(cfg.Domain, key, time.Time{}, time.Time{})
 	if err != nil {
 		return err
@@ -192,10 +210,6 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	ln, backlogErr, err := Listen(ctx, opt.Addr, ListenOptions{Backlog: cfg.ListenBacklog, ReusePort: true})
 	if err != nil {
 		return err
-	}
-	logger := opt.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if backlogErr != nil {
 		logger.Warn("linkkeysserver: could not set the listen backlog", "err", backlogErr)
@@ -218,7 +232,7 @@ func RunChild(ctx context.Context, opt ChildOptions) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	port := ln.Addr().(*net.TCPAddr).Port
-	if _, err := fmt.Fprintf(out, "%s %d\n", childReady, port); err != nil {
+	if _, err := fmt.Fprintf(out, "%s %d %d\n", childReady, port, nofile); err != nil {
 		srv.Close()
 		return err
 	}
@@ -322,6 +336,11 @@ type SupervisorOptions struct {
 	// full, or if any child exits (the group's numbering then changes), the
 	// kernel's spread takes over.
 	Fill Fill
+	// MaxConnections, when not 0, is the whole server's TCP_MAX_CONNECTIONS:
+	// once every child is listening the supervisor logs their open-file
+	// limits and warns when together they hold fewer connections
+	// (ProcessFDProblem).
+	MaxConnections uint64
 }
 
 // Supervisor runs and talks to the children of a multi-process server.
@@ -347,6 +366,7 @@ type child struct {
 	stdin   io.WriteCloser
 	lines   chan string // METRICS lines
 	ready   chan int    // port from READY
+	nofile  uint64      // soft open-file limit from READY (0: unknown), set before ready
 	exited  chan struct{}
 	waitErr error
 	last    Snapshot
@@ -426,7 +446,29 @@ func StartSupervisor(opt SupervisorOptions) (*Supervisor, error) {
 			}
 		}
 	}
+	if opt.MaxConnections > 0 {
+		nofiles := sv.Nofiles()
+		var usable uint64
+		for _, l := range nofiles {
+			usable += UsableDescriptors(l)
+		}
+		logger.Info("linkkeysserver: server processes' open-file limits", "soft_limits", fmt.Sprint(nofiles), "reserved_each", fdHeadroom,
+			"usable_together", usable, "max_connections", opt.MaxConnections)
+		if p := ProcessFDProblem(opt.MaxConnections, nofiles, opt.Fill); p != "" {
+			logger.Warn("linkkeysserver: " + p)
+		}
+	}
 	return sv, nil
+}
+
+// Nofiles returns each child's soft open-file limit as it reported it when it
+// started listening (after raising it to its hard limit; 0 when unknown).
+func (sv *Supervisor) Nofiles() []uint64 {
+	out := make([]uint64, len(sv.children))
+	for i, c := range sv.children {
+		out[i] = c.nofile
+	}
+	return out
 }
 
 // Steered returns the child new connections are steered to, as a child
@@ -546,7 +588,14 @@ func (sv *Supervisor) readChild(c *child, stdout io.Reader) {
 			}
 			sv.onFill(c.index, true, moved, false)
 		case strings.HasPrefix(l, childReady+" "):
-			if p, err := strconv.Atoi(strings.TrimPrefix(l, childReady+" ")); err == nil {
+			f := strings.Fields(strings.TrimPrefix(l, childReady+" "))
+			if len(f) == 0 {
+				break
+			}
+			if p, err := strconv.Atoi(f[0]); err == nil {
+				if len(f) > 1 {
+					c.nofile, _ = strconv.ParseUint(f[1], 10, 64)
+				}
 				select {
 				case c.ready <- p:
 				default:

@@ -186,6 +186,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || isTemporaryAccept(err) {
+				if s.Occupancy != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) {
+					// Out of descriptors before the fill's mark: turn full here, so new
+					// connections go to the next process while this one waits for a close.
+					s.Occupancy.exhausted(s.m.open.Load())
+				}
 				// EMFILE and friends: back off like net/http and keep going.
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				s.logger.Warn("linkkeysserver: accept failed; retrying", "err", err, "retry_in", backoff)
