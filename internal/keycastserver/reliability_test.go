@@ -426,3 +426,133 @@ func TestStalledRequestsAreBounded(t *testing.T) {
 		t.Errorf("keycast_http_connections_open = %d after the stalled connections ended, want about 1", open)
 	}
 }
+
+// slowBodyAttack opens waves of connections from 127.0.0.1 that each send a register head with
+// Content-Length: 10000 and never the body, wave after wave until ctx ends: the attack of
+// docs/reliability.md (Keycast server, 10). Each connection is read until the server closes it.
+// It returns how many connections it opened and how many the server answered 503.
+func slowBodyAttack(ctx context.Context, addr string, wave int, every time.Duration) (opened, shed *int64, done <-chan struct{}) {
+	head := "POST " + keycast.PathRegister + " HTTP/1.1\r\nHost: " + addr + "\r\nOrigin: http://" + addr +
+		"\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n"
+	opened, shed = new(int64), new(int64)
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	fin := make(chan struct{})
+	go func() {
+		defer close(fin)
+		defer func() {
+			mu.Lock()
+			for _, c := range conns {
+				c.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		}()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			for range wave {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err != nil {
+					continue // a full backlog: the next wave tries again
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				*opened++
+				mu.Unlock()
+				io.WriteString(c, head)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					b := make([]byte, 64)
+					n, _ := io.ReadAtLeast(c, b, 12)
+					if n >= 12 && string(b[:12]) == "HTTP/1.1 503" {
+						mu.Lock()
+						*shed++
+						mu.Unlock()
+					}
+					io.Copy(io.Discard, c)
+					c.Close()
+				}()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return opened, shed, fin
+}
+
+// TestSlowBodyAttackDoesNotLockOutClients: with a cap of 50 connections and a 30 s body
+// timeout, waves of 200 connections that send a register head and never its body took every
+// slot, and every new connection was answered 503 until the body timeout freed them: a normal
+// get_public_key got 503 for as long as the waves went on. At the cap the server now closes the
+// connection that has made no progress the longest (here a stalled body), so a normal request
+// on a new connection is answered 200 within 5 s throughout the attack.
+func TestSlowBodyAttackDoesNotLockOutClients(t *testing.T) {
+	const maxConns = 50
+	srv, c := startServer(t, keycastserver.Config{MaxConnections: maxConns, BodyTimeout: 30 * time.Second})
+	a := c.register("attacked@test.local", nil)
+	tok := c.grant(a, keycast.LoadtestScope).AccessToken
+	gpk := `{"method":"get_public_key","params":[]}`
+	probe := "POST " + keycast.PathNostr + " HTTP/1.1\r\nHost: " + srv.Addr + "\r\nContent-Type: application/json\r\nAuthorization: Bearer " +
+		tok + "\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(gpk)) + "\r\n\r\n" + gpk
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	attackStart := time.Now()
+	opened, shedAttack, done := slowBodyAttack(ctx, srv.Addr, maxConns+150, 500*time.Millisecond)
+	// ask sends one get_public_key on a new connection and returns its status; a connection
+	// closed before any answer is retried, as a client would, within the 5 s allowed.
+	ask := func() (status int, retries int, err error) {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			conn, err := net.DialTimeout("tcp", srv.Addr, time.Until(deadline))
+			if err != nil {
+				return 0, retries, err
+			}
+			conn.SetDeadline(deadline)
+			_, err = io.WriteString(conn, probe)
+			var res *http.Response
+			if err == nil {
+				res, err = http.ReadResponse(bufio.NewReader(conn), nil)
+			}
+			conn.Close()
+			if err == nil {
+				return res.StatusCode, retries, nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return 0, retries, err
+			}
+			retries++
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let the first wave fill the cap
+	probes, retried := 0, 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		status, retries, err := ask()
+		probes++
+		retried += retries
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("get_public_key %v into the attack: status %d, err %v after %v (%d retries); want 200 within 5 s",
+				start.Sub(attackStart).Round(time.Millisecond), status, err, time.Since(start).Round(time.Millisecond), retries)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	<-done
+	m := c.metrics()
+	evicted := m[`keycast_http_connections_evicted_total{reason="stalled_body"}`]
+	t.Logf("%d attack connections, %d answered 503; %d probes answered 200 (%d retried after a closed connection); %d stalled bodies evicted",
+		*opened, *shedAttack, probes, retried, evicted)
+	if evicted == 0 {
+		t.Errorf("keycast_http_connections_evicted_total{reason=\"stalled_body\"} = 0 after the attack, want the evictions counted")
+	}
+}
