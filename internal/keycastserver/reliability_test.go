@@ -350,8 +350,9 @@ func TestAmbiguousFramingIsRefused(t *testing.T) {
 
 // TestStalledRequestsAreBounded: connections that send a request head and never its body (or
 // never a head at all) end within the read timeouts on both paths, and past MaxConnections a new
-// connection is answered at once with the shedding contract and closed, so stalled sockets can
-// neither hold the server's descriptors nor keep normal clients out for long.
+// connection closes the one stalled longest to make room (it was answered 503 before the
+// evictions, TestSlowBodyAttackDoesNotLockOutClients), so stalled sockets can neither hold the
+// server's descriptors nor keep normal clients out.
 func TestStalledRequestsAreBounded(t *testing.T) {
 	srv, c := startServer(t, keycastserver.Config{MaxConnections: 60, HeaderTimeout: 300 * time.Millisecond,
 		BodyTimeout: 300 * time.Millisecond})
@@ -415,9 +416,16 @@ func TestStalledRequestsAreBounded(t *testing.T) {
 			}
 		}
 	}
-	if held > 0 || shed < n-60-10 {
-		t.Errorf("%d stalled connections: %d still held after %v, %d shed at the 60-connection cap; want none held and at least %d shed",
-			n, held, time.Since(start).Round(time.Millisecond), shed, n-70)
+	m := c.metrics()
+	evicted := 0
+	for _, reason := range []string{"stalled_head", "stalled_body", "idle"} {
+		evicted += int(m[`keycast_http_connections_evicted_total{reason="`+reason+`"}`])
+	}
+	// Past the cap each new connection closes the stalest stalled one (none is being served),
+	// so nothing is shed; a few may have ended by their timeouts first.
+	if held > 0 || shed > 0 || evicted < n-60-10 || evicted > n-60 {
+		t.Errorf("%d stalled connections: %d still held after %v, %d shed and %d evicted at the 60-connection cap; want none held or shed and %d to %d evicted",
+			n, held, time.Since(start).Round(time.Millisecond), shed, evicted, n-70, n-60)
 	}
 	// Normal clients get in again at once.
 	wantStatus(t, c.do("GET", keycast.PathHealth, nil), http.StatusOK, "health after the stall")
