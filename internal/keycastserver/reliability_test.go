@@ -564,3 +564,56 @@ func TestSlowBodyAttackDoesNotLockOutClients(t *testing.T) {
 		t.Errorf("keycast_http_connections_evicted_total{reason=\"stalled_body\"} = 0 after the attack, want the evictions counted")
 	}
 }
+
+// TestPerSourceConnectionLimit: with KEYCAST_MAX_CONNECTIONS_PER_SOURCE a source at its limit
+// gets the shedding contract on a new connection, counted as per_source_limit, while another
+// source (127.0.0.2: the whole of 127/8 is loopback) is still served; once one of the first
+// source's connections closes it gets in again.
+func TestPerSourceConnectionLimit(t *testing.T) {
+	srv, _ := startServer(t, keycastserver.Config{MaxConnectionsPerSource: 3})
+	other := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext,
+	}}
+	get := func(hc *http.Client, path string) (int, string) {
+		t.Helper()
+		res, err := hc.Get(srv.URL + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	var held []net.Conn
+	for range 3 {
+		conn, err := net.Dial("tcp", srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		held = append(held, conn)
+	}
+	statuses, closed := exchange(t, srv.Addr, "GET "+keycast.PathHealth+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	if !slices.Equal(statuses, []int{http.StatusServiceUnavailable}) || !closed {
+		t.Errorf("a 4th connection from 127.0.0.1: statuses %v, closed %v; want one 503 and the connection closed", statuses, closed)
+	}
+	if st, _ := get(other, keycast.PathHealth); st != http.StatusOK {
+		t.Errorf("another source: %d, want 200", st)
+	}
+	_, body := get(other, keycast.PathMetrics)
+	if n := keycast.ParsePrometheusValues([]byte(body))[`keycast_http_connections_shed_total{reason="per_source_limit"}`]; n != 1 {
+		t.Errorf(`keycast_http_connections_shed_total{reason="per_source_limit"} = %d, want 1`, n)
+	}
+	held[0].Close()
+	// The close reaches the server asynchronously: the first source gets in again within a deadline.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		statuses, _ = exchange(t, srv.Addr, "GET "+keycast.PathHealth+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if slices.Equal(statuses, []int{http.StatusOK}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after one of its connections closed, 127.0.0.1 still gets %v", statuses)
+		}
+	}
+}
