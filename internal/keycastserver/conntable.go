@@ -262,18 +262,31 @@ func trackConnState(c net.Conn, st http.ConnState) {
 	case http.StateActive:
 		cc.node.busy()
 	case http.StateIdle:
-		cc.node.to(csBusy, csIdle)
+		if !cc.node.to(csBusy, csIdle) {
+			cc.node.to(csBody, csIdle) // after a body net/http drained (trackBodies)
+		}
 		cc.s.conns.progress(&cc.node, cc.s.conns.clock(time.Now()))
 	}
 }
 
-// trackBodies marks a connection as waiting on its client while its handler reads the body.
+// trackBodies marks a connection as waiting on its client while its handler reads the body,
+// and after the handler when it left some of the body unread: net/http then reads the rest
+// (up to 256 KiB) before it answers, to keep the connection, and that wait is the client's too
+// (a handler that refuses a request early, say a register without Origin, would otherwise
+// leave a stalled body looking served).
 func trackBodies(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if cc, _ := r.Context().Value(connKey{}).(*countedConn); cc != nil && r.Body != nil && r.Body != http.NoBody {
-			r.Body = &trackedBody{ReadCloser: r.Body, node: &cc.node}
+		cc, _ := r.Context().Value(connKey{}).(*countedConn)
+		if cc == nil || r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
 		}
+		b := &trackedBody{ReadCloser: r.Body, node: &cc.node}
+		r.Body = b
 		h.ServeHTTP(w, r)
+		if !b.eof && (r.ContentLength < 0 || b.read < r.ContentLength) {
+			cc.node.to(csBusy, csBody)
+		}
 	})
 }
 
@@ -281,11 +294,17 @@ func trackBodies(h http.Handler) http.Handler {
 type trackedBody struct {
 	io.ReadCloser
 	node *connNode
+	read int64 // bytes read
+	eof  bool  // the whole body was read
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
 	b.node.to(csBusy, csBody)
 	n, err := b.ReadCloser.Read(p)
 	b.node.to(csBody, csBusy)
+	b.read += int64(n)
+	if err == io.EOF {
+		b.eof = true
+	}
 	return n, err
 }
