@@ -13,10 +13,12 @@ import (
 // Accepting connections.
 //
 // Every listener is served by acceptLoop, whichever path then answers the connection. It keeps
-// the number of open client connections under MaxConnections: past it a new connection gets the
-// shedding contract at once (HTTP 503, Retry-After: 1, the admission_rejected body) and is
-// closed, rather than being accepted into a process that has no descriptors left to answer
-// anyone. When accept itself fails for lack of descriptors (EMFILE, ENFILE: something other
+// the number of open client connections under MaxConnections: at the cap it first closes the
+// connection that has made no progress the longest, if one is waiting on its client
+// (conntable.go); when every connection is being served, the new connection gets the shedding
+// contract at once (HTTP 503, Retry-After: 1, the admission_rejected body) and is closed, rather
+// than being accepted into a process that has no descriptors left to answer anyone. With
+// MaxConnectionsPerSource, a source at its limit is shed the same way. When accept itself fails for lack of descriptors (EMFILE, ENFILE: something other
 // than client connections used them up), the loop closes a descriptor it keeps in reserve,
 // accepts the waiting connection, sheds it the same way and takes the reserve back, so the
 // backlog drains instead of failing every accept again at once; it then backs off briefly and
@@ -49,17 +51,66 @@ func defaultMaxConnections() int {
 	return DefaultMaxConnections
 }
 
-// countedConn is a client connection counted in Server.open until its first Close.
+// countedConn is a client connection counted in Server.open, and filed in Server.conns, until
+// its first Close or its eviction.
 type countedConn struct {
 	net.Conn
 	s    *Server
 	once sync.Once
+	node connNode
+}
+
+func newCountedConn(s *Server, c net.Conn) *countedConn {
+	cc := &countedConn{Conn: c, s: s}
+	cc.node.owner = cc
+	return cc
 }
 
 func (c *countedConn) Close() error {
+	c.node.state.Store(csGone)
 	err := c.Conn.Close()
-	c.once.Do(func() { c.s.open.Add(-1) })
+	c.once.Do(c.release)
 	return err
+}
+
+func (c *countedConn) release() {
+	c.s.conns.remove(&c.node)
+	c.s.open.Add(-1)
+}
+
+// evict closes the connection for acceptLoop, which has taken it out of the table already;
+// the slot is free when evict returns, whenever the goroutine serving it notices.
+func (c *countedConn) evict() {
+	c.Conn.Close()
+	c.once.Do(c.release)
+}
+
+// Read is how net/http (and the fast path off Linux) reads: bytes arriving are progress, and
+// the first bytes after an idle wait start a head.
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.node.to(csIdle, csHead)
+		c.s.conns.progress(&c.node, c.s.conns.clock(time.Now()))
+	}
+	return n, err
+}
+
+// countedOf finds the countedConn under the wrappers the server puts on a connection; nil when
+// there is none.
+func countedOf(c net.Conn) *countedConn {
+	for {
+		switch v := c.(type) {
+		case *countedConn:
+			return v
+		case *framingGuard:
+			c = v.Conn
+		case *replayConn:
+			c = v.Conn
+		default:
+			return nil
+		}
+	}
 }
 
 // CloseWrite lets net/http half-close as it does for a bare *net.TCPConn.
@@ -140,16 +191,46 @@ func (s *Server) acceptLoop(ln net.Listener, serve func(net.Conn)) error {
 			continue
 		}
 		backoff = 0
-		if s.open.Add(1) > int64(s.cfg.MaxConnections) {
+		cc := newCountedConn(s, c)
+		if s.cfg.MaxConnectionsPerSource > 0 {
+			cc.node.src = sourceOf(c)
+		}
+		// Filed busy, so that making room below cannot pick the newcomer itself.
+		if !s.conns.add(&cc.node, csBusy, s.conns.clock(time.Now())) {
+			s.m.connsShedSource.Inc()
+			s.sourceLog.event(s, "per-source connection limit reached; answering that source's new connections 503 admission_rejected",
+				"max_connections_per_source", s.cfg.MaxConnectionsPerSource, "source", cc.node.src)
+			s.shed(c, true)
+			continue
+		}
+		if s.open.Add(1) > int64(s.cfg.MaxConnections) && !s.makeRoom() {
 			s.open.Add(-1)
+			s.conns.remove(&cc.node)
 			s.m.connsShedLimit.Inc()
-			s.limitLog.event(s, "connection limit reached; answering new connections 503 admission_rejected",
+			s.limitLog.event(s, "connection limit reached and every connection is being served; answering new connections 503 admission_rejected",
 				"max_connections", s.cfg.MaxConnections)
 			s.shed(c, true)
 			continue
 		}
-		serve(&countedConn{Conn: c, s: s})
+		cc.node.state.Store(csHead)
+		serve(cc)
 	}
+}
+
+// makeRoom closes the open connection that has made no progress the longest and is not being
+// served (conntable.go), counting it by what it was waiting for; false when there is none.
+func (s *Server) makeRoom() bool {
+	n, reason := s.conns.evict(s.conns.clock(time.Now()))
+	if n == nil {
+		return false
+	}
+	s.m.connsEvicted[reason].Inc()
+	s.evictLog.event(s, "connection limit reached; closing the connections that made no progress the longest to make room",
+		"max_connections", s.cfg.MaxConnections, "last_reason", reason)
+	if n.owner != nil {
+		n.owner.evict()
+	}
+	return true
 }
 
 // shed answers c with the shedding contract and closes it. With linger (and a free slot) it

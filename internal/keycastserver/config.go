@@ -97,12 +97,22 @@ type Config struct {
 	// applied with the head's as one limit (ReadTimeout = HeaderTimeout + BodyTimeout from the
 	// request's first byte). Zero: 30 s.
 	BodyTimeout time.Duration
-	// MaxConnections (env KEYCAST_MAX_CONNECTIONS) caps open client connections. Past it a new
-	// connection is answered at once with the shedding contract (503 admission_rejected) and
-	// closed, so stalled clients cannot take every file descriptor. Zero: the smaller of
+	// MaxConnections (env KEYCAST_MAX_CONNECTIONS) caps open client connections, so stalled
+	// clients cannot take every file descriptor. At the cap a new connection makes room by
+	// closing the connection that has made no progress the longest (stalled in its request head
+	// or body, or idle between requests), so stalled clients cannot keep normal ones out either;
+	// when every connection is being served the new one is answered at once with the shedding
+	// contract (503 admission_rejected) and closed. Zero: the smaller of
 	// DefaultMaxConnections and half the open-file limit (RLIMIT_NOFILE), leaving the other half
 	// for the database, shedding and the process's own files.
 	MaxConnections int
+	// MaxConnectionsPerSource (env KEYCAST_MAX_CONNECTIONS_PER_SOURCE) caps the open connections
+	// from one source address (an IPv6 source by its /64); past it a new connection from that
+	// source is shed as past MaxConnections. Zero: no per-source limit. It is off by default
+	// because behind a load balancer or proxy every client has the balancer's address, and a
+	// per-source limit would then cap the whole service; set it only when clients connect
+	// directly.
+	MaxConnectionsPerSource int
 	// BodyLimit (env HTTP_BODY_LIMIT) caps request bodies in bytes; larger ones get 413.
 	// Zero: 64 KiB.
 	BodyLimit int64
@@ -173,6 +183,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = defaultMaxConnections()
+	}
+	if c.MaxConnectionsPerSource < 0 {
+		c.MaxConnectionsPerSource = 0
 	}
 	if c.BodyLimit <= 0 {
 		c.BodyLimit = DefaultBodyLimit
@@ -304,6 +317,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if n, ok := rangeVar("KEYCAST_MAX_CONNECTIONS", 1, 1_000_000, "default: 10000, or half the open-file limit when that is less"); ok {
 		c.MaxConnections = n
+	}
+	if n, ok := rangeVar("KEYCAST_MAX_CONNECTIONS_PER_SOURCE", 0, 1_000_000,
+		"0 = no per-source limit, the default: behind a load balancer every client has the balancer's address"); ok {
+		c.MaxConnectionsPerSource = n
 	}
 	if n, ok := rangeVar("KEYCAST_MAX_TENANTS", 0, 1_000_000, "0 = create none, only serve tenants already in the database; default 100"); ok {
 		c.MaxTenants = n

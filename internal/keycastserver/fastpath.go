@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -141,6 +140,12 @@ type fastReq struct {
 
 func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 	c := fc.c
+	// The connection's entry in s.conns: its state says whether it waits on its client (and
+	// may be evicted at the connection cap) or is being served.
+	node := &connNode{}
+	if cc, ok := c.(*countedConn); ok {
+		node = &cc.node
+	}
 	sock := newFastSock(c)
 	br := fastReaders.Get().(*bufio.Reader)
 	br.Reset(sock)
@@ -197,11 +202,16 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		if s.closed.Load() {
 			return
 		}
-		if now := time.Now(); !first && now.Sub(deadlineSet) > fastDeadlineEvery {
-			c.SetReadDeadline(now.Add(fastIdleTimeout))
-			deadlineSet = now
+		if now := time.Now(); !first {
+			// Answered: waiting for the next request is progress, and idle.
+			node.to(csBusy, csIdle)
+			s.conns.progress(node, s.conns.clock(now))
+			if now.Sub(deadlineSet) > fastDeadlineEvery {
+				c.SetReadDeadline(now.Add(fastIdleTimeout))
+				deadlineSet = now
+			}
 		}
-		end, armed, err := peekHead(br, c, s.cfg.HeaderTimeout, !first)
+		end, armed, err := peekHead(br, c, s.cfg.HeaderTimeout, !first, node, s.conns)
 		if armed || first {
 			deadlineSet = time.Time{} // a head deadline replaced the idle one
 		}
@@ -209,14 +219,17 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		fc.active.Store(true)
 		if err != nil {
 			if errors.Is(err, errHandoff) {
-				handed = s.handoff(c, br, hand, wbuf)
+				handed = s.handoff(c, br, hand, wbuf, node)
 			}
 			return
+		}
+		if !node.busy() {
+			return // evicted while its head arrived
 		}
 		head, _ := br.Peek(end)
 		req, ok := heads.parse(s, head)
 		if !ok {
-			handed = s.handoff(c, br, hand, wbuf)
+			handed = s.handoff(c, br, hand, wbuf, node)
 			return
 		}
 		start := time.Now()
@@ -251,8 +264,20 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 			}
 			c.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 			deadlineSet = time.Time{}
-			if _, err := io.ReadFull(br, body); err != nil {
+			// Waiting on the client for the body: evictable, each read being progress.
+			if !node.to(csBusy, csBody) {
 				return
+			}
+			for n := 0; n < cl; {
+				m, err := br.Read(body[n:])
+				if err != nil {
+					return
+				}
+				n += m
+				s.conns.progress(node, s.conns.clock(time.Now()))
+			}
+			if !node.to(csBody, csBusy) {
+				return // evicted
 			}
 			cl = 0
 		}
@@ -287,12 +312,14 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 }
 
 // handoff gives the connection to net/http, after writing any answers still held back.
-func (s *Server) handoff(c net.Conn, br *bufio.Reader, hand *handoffListener, pending []byte) bool {
+func (s *Server) handoff(c net.Conn, br *bufio.Reader, hand *handoffListener, pending []byte, node *connNode) bool {
 	if len(pending) > 0 {
 		if _, err := c.Write(pending); err != nil {
 			return false
 		}
 	}
+	// net/http reads the head (again) first: until then the connection waits on its client.
+	node.to(csBusy, csHead)
 	c.SetReadDeadline(time.Time{})
 	if !hand.hand(newFramingGuard(&replayConn{Conn: c, r: br})) {
 		return false
@@ -317,8 +344,9 @@ var errHandoff = errors.New("keycastserver: request needs net/http")
 // With arm, before it waits for the rest of a head it has part of, it sets c's read deadline to
 // headTimeout from now (armed reports that it did): waiting for a head's first byte is the
 // idle timeout's business, the rest must follow within headTimeout (net/http's
-// ReadHeaderTimeout, which never sees the heads read here).
-func peekHead(br *bufio.Reader, c net.Conn, headTimeout time.Duration, arm bool) (end int, armed bool, err error) {
+// ReadHeaderTimeout, which never sees the heads read here). The first bytes of a head are
+// progress, and node then waits for the rest of the head (csHead) in tab.
+func peekHead(br *bufio.Reader, c net.Conn, headTimeout time.Duration, arm bool, node *connNode, tab *connTable) (end int, armed bool, err error) {
 	for {
 		n := br.Buffered()
 		if n > 0 {
@@ -330,8 +358,11 @@ func peekHead(br *bufio.Reader, c net.Conn, headTimeout time.Duration, arm bool)
 				return 0, armed, errHandoff
 			}
 			if arm && !armed {
-				c.SetReadDeadline(time.Now().Add(headTimeout))
+				now := time.Now()
+				c.SetReadDeadline(now.Add(headTimeout))
 				armed = true
+				node.to(csIdle, csHead)
+				tab.progress(node, tab.clock(now))
 			}
 		}
 		if _, err := br.Peek(n + 1); err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -241,13 +242,13 @@ func TestConfigFromEnv(t *testing.T) {
 	d := c.withDefaults()
 	if d.Addr != DefaultAddr || d.HandlerCacheSize != 1_000_000 || d.CPUQueue != 64*d.CPUSlots || d.QueueTimeout != 250*time.Millisecond ||
 		d.RPCRatePerSecond != 0 || d.BcryptCost != 12 || d.BodyLimit != 64<<10 || d.TokenLifetime != 24*time.Hour || d.MaxTenants != 100 || d.HeaderTimeout != 10*time.Second ||
-		d.BodyTimeout != 30*time.Second || d.MaxConnections < 1 || d.MaxConnections > DefaultMaxConnections {
+		d.BodyTimeout != 30*time.Second || d.MaxConnections < 1 || d.MaxConnections > DefaultMaxConnections || d.MaxConnectionsPerSource != 0 {
 		t.Errorf("defaults %+v", d)
 	}
 	c, err = ConfigFromEnv(env("PORT", "4000", "KEYCAST_CPU_QUEUE", "0", "KEYCAST_CPU_SLOTS", "3", "HANDLER_CACHE_SIZE", "10",
 		"KEYCAST_RPC_RATE_PER_SECOND", "2.5", "ALLOWED_ORIGINS", "https://a.example, https://b.example", "DATABASE_URL", "postgres://u@h/db",
 		"KEYCAST_QUEUE_TIMEOUT_MS", "5", "TOKEN_EXPIRY_SECONDS", "60", "BUNKER_RELAYS", "wss://r.example", "KEYCAST_MAX_TENANTS", "0", "KEYCAST_HEADER_TIMEOUT_MS", "2500",
-		"KEYCAST_BODY_TIMEOUT_MS", "700", "KEYCAST_MAX_CONNECTIONS", "5"))
+		"KEYCAST_BODY_TIMEOUT_MS", "700", "KEYCAST_MAX_CONNECTIONS", "5", "KEYCAST_MAX_CONNECTIONS_PER_SOURCE", "3"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,19 +256,19 @@ func TestConfigFromEnv(t *testing.T) {
 	if d.Addr != "127.0.0.1:4000" || d.CPUQueue != 0 || d.CPUSlots != 3 || d.HandlerCacheSize != 10 || d.RPCRatePerSecond != 2.5 ||
 		d.RPCBurst != 2.5 || len(d.AllowedOrigins) != 2 || d.QueueTimeout != 5*time.Millisecond || d.TokenLifetime != time.Minute ||
 		len(d.BunkerRelays) != 1 || d.MaxTenants != 0 || d.HeaderTimeout != 2500*time.Millisecond ||
-		d.BodyTimeout != 700*time.Millisecond || d.MaxConnections != 5 {
+		d.BodyTimeout != 700*time.Millisecond || d.MaxConnections != 5 || d.MaxConnectionsPerSource != 3 {
 		t.Errorf("parsed %+v", d)
 	}
 	_, err = ConfigFromEnv(env("PORT", "0", "HANDLER_CACHE_SIZE", "-1", "KEYCAST_CPU_SLOTS", "x", "KEYCAST_CPU_QUEUE", "-3",
 		"KEYCAST_RPC_RATE_PER_SECOND", "0", "SERVER_NSEC", "nsec1bad", "ALLOWED_ORIGINS", "not a url", "KEYCAST_BCRYPT_COST", "99",
 		"BUNKER_RELAYS", "http://x", "DATABASE_URL", "postgres://", "KEYCAST_MAX_TENANTS", "-1", "KEYCAST_HEADER_TIMEOUT_MS", "99",
-		"KEYCAST_BODY_TIMEOUT_MS", "1e3", "KEYCAST_MAX_CONNECTIONS", "0"))
+		"KEYCAST_BODY_TIMEOUT_MS", "1e3", "KEYCAST_MAX_CONNECTIONS", "0", "KEYCAST_MAX_CONNECTIONS_PER_SOURCE", "-1"))
 	if err == nil {
 		t.Fatal("bad environment accepted")
 	}
 	for _, name := range []string{"PORT", "HANDLER_CACHE_SIZE", "KEYCAST_CPU_SLOTS", "KEYCAST_CPU_QUEUE", "KEYCAST_RPC_RATE_PER_SECOND",
 		"SERVER_NSEC", "ALLOWED_ORIGINS", "KEYCAST_BCRYPT_COST", "BUNKER_RELAYS", "DATABASE_URL", "KEYCAST_MAX_TENANTS", "KEYCAST_HEADER_TIMEOUT_MS",
-		"KEYCAST_BODY_TIMEOUT_MS", "KEYCAST_MAX_CONNECTIONS"} {
+		"KEYCAST_BODY_TIMEOUT_MS", "KEYCAST_MAX_CONNECTIONS", "KEYCAST_MAX_CONNECTIONS_PER_SOURCE"} {
 		if !strings.Contains(err.Error(), name+"=") {
 			t.Errorf("error does not name %s:\n%v", name, err)
 		}
@@ -618,7 +619,7 @@ func FuzzConfigFromEnv(f *testing.F) {
 	names := []string{"PORT", "DATABASE_URL", "SERVER_NSEC", "MASTER_KEY_PATH", "ALLOWED_ORIGINS", "HANDLER_CACHE_SIZE",
 		"TOKEN_EXPIRY_SECONDS", "BUNKER_RELAYS", "HTTP_BODY_LIMIT", "KEYCAST_CPU_SLOTS", "KEYCAST_CPU_QUEUE",
 		"KEYCAST_QUEUE_TIMEOUT_MS", "KEYCAST_RPC_RATE_PER_SECOND", "KEYCAST_RPC_BURST", "KEYCAST_BCRYPT_COST", "KEYCAST_FAST_PATH",
-		"KEYCAST_MAX_TENANTS", "KEYCAST_HEADER_TIMEOUT_MS", "KEYCAST_BODY_TIMEOUT_MS", "KEYCAST_MAX_CONNECTIONS"}
+		"KEYCAST_MAX_TENANTS", "KEYCAST_HEADER_TIMEOUT_MS", "KEYCAST_BODY_TIMEOUT_MS", "KEYCAST_MAX_CONNECTIONS", "KEYCAST_MAX_CONNECTIONS_PER_SOURCE"}
 	f.Add(uint8(0), "3000", uint8(9), "4")
 	f.Add(uint8(10), "-1", uint8(12), "1e9")
 	f.Add(uint8(4), "http://a, wss://b", uint8(15), "maybe")
@@ -627,6 +628,7 @@ func FuzzConfigFromEnv(f *testing.F) {
 	f.Add(uint8(17), "99", uint8(17), "600000")
 	f.Add(uint8(18), "100", uint8(19), "0")
 	f.Add(uint8(19), "1000000", uint8(18), "600001")
+	f.Add(uint8(20), "0", uint8(20), "-5")
 	f.Fuzz(func(t *testing.T, i uint8, v string, j uint8, w string) {
 		env := map[string]string{names[int(i)%len(names)]: v, names[int(j)%len(names)]: w}
 		c, err := ConfigFromEnv(func(k string) string { return env[k] })
@@ -651,7 +653,8 @@ func FuzzConfigFromEnv(f *testing.F) {
 		d := c.withDefaults()
 		if d.CPUSlots < 1 || d.HandlerCacheSize < 1 || d.BodyLimit < 1 || d.QueueTimeout <= 0 || d.BcryptCost < 4 || d.BcryptCost > 31 ||
 			d.MaxTenants < 0 || d.MaxTenants > 1_000_000 || d.HeaderTimeout < 100*time.Millisecond || d.HeaderTimeout > 10*time.Minute ||
-			d.BodyTimeout < 100*time.Millisecond || d.BodyTimeout > 10*time.Minute || d.MaxConnections < 1 || d.MaxConnections > 1_000_000 {
+			d.BodyTimeout < 100*time.Millisecond || d.BodyTimeout > 10*time.Minute || d.MaxConnections < 1 || d.MaxConnections > 1_000_000 ||
+			d.MaxConnectionsPerSource < 0 || d.MaxConnectionsPerSource > 1_000_000 {
 			t.Fatalf("accepted %v into a config with bad defaults: %+v", env, d)
 		}
 	})
@@ -691,6 +694,206 @@ func FuzzSurrogateProblem(f *testing.F) {
 		if s := fmt.Sprint(v); strings.ContainsRune(s, utf8.RuneError) &&
 			!bytes.Contains(bytes.ToLower(b), []byte("fffd")) && !bytes.Contains(b, []byte("\uFFFD")) {
 			t.Fatalf("%q decodes to U+FFFD but no lone surrogate was reported", b)
+		}
+	})
+}
+
+// TestConnTableEvictsStalestWaiting: eviction takes the connection that has made no progress
+// the longest among those waiting on their client (head, body, idle), never one being served;
+// progress moves a connection back only once its place is refileEvery old; the reason is what
+// it was waiting for.
+func TestConnTableEvictsStalestWaiting(t *testing.T) {
+	ms := int64(time.Millisecond)
+	type step struct {
+		op    string // "add", "state", "progress", "evict", "remove"
+		name  string // the node; for evict the one expected ("" = none)
+		st    int32  // state for add and state
+		at    int64  // ms
+		cause string // evict: the reason expected
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"oldest first, with its reason", []step{
+			{op: "add", name: "a", st: csBody, at: 0}, {op: "add", name: "b", st: csHead, at: 1}, {op: "add", name: "c", st: csIdle, at: 2},
+			{op: "evict", name: "a", at: 10, cause: "stalled_body"}, {op: "evict", name: "b", at: 10, cause: "stalled_head"},
+			{op: "evict", name: "c", at: 10, cause: "idle"}, {op: "evict", name: "", at: 10},
+		}},
+		{"a connection being served is skipped", []step{
+			{op: "add", name: "a", st: csBusy, at: 0}, {op: "add", name: "b", st: csIdle, at: 1},
+			{op: "evict", name: "b", at: 5, cause: "idle"}, {op: "evict", name: "", at: 5},
+			// Once served and idle again it is evictable, filed where the scan moved it.
+			{op: "state", name: "a", st: csIdle}, {op: "add", name: "c", st: csHead, at: 6},
+			{op: "evict", name: "a", at: 7, cause: "idle"},
+		}},
+		{"progress within refileEvery keeps the place", []step{
+			{op: "add", name: "a", st: csIdle, at: 0}, {op: "add", name: "b", st: csIdle, at: 1},
+			{op: "progress", name: "a", at: 100}, {op: "evict", name: "a", at: 200, cause: "idle"},
+		}},
+		{"progress past refileEvery moves to the tail", []step{
+			{op: "add", name: "a", st: csIdle, at: 0}, {op: "add", name: "b", st: csHead, at: 1},
+			{op: "progress", name: "a", at: 300}, {op: "evict", name: "b", at: 400, cause: "stalled_head"},
+			{op: "evict", name: "a", at: 400, cause: "idle"},
+		}},
+		{"closed connections are gone", []step{
+			{op: "add", name: "a", st: csIdle, at: 0}, {op: "add", name: "b", st: csIdle, at: 1}, {op: "remove", name: "a"},
+			{op: "evict", name: "b", at: 2, cause: "idle"}, {op: "evict", name: "", at: 2},
+		}},
+	}
+	for _, tt := range tests {
+		tab := newConnTable(0)
+		nodes := map[string]*connNode{}
+		for i, s := range tt.steps {
+			switch s.op {
+			case "add":
+				nodes[s.name] = &connNode{}
+				if !tab.add(nodes[s.name], s.st, s.at*ms) {
+					t.Fatalf("%s: step %d: add refused without a per-source limit", tt.name, i)
+				}
+			case "state":
+				nodes[s.name].state.Store(s.st)
+			case "progress":
+				tab.progress(nodes[s.name], s.at*ms)
+			case "remove":
+				tab.remove(nodes[s.name])
+			case "evict":
+				n, reason := tab.evict(s.at * ms)
+				got := ""
+				for name, m := range nodes {
+					if m == n {
+						got = name
+					}
+				}
+				if got != s.name || reason != s.cause {
+					t.Fatalf("%s: step %d: evicted %q (%q), want %q (%q)", tt.name, i, got, reason, s.name, s.cause)
+				}
+				if n != nil && (n.state.Load() != csGone || n.next != nil) {
+					t.Fatalf("%s: step %d: the evicted node is still in the table", tt.name, i)
+				}
+			}
+		}
+	}
+	// However many are served, an eviction looks at no more than evictScan of them.
+	tab := newConnTable(0)
+	for range 10 * evictScan {
+		tab.add(&connNode{}, csBusy, 0)
+	}
+	last := &connNode{}
+	tab.add(last, csIdle, 0)
+	evictions := 0
+	for range 20 {
+		if n, _ := tab.evict(ms); n != nil {
+			if n != last {
+				t.Fatal("evicted a connection being served")
+			}
+			evictions++
+		}
+	}
+	if evictions != 1 || tab.len() != 10*evictScan {
+		t.Errorf("%d served and 1 idle: %d evictions, %d left; want the idle one only", 10*evictScan, evictions, tab.len())
+	}
+}
+
+// TestConnTablePerSource: with a per-source limit, a source at it is refused until one of its
+// connections closes or is evicted; other sources are not affected.
+func TestConnTablePerSource(t *testing.T) {
+	tab := newConnTable(2)
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	mk := func(src netip.Addr) *connNode { return &connNode{src: src} }
+	a1, a2 := mk(a), mk(a)
+	if !tab.add(a1, csIdle, 0) || !tab.add(a2, csIdle, 1) {
+		t.Fatal("refused within the limit")
+	}
+	if tab.add(mk(a), csHead, 2) {
+		t.Fatal("a third connection from one source accepted with a limit of 2")
+	}
+	if !tab.add(mk(b), csHead, 2) {
+		t.Fatal("another source refused")
+	}
+	tab.remove(a1)
+	tab.remove(a1) // closing twice counts once
+	if !tab.add(mk(a), csHead, 3) || tab.add(mk(a), csHead, 3) {
+		t.Fatal("after one closed: want exactly one more admitted")
+	}
+	if n, _ := tab.evict(4); n != a2 {
+		t.Fatal("did not evict the stalest")
+	}
+	if !tab.add(mk(a), csHead, 5) {
+		t.Fatal("refused after an eviction freed a place")
+	}
+	if got := sourceOf(&net.TCPConn{}); got.IsValid() {
+		t.Errorf("sourceOf a connection without an address = %v, want none", got)
+	}
+	for _, tt := range []struct{ remote, want string }{
+		{"192.0.2.7:4000", "192.0.2.7"},
+		{"[::ffff:192.0.2.7]:4000", "192.0.2.7"},
+		{"[2001:db8:1:2:3:4:5:6]:4000", "2001:db8:1:2::"}, // an IPv6 source is its /64
+	} {
+		ap := netip.MustParseAddrPort(tt.remote)
+		if got := sourceOf(addrConn{ra: net.TCPAddrFromAddrPort(ap)}); got.String() != tt.want {
+			t.Errorf("sourceOf %s = %v, want %s", tt.remote, got, tt.want)
+		}
+	}
+}
+
+// addrConn is a connection that only has a remote address.
+type addrConn struct {
+	net.Conn
+	ra net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.ra }
+
+// BenchmarkConnTable: what the connection table costs per event with 20,000 connections open:
+// a sign of progress within refileEvery (the fast path's case on every request), one that moves
+// the connection to the tail, and an eviction with the accept that follows it.
+func BenchmarkConnTable(b *testing.B) {
+	const open = 20_000
+	setup := func() (*connTable, []*connNode) {
+		tab := newConnTable(0)
+		nodes := make([]*connNode, open)
+		for i := range nodes {
+			nodes[i] = &connNode{}
+			tab.add(nodes[i], csIdle, int64(i))
+		}
+		return tab, nodes
+	}
+	b.Run("progress", func(b *testing.B) {
+		tab, nodes := setup()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				tab.progress(nodes[i%open], int64(open))
+				i++
+			}
+		})
+	})
+	b.Run("refile", func(b *testing.B) {
+		tab, nodes := setup()
+		now := int64(open)
+		for i := 0; b.Loop(); i++ {
+			now += int64(refileEvery)
+			tab.progress(nodes[i%open], now)
+		}
+	})
+	b.Run("evict+add", func(b *testing.B) {
+		tab, _ := setup()
+		// A third of the connections are being served: the eviction steps over them.
+		n := tab.root.next
+		for i := 0; n != &tab.root; i, n = i+1, n.next {
+			if i%3 == 0 {
+				n.state.Store(csBusy)
+			}
+		}
+		now := int64(open)
+		for b.Loop() {
+			now++
+			v, _ := tab.evict(now)
+			if v == nil {
+				b.Fatal("nothing to evict")
+			}
+			tab.add(&connNode{}, csIdle, now)
 		}
 	})
 }

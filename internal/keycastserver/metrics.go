@@ -63,6 +63,8 @@ type metrics struct {
 	revokedEvictions                     prometheus.Counter
 	openConns                            func() int
 	connsShedLimit, connsShedFD          prometheus.Counter
+	connsShedSource                      prometheus.Counter
+	connsEvicted                         map[string]prometheus.Counter // by evictReasons
 }
 
 func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots, openConns func() int) *metrics {
@@ -121,12 +123,23 @@ func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots, openConns func() int)
 	}, func() float64 { return float64(m.openConns()) })
 	shed := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "keycast_http_connections_shed_total",
-		Help: "Connections answered 503 admission_rejected and closed at accept: over KEYCAST_MAX_CONNECTIONS (limit) or out of file descriptors (fd_exhausted)",
+		Help: "Connections answered 503 admission_rejected and closed at accept: at KEYCAST_MAX_CONNECTIONS with every connection being served (limit), " +
+			"over KEYCAST_MAX_CONNECTIONS_PER_SOURCE (per_source_limit), or out of file descriptors (fd_exhausted)",
 	}, []string{"reason"})
 	m.connsShedLimit = shed.WithLabelValues("limit")
+	m.connsShedSource = shed.WithLabelValues("per_source_limit")
 	m.connsShedFD = shed.WithLabelValues("fd_exhausted")
+	evicted := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "keycast_http_connections_evicted_total",
+		Help: "Connections closed at KEYCAST_MAX_CONNECTIONS to make room for a new one, the one that made no progress the longest, " +
+			"by what it was waiting for: the rest of a request head (stalled_head), a request body (stalled_body) or the next request (idle)",
+	}, []string{"reason"})
+	m.connsEvicted = make(map[string]prometheus.Counter, len(evictReasons))
+	for _, r := range evictReasons {
+		m.connsEvicted[r] = evicted.WithLabelValues(r)
+	}
 	reg.MustRegister(hist, m.rejections, m.rateLimited, active, waiting, slots, m.handlerLoads, m.handlerLoadFailures, m.revokedEvictions,
-		conns, shed)
+		conns, shed, evicted)
 	m.registry = reg
 	return m
 }

@@ -64,9 +64,11 @@ type Server struct {
 	fastWG    sync.WaitGroup
 
 	open                       atomic.Int64 // client connections accepted and not yet closed
+	conns                      *connTable   // the same connections, stalest first (conntable.go)
 	shedSlots                  chan struct{}
 	shedWG                     sync.WaitGroup
 	fdLog, limitLog, acceptLog rateLog
+	sourceLog, evictLog        rateLog
 }
 
 type policyEntry struct {
@@ -87,7 +89,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("keycastserver: creating data directory %s: %w (set --data-dir to a writable place)", cfg.DataDir, err)
 	}
 	s := &Server{cfg: cfg, log: logger, stop: make(chan struct{}), fastConns: make(map[*fastConn]struct{}),
-		shedSlots: make(chan struct{}, shedLingerSlots)}
+		shedSlots: make(chan struct{}, shedLingerSlots), conns: newConnTable(cfg.MaxConnectionsPerSource)}
 	if lim, ok := openFileLimit(); ok && uint64(cfg.MaxConnections) > lim {
 		logger.Warn("KEYCAST_MAX_CONNECTIONS is above the open-file limit; descriptors run out before the cap sheds",
 			"max_connections", cfg.MaxConnections, "open_file_limit", lim)
@@ -146,7 +148,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		"database", st.Dialect().String(), "server_pubkey", s.serverPub.Hex(),
 		"cpu_slots", cfg.CPUSlots, "cpu_queue", cfg.CPUQueue, "queue_timeout", cfg.QueueTimeout,
 		"handler_cache_size", cfg.HandlerCacheSize, "rpc_rate_per_second", cfg.RPCRatePerSecond,
-		"max_connections", cfg.MaxConnections, "header_timeout", cfg.HeaderTimeout, "body_timeout", cfg.BodyTimeout)
+		"max_connections", cfg.MaxConnections, "max_connections_per_source", cfg.MaxConnectionsPerSource, "header_timeout", cfg.HeaderTimeout, "body_timeout", cfg.BodyTimeout)
 	return s, nil
 }
 
@@ -284,7 +286,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	if s.httpSrv == nil {
 		s.httpSrv = &http.Server{
-			Handler:           s.handler,
+			Handler:           trackBodies(s.handler),
+			ConnContext:       connContext,
+			ConnState:         trackConnState,
 			ReadHeaderTimeout: s.cfg.HeaderTimeout,
 			// The whole request, head and body, from its first byte; the handler's own work is
 			// bounded by its timeouts.
