@@ -262,3 +262,13 @@ func Local(member string) error {
 	}
 	return nil
 }
+
+// OpenRegular opens path for a reader that reads a part of it from an offset (the tail of a growing
+// log): only a regular file is opened, so a FIFO cannot block the reader and a device cannot feed it
+// forever; the size is not capped, so the caller bounds what it reads (io.LimitReader).
+func OpenRegular(path string, kind Kind) (*os.File, error) {
+	k := kind
+	k.Max = 1<<63 - 2
+	f, _, err := open(path, k)
+	return f, err
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -202,7 +203,7 @@ var ErrNoHistogram = errors.New("keycastresult: result has no latency histogram;
 
 // Read reads and checks a results file, ours or upstream's.
 func Read(path string) (*Results, error) {
-	b, err := os.ReadFile(path)
+	b, err := boundedfile.Read(path, boundedfile.Result)
 	if err != nil {
 		return nil, fmt.Errorf("keycastresult: reading results %s: %w", path, err)
 	}

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestReportRefusesHostileFiles (issue 27, finding 3): devices, symlinks to them and FIFOs are
+// refused by name before anything is read, in every format; an evidence file whose results_file
+// leaves the bundle is not followed.
+func TestReportRefusesHostileFiles(t *testing.T) {
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "zero.json")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"report", "/dev/zero"}, "/dev/zero: is a character device, not a regular file"},
+		{[]string{"report", zero}, "zero.json: is a character device"},
+		{[]string{"report", zero, "--format", "html"}, "zero.json: is a character device"},
+		{[]string{"report", fifo}, "fifo.json: is a named pipe (FIFO)"},
+		{[]string{"report", fifo, "--format", "json"}, "is a named pipe (FIFO)"},
+	} {
+		env, _, errb := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, c.args, env); code != ExitUsage || !strings.Contains(errb.String(), c.msg) {
+			t.Errorf("%v: exit %d, stderr %q (want %q)", c.args, code, errb, c.msg)
+		}
+	}
+}
+
+// TestReportKeepsBundleMembersInside (issue 27, finding 3): results_file naming ../users.json,
+// /etc/passwd or ../../../../dev/zero is refused, not read and described.
+func TestReportKeepsBundleMembersInside(t *testing.T) {
+	dir, plan := capacityFixture(t)
+	out := filepath.Join(dir, "ev")
+	if code, stdout, stderr := runCapacity(t, cannedRunner(-1, 0), "-p", plan, "-o", out); code != ExitFailure {
+		t.Fatalf("capacity exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "users.json"), []byte(`{"users":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evPath := filepath.Join(out, "evidence.json")
+	orig, err := os.ReadFile(evPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ member, msg string }{
+		{"../users.json", "leaves the bundle directory"},
+		{"/etc/passwd", "is absolute"},
+		{"../../../../dev/zero", "leaves the bundle directory"},
+	} {
+		var ev map[string]any
+		if err := json.Unmarshal(orig, &ev); err != nil {
+			t.Fatal(err)
+		}
+		phases := ev["phases"].([]any)
+		phases[0].(map[string]any)["results_file"] = c.member
+		b, _ := json.Marshal(ev)
+		if err := os.WriteFile(evPath, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env, stdout, stderr := lkTestEnv()
+		Run(context.Background(), Loadproof, []string{"report", out}, env)
+		all := stdout.String() + stderr.String()
+		if !strings.Contains(all, c.msg) || strings.Contains(all, "root:") {
+			t.Errorf("results_file %q: output lacks %q (or shows the file):\n%s", c.member, c.msg, all)
+		}
+	}
+}
