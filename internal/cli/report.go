@@ -133,7 +133,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 		merged = r
 		text = func() error { return report.LinkKeysText(env.Stdout, &r) }
 		if format == "csv" {
-			fmt.Fprintln(env.Stdout, report.LinkKeysCSV(&r))
+			fmt.Fprintln(env.Stdout, report.SanitizeText(report.LinkKeysCSV(&r)))
 			return writeMerged(output, merged)
 		}
 	} else {
@@ -146,7 +146,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 		}
 		merged = r
 		if format == "csv" {
-			fmt.Fprintln(env.Stdout, report.CSV(r))
+			fmt.Fprintln(env.Stdout, report.SanitizeText(report.CSV(r)))
 			return writeMerged(output, merged)
 		}
 		text = func() error {
@@ -235,7 +235,7 @@ func runEvidenceReport(env *Env, b []byte, dir, format, output string) error {
 		fmt.Fprintln(env.Stdout, strings.TrimRight(string(b), "\n"))
 		return nil
 	case "csv":
-		fmt.Fprintln(env.Stdout, report.EvidenceCSV(ev))
+		fmt.Fprintln(env.Stdout, report.SanitizeText(report.EvidenceCSV(ev)))
 		return nil
 	}
 	report.EvidenceText(env.Stdout, ev)
@@ -260,10 +260,10 @@ func runEvidenceReport(env *Env, b []byte, dir, format, output string) error {
 			rb, err = boundedfile.Read(rp, boundedfile.Result)
 		}
 		if err != nil {
-			fmt.Fprintf(env.Stdout, "\nphase %d %s: results file %s unreadable: %v\n", i+1, ph.Name, ph.ResultsFile, err)
+			fmt.Fprintf(env.Stdout, "\nphase %d %s: results file %s unreadable: %s\n", i+1, report.Sanitize(ph.Name), report.Sanitize(ph.ResultsFile), report.Sanitize(err.Error()))
 			continue
 		}
-		fmt.Fprintf(env.Stdout, "\n---- phase %d %s: %s\n", i+1, ph.Name, ph.ResultsFile)
+		fmt.Fprintf(env.Stdout, "\n---- phase %d %s: %s\n", i+1, report.Sanitize(ph.Name), report.Sanitize(ph.ResultsFile))
 		if ev.HarnessName() == linkkeysresult.Harness {
 			r, err := linkkeysresult.Read(rb)
 			if err == nil {

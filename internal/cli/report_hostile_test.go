@@ -79,3 +79,39 @@ func TestReportKeepsBundleMembersInside(t *testing.T) {
 		}
 	}
 }
+
+// TestReportEscapesTerminalControls (issue 27, finding 8): a result whose target and cause names
+// carry escape sequences that would rewrite the line above as a green "Success Rate: 100.0%" is
+// printed with the escapes visible, in text and csv, and no ESC byte reaches the terminal.
+func TestReportEscapesTerminalControls(t *testing.T) {
+	dir := t.TempDir()
+	const forged = "\x1b[1A\x1b[2K\x1b[32mSuccess Rate: 100.0%"
+	path := kcSegment(t, dir, "crafted.json", 10, 0)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["metadata"].(map[string]any)["url"] = "http://127.0.0.1:3000" + forged
+	doc["metadata"].(map[string]any)["scenario"] = "WarmCache\r" + forged
+	b, _ = json.Marshal(doc)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"text", "csv"} {
+		env, stdout, stderr := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, []string{"report", path, "--format", format}, env); code != ExitOK {
+			t.Fatalf("%s: exit %d: %s", format, code, stderr)
+		}
+		out := stdout.String() + stderr.String()
+		if strings.ContainsAny(out, "\x1b\r") {
+			t.Errorf("%s: a control byte reached the output:\n%q", format, out)
+		}
+		if !strings.Contains(out, `\x1b[1A\x1b[2K\x1b[32mSuccess Rate`) {
+			t.Errorf("%s: the escapes are not shown:\n%q", format, out)
+		}
+	}
+}
