@@ -8,6 +8,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/hist"
 	lkr "github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // The LinkKeys clients' lines. Header and DONE lines are byte for byte the seed's (they are message
@@ -358,6 +359,9 @@ func writeTimeline(w io.Writer, r *lkr.Result) {
 				fmt.Fprintf(w, ", %s %.0f..%.0f", Sanitize(k), lo[k], hi[k])
 			}
 		}
+	}
+	if n := r.CounterTotal(result.CounterServerSeriesDropped); n > 0 {
+		fmt.Fprintf(w, "; %d server series readings dropped (the target exposes more distinct series than a run keeps)", n)
 	}
 	fmt.Fprintln(w)
 }

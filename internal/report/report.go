@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // Formats accepted by the report command.
@@ -118,6 +119,11 @@ func Additions(r *keycastresult.Results) string {
 	}
 	if s.ConnectFailures != 0 {
 		add("  Connect failures:          %d (no connection could be opened; not requests, but failed attempts in the rates)", s.ConnectFailures)
+	}
+	if r.Envelope != nil {
+		if n := r.CounterTotal(result.CounterServerSeriesDropped); n > 0 {
+			add("  Server series dropped:     %d readings (the target exposes more distinct series than a run keeps)", n)
+		}
 	}
 	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses()) == 0 {
 		return ""
