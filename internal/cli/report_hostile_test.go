@@ -115,3 +115,42 @@ func TestReportEscapesTerminalControls(t *testing.T) {
 		}
 	}
 }
+
+// TestReportRefusesImpossibleFigures (issue 27, finding 7): a total of 2^63-1 or a cause count of
+// -5 is refused with the field named, in text and html, instead of drawn as 9.2e18 operations.
+func TestReportRefusesImpossibleFigures(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		spoil func(doc map[string]any)
+		msg   string
+	}{
+		{"total", func(doc map[string]any) {
+			s := doc["summary"].(map[string]any)
+			s["total_requests"], s["successful_requests"] = json.Number("9223372036854775807"), json.Number("9223372036854775807")
+		}, "summary.total_requests is 9223372036854775807"},
+		{"cause", func(doc map[string]any) { doc["causes"] = map[string]any{"http_500": -5} }, `causes["http_500"] is negative (-5)`},
+	} {
+		path := kcSegment(t, dir, c.name+".json", 10, 0)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		c.spoil(doc)
+		b, _ = json.Marshal(doc)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, format := range []string{"text", "html"} {
+			env, stdout, stderr := lkTestEnv()
+			code := Run(context.Background(), Loadproof, []string{"report", path, "--format", format, "-o", filepath.Join(dir, c.name+".html")}, env)
+			if code == ExitOK || !strings.Contains(stderr.String(), c.msg) {
+				t.Errorf("%s, %s: exit %d, stderr %q (want %q)\n%s", c.name, format, code, stderr, c.msg, stdout.String()[:min(stdout.Len(), 300)])
+			}
+		}
+	}
+}

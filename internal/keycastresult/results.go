@@ -230,6 +230,14 @@ func Parse(b []byte) (*Results, error) {
 		return nil, fmt.Errorf("not a results file: %w", err)
 	}
 	s := r.Summary
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{{"summary.total_requests", s.TotalRequests}, {"summary.successful_requests", s.SuccessfulRequests}, {"summary.failed_requests", s.FailedRequests}} {
+		if f.v > result.MaxCount {
+			return nil, fmt.Errorf("inconsistent results: %s is %d, above the %d any run can count", f.name, f.v, uint64(result.MaxCount))
+		}
+	}
 	if s.SuccessfulRequests+s.FailedRequests != s.TotalRequests {
 		return nil, fmt.Errorf("inconsistent results: successful %d + failed %d != total %d",
 			s.SuccessfulRequests, s.FailedRequests, s.TotalRequests)
