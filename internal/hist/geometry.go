@@ -12,12 +12,13 @@ import (
 	"math/bits"
 )
 
-// MaxCounts bounds the counts array of a histogram read from a file: four times the 21,504 counts of
-// the layout loadproof records with (1 µs..10 min at 3 significant figures), which still admits any
-// range up to 2^62 at 3 significant figures. hdrhistogram-go allocates the counts array from the
-// geometry a blob declares, so a 52-character blob declaring 1..2^62 at 5 figures would cost tens
-// of MiB; checkGeometry refuses it before the library sees it.
-const MaxCounts = 4 * 21504
+// MaxCounts bounds the counts array of a histogram read from a file: the 21,504 counts of the
+// layout loadproof records with (1 µs..10 min at 3 significant figures), so a file costs no more per
+// histogram than one loadproof wrote; other layouts within it (fewer figures, a narrower or coarser
+// range) are still read and re-recorded. hdrhistogram-go allocates the counts array from the
+// geometry a blob declares, so a 52-character blob declaring 1..2^62 at 5 figures cost 49 MB;
+// Geometry.Check refuses it from the header, before the library sees it.
+const MaxCounts = 21504
 
 // Geometry is what a compressed HDR blob declares in its header.
 type Geometry struct {

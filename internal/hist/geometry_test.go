@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -109,4 +110,31 @@ func FuzzReadGeometry(f *testing.F) {
 			t.Fatalf("accepted geometry %+v decoded into %d counts", g, len(d.Export().Counts))
 		}
 	})
+}
+
+// TestManyWideBlobsStayBounded (issue 27, finding 5): a file of thousands of blobs at the widest
+// geometry allowed is read in bounded memory: each costs at most one layout's counts, freed before
+// the next. Allocation is bounded per blob; the time is logged, not asserted.
+func TestManyWideBlobsStayBounded(t *testing.T) {
+	enc := blob(t, 1, math.MaxInt64/2, 5, 0) // refused from its header
+	ok := blob(t, 1, 1<<20, 3, 0)            // allowed: fewer counts than our layout
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	const n = 2000
+	for i := range n {
+		e := enc
+		if i%2 == 1 {
+			e = ok
+		}
+		var h Histogram
+		_ = json.Unmarshal([]byte(`{"hdr":"`+e+`"}`), &h)
+	}
+	runtime.ReadMemStats(&after)
+	per := (after.TotalAlloc - before.TotalAlloc) / n
+	t.Logf("%d blobs in %v, %d bytes allocated a blob", n, time.Since(start), per)
+	if per > 2*MaxCounts*8+(64<<10) {
+		t.Fatalf("%d bytes allocated a blob, above two layouts' counts", per)
+	}
 }
