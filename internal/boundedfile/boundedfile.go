@@ -130,7 +130,7 @@ func (l *limited) Read(p []byte) (int, error) {
 func (l *limited) Close() error { return l.f.Close() }
 
 func tooLarge(path string, kind Kind) error {
-	return &Error{Path: path, What: fmt.Sprintf("larger than the %s cap for a %s; this is not a file loadproof wrote", human(kind.Max), kind.Name), Err: errTooLarge}
+	return &Error{Path: path, What: fmt.Sprintf("is larger than the %s cap on %ss; this is not a file loadproof wrote", human(kind.Max), kind.Name), Err: errTooLarge}
 }
 
 // open checks path is a regular file (following symlinks) within the cap, opens it and checks the

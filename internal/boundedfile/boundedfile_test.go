@@ -48,7 +48,7 @@ func TestRead(t *testing.T) {
 	}{
 		{"at the cap", ok, ""},
 		{"symlink to a regular file", link, ""},
-		{"over the cap", big, "larger than the 16-byte cap for a test file"},
+		{"over the cap", big, "is larger than the 16-byte cap on test files"},
 		{"/dev/zero", "/dev/zero", "is a character device, not a regular file"},
 		{"symlink to /dev/zero", zlink, "is a character device"},
 		{"fifo", fifo, "is a named pipe (FIFO)"},
