@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -19,7 +20,13 @@ func manyNames(n int) []byte {
 		StartedAt: start, EndedAt: start.Add(time.Duration(n) * time.Second), IntervalSecs: 1, Totals: map[string]int64{}}
 	for i := range n {
 		cls := fmt.Sprintf("class_%05d", i)
-		env.Intervals = append(env.Intervals, result.Interval{T: float64(i), Secs: 1,
+		var lat map[string]*hist.Histogram
+		if i%100 == 0 { // a new latency kind every hundredth interval
+			h := hist.New()
+			h.RecordMicros(int64(i + 1))
+			lat = map[string]*hist.Histogram{fmt.Sprintf("kind_%05d", i): h}
+		}
+		env.Intervals = append(env.Intervals, result.Interval{T: float64(i), Secs: 1, Latency: lat,
 			Counts:   map[string]int64{cls: 1},
 			Counters: map[string]int64{fmt.Sprintf("counter_%05d", i): int64(i)},
 			Server:   map[string]float64{fmt.Sprintf("lp_metric_%05d_bytes", i): float64(i)}})
@@ -58,6 +65,9 @@ func TestHTMLLinearInSeriesNames(t *testing.T) {
 	charts := map[string][]*Series{"classes": rv.Classes, "counters": rv.Counters}
 	for _, g := range rv.Server {
 		charts["server "+g.Group] = g.Series
+	}
+	if len(rv.Latency) > MaxSeriesPerChart {
+		t.Errorf("latency chart draws %d kinds (cap %d)", len(rv.Latency), MaxSeriesPerChart)
 	}
 	for name, list := range charts {
 		if len(list) > MaxSeriesPerChart {

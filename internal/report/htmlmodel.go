@@ -493,6 +493,9 @@ func (c *columns) add(r Row) {
 	for kind, v := range r.Latency {
 		ls := c.lat[kind]
 		if ls == nil {
+			if len(c.lat) >= MaxSeriesPerChart {
+				continue // a file naming more latency kinds than a chart can show: the first ones are drawn
+			}
 			ls = &LatencySeries{Kind: kind}
 			c.lat[kind] = ls
 			rv.Latency = append(rv.Latency, ls)
@@ -725,6 +728,9 @@ func distributions(hs map[string]*hist.Histogram) []*Distribution {
 		h := hs[kind]
 		if h == nil || h.Count() == 0 {
 			continue
+		}
+		if len(out) == MaxSeriesPerChart {
+			break // the most telling kinds first (kindRank); a chart cannot show more
 		}
 		d := &Distribution{Kind: kind}
 		for _, p := range h.Distribution(5) {
