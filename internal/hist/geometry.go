@@ -85,7 +85,7 @@ func (g Geometry) Check() error {
 	case g.Lowest < 1:
 		return fmt.Errorf("lowest trackable value %d (at least 1)", g.Lowest)
 	case g.Highest < 2 || g.Highest/2 < g.Lowest || g.Highest > math.MaxInt64/2:
-		return fmt.Errorf("highest trackable value %d for lowest %d (want 2*lowest..2^62)", g.Highest, g.Lowest)
+		return fmt.Errorf("highest trackable value %d for lowest %d (want 2*lowest..2^62-1)", g.Highest, g.Lowest)
 	case g.PayloadLength < 0:
 		return fmt.Errorf("negative payload length %d", g.PayloadLength)
 	}
