@@ -14,6 +14,7 @@ import (
 	"github.com/loadproof/loadproof/internal/cmdenv"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/procexec"
+	"github.com/loadproof/loadproof/internal/report"
 )
 
 // Exit codes, following Go's own tools: 2 for usage errors (internal/cmdenv, shared with the lean
@@ -74,7 +75,7 @@ func Run(ctx context.Context, tree Tree, args []string, env *Env) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(env.Stderr, "error: %v\n", err)
+	fmt.Fprintf(env.Stderr, "error: %s\n", report.SanitizeText(err.Error()))
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return ee.Code

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -25,7 +25,7 @@ func writeDemoReport(out, resultsPath, evidenceDir string, lkResults []string) (
 		part{"Keycast run", resultsPath, "Keycast run (get_public_key, warm cache)"},
 		part{"Capacity profile", filepath.Join(evidenceDir, "evidence.json"), ""})
 	for _, p := range all {
-		b, err := os.ReadFile(p.path)
+		b, err := boundedfile.Read(p.path, boundedfile.Result)
 		if err != nil {
 			continue // a part the demo did not get to
 		}

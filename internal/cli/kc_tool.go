@@ -377,7 +377,7 @@ func newKeycastReportCmd(env *Env) *cobra.Command {
 			}
 			fmt.Fprintln(env.Stdout, out)
 			if base != nil {
-				fmt.Fprintf(env.Stdout, "\n%s\n", report.Compare(cur, base))
+				fmt.Fprintf(env.Stdout, "\n%s\n", report.SanitizeText(report.Compare(cur, base)))
 			}
 			return nil
 		},
@@ -560,7 +560,7 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	if goBin, err := exec.LookPath("go"); err == nil {
 		top, err := exec.CommandContext(ctx, goBin, "tool", "pprof", "-top", "-nodecount=25", cpuPath).Output()
 		if err == nil {
-			fmt.Fprintf(env.Stdout, "\n=== Top functions (CPU) ===\n%s", top)
+			fmt.Fprintf(env.Stdout, "\n=== Top functions (CPU) ===\n%s", report.SanitizeText(string(top)))
 		} else {
 			log.Warn("go tool pprof -top failed; open the profile by hand", "err", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
@@ -88,7 +89,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 	var lk []linkkeysresult.Result
 	var kc []*keycastresult.Results
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		b, err := boundedfile.Read(p, boundedfile.Result)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
 		}
@@ -132,7 +133,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 		merged = r
 		text = func() error { return report.LinkKeysText(env.Stdout, &r) }
 		if format == "csv" {
-			fmt.Fprintln(env.Stdout, report.LinkKeysCSV(&r))
+			fmt.Fprintln(env.Stdout, report.SanitizeText(report.LinkKeysCSV(&r)))
 			return writeMerged(output, merged)
 		}
 	} else {
@@ -145,7 +146,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 		}
 		merged = r
 		if format == "csv" {
-			fmt.Fprintln(env.Stdout, report.CSV(r))
+			fmt.Fprintln(env.Stdout, report.SanitizeText(report.CSV(r)))
 			return writeMerged(output, merged)
 		}
 		text = func() error {
@@ -194,11 +195,11 @@ func evidenceArg(args []string) (ev []byte, dir string, ok bool, err error) {
 		isDir := serr == nil && fi.IsDir()
 		var b []byte
 		if isDir {
-			b, err = os.ReadFile(filepath.Join(p, capacity.EvidenceFile))
+			b, err = boundedfile.Read(filepath.Join(p, capacity.EvidenceFile), boundedfile.Evidence)
 			if err != nil {
 				return nil, "", false, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s is a directory without a readable %s: %w", p, capacity.EvidenceFile, err)}
 			}
-		} else if b, err = os.ReadFile(p); err != nil {
+		} else if b, err = boundedfile.Read(p, boundedfile.Result); err != nil {
 			return nil, "", false, nil // runReport names the problem
 		}
 		if !report.IsEvidence(b) {
@@ -234,7 +235,7 @@ func runEvidenceReport(env *Env, b []byte, dir, format, output string) error {
 		fmt.Fprintln(env.Stdout, strings.TrimRight(string(b), "\n"))
 		return nil
 	case "csv":
-		fmt.Fprintln(env.Stdout, report.EvidenceCSV(ev))
+		fmt.Fprintln(env.Stdout, report.SanitizeText(report.EvidenceCSV(ev)))
 		return nil
 	}
 	report.EvidenceText(env.Stdout, ev)
@@ -251,12 +252,18 @@ func runEvidenceReport(env *Env, b []byte, dir, format, output string) error {
 		if ph.ResultsFile == "" {
 			continue
 		}
-		rb, err := os.ReadFile(filepath.Join(dir, ph.ResultsFile))
+		// The bundle names its own files only: a results_file that is absolute, climbs out with
+		// `..` or is a symlink leading outside is refused, and the file is read within its cap.
+		rp, err := boundedfile.Within(dir, ph.ResultsFile)
+		var rb []byte
+		if err == nil {
+			rb, err = boundedfile.Read(rp, boundedfile.Result)
+		}
 		if err != nil {
-			fmt.Fprintf(env.Stdout, "\nphase %d %s: results file %s unreadable: %v\n", i+1, ph.Name, ph.ResultsFile, err)
+			fmt.Fprintf(env.Stdout, "\nphase %d %s: results file %s unreadable: %s\n", i+1, report.Sanitize(ph.Name), report.Sanitize(ph.ResultsFile), report.Sanitize(err.Error()))
 			continue
 		}
-		fmt.Fprintf(env.Stdout, "\n---- phase %d %s: %s\n", i+1, ph.Name, ph.ResultsFile)
+		fmt.Fprintf(env.Stdout, "\n---- phase %d %s: %s\n", i+1, report.Sanitize(ph.Name), report.Sanitize(ph.ResultsFile))
 		if ev.HarnessName() == linkkeysresult.Harness {
 			r, err := linkkeysresult.Read(rb)
 			if err == nil {

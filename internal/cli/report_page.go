@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -32,7 +33,11 @@ func readSources(paths []string) ([]report.Source, error) {
 		if st, err := os.Stat(p); err == nil && st.IsDir() {
 			p = filepath.Join(p, "evidence.json")
 		}
-		b, err := os.ReadFile(p)
+		kind := boundedfile.Result
+		if filepath.Base(p) == "evidence.json" {
+			kind = boundedfile.Evidence
+		}
+		b, err := boundedfile.Read(p, kind)
 		if err != nil {
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
 		}

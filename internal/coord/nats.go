@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/loadproof/loadproof/internal/boundedfile"
 )
 
 // Embedded is a NATS server (with JetStream) inside the coordinator's process, so a multi-worker
@@ -144,7 +146,7 @@ func Connect(cfg ConnConfig, extra ...nats.Option) (*nats.Conn, error) {
 	if cfg.CAFile != "" || cfg.CertFile != "" {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.CAFile != "" {
-			pem, err := os.ReadFile(cfg.CAFile)
+			pem, err := boundedfile.Read(cfg.CAFile, boundedfile.Cert)
 			if err != nil {
 				return nil, fmt.Errorf("coord: --nats-ca: %w", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/procexec"
 )
 
@@ -121,7 +122,7 @@ func (f FanOut) Run(ctx context.Context) ([][]byte, error) {
 			_, _ = io.Copy(io.Discard, stdout)
 			werr := cmd.Wait()
 			close(done)
-			b, rerr := os.ReadFile(path)
+			b, rerr := boundedfile.Read(path, boundedfile.Result)
 			switch {
 			case rerr == nil && len(b) > 0:
 				results[i] = b

@@ -222,6 +222,11 @@ type Config struct {
 	// Sample, when set, reads the target's own counters once per interval (in the background; a
 	// sample that is not back by the end of the next interval is dropped) into Interval.Server.
 	Sample func(ctx context.Context) (map[string]float64, error)
+	// MaxServerSeries bounds the distinct series kept from Sample over the run (0 means
+	// DefaultMaxServerSeries): the first ones seen are kept, later new names are dropped and
+	// counted in the interval's CounterServerSeriesDropped, so a target exposing thousands of
+	// series cannot grow the result or the client's memory without bound.
+	MaxServerSeries int
 	// Progress, when set, is called after every counted operation with the run's cumulative counts
 	// by class (valid during the call only), one call at a time and in the order the operations
 	// were counted, so progress output can fall on exact counts (the LinkKeys seed's progress line
@@ -514,8 +519,14 @@ func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
 		win = newWindow(e.cfg.StopWindow, len(e.classes))
 	}
 	var intervals []result.Interval
-	sampleCh := make(chan map[string]float64, 1)
+	type taken struct {
+		m       map[string]float64
+		dropped int64
+	}
+	sampleCh := make(chan taken, 1)
 	var pending map[string]float64
+	var pendingDropped int64
+	series := newSeriesCap(e.cfg.MaxServerSeries)
 	sampling := atomic.Bool{}
 	sample := func() {
 		if e.cfg.Sample == nil || !sampling.CompareAndSwap(false, true) {
@@ -526,8 +537,9 @@ func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
 			sctx, cancel := context.WithTimeout(e.opCtx, e.cfg.Interval)
 			defer cancel()
 			if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
+				m, dropped := series.limit(m)
 				select {
-				case sampleCh <- m:
+				case sampleCh <- taken{m, dropped}:
 				default:
 				}
 			}
@@ -551,12 +563,19 @@ func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
 			win.add(ivStats)
 		}
 		select {
-		case m := <-sampleCh:
-			pending = m
+		case t := <-sampleCh:
+			pending, pendingDropped = t.m, t.dropped
 		default:
 		}
 		iv := e.interval(ivStats, last, now)
 		iv.Server, pending = pending, nil
+		if pendingDropped > 0 {
+			if iv.Counters == nil {
+				iv.Counters = map[string]int64{}
+			}
+			iv.Counters[CounterServerSeriesDropped] += pendingDropped
+			pendingDropped = 0
+		}
 		intervals = append(intervals, iv)
 		last = now
 		total.Elapsed = now.Sub(e.start)
@@ -617,7 +636,7 @@ loop:
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Interval)
 		if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
-			pending = m
+			pending, pendingDropped = series.limit(m)
 		}
 		cancel()
 	}

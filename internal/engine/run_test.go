@@ -334,3 +334,20 @@ func (s *safeBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *safeBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestSeriesCapKeepsTheFirstNames: the cap admits names in sorted order until full, always keeps
+// admitted names, and counts the rest.
+func TestSeriesCapKeepsTheFirstNames(t *testing.T) {
+	c := newSeriesCap(3)
+	m, dropped := c.limit(map[string]float64{"d": 4, "b": 2, "a": 1, "c": 3})
+	if len(m) != 3 || dropped != 1 || m["d"] != 0 {
+		t.Fatalf("first sample kept %v, dropped %d; want a, b, c and 1", m, dropped)
+	}
+	m, dropped = c.limit(map[string]float64{"a": 1, "z": 26})
+	if len(m) != 1 || m["a"] != 1 || dropped != 1 {
+		t.Fatalf("second sample kept %v, dropped %d; want a and 1", m, dropped)
+	}
+	if m, dropped = c.limit(map[string]float64{"b": 2}); len(m) != 1 || dropped != 0 {
+		t.Fatalf("an admitted name alone: kept %v, dropped %d", m, dropped)
+	}
+}

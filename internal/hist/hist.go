@@ -258,6 +258,15 @@ func decode(b []byte) (d *hdr.Histogram, err error) {
 			d, err = nil, fmt.Errorf("decoder failed: %v", r)
 		}
 	}()
+	// The geometry is judged from the header before hdrhistogram-go allocates the counts array
+	// the blob declares (a few characters can declare tens of MiB).
+	g, err := ReadGeometry(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errGeometry, err)
+	}
 	d, err = hdr.Decode(b)
 	if err == nil && d == nil {
 		err = errors.New("empty histogram")

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/loadproof/loadproof/internal/boundedfile"
 )
 
 // MasterKey is the 32-byte AES-256-GCM key of Keycast's file key manager. It
@@ -53,7 +55,7 @@ func ParseMasterKey(content []byte) (MasterKey, error) {
 // when it does not exist. created tells which happened. A file that is not
 // the base64 of exactly 32 bytes is refused, never overwritten.
 func LoadOrCreateMasterKey(path string) (key MasterKey, created bool, err error) {
-	content, err := os.ReadFile(path)
+	content, err := boundedfile.Read(path, boundedfile.Key)
 	if err == nil {
 		k, perr := ParseMasterKey(content)
 		if perr != nil {

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/boundedfile"
 )
 
 // UsersFile is the credentials file written by setup and read by run
@@ -30,7 +30,7 @@ type TestUser struct {
 // array, each user with a 64-hex pubkey and a non-empty ucan_token. An empty
 // list gives "No users found in <path>", as the Keycast tool says.
 func ReadUsersFile(path string) (*UsersFile, error) {
-	data, err := os.ReadFile(path)
+	data, err := boundedfile.Read(path, boundedfile.Users)
 	if err != nil {
 		return nil, fmt.Errorf("keycast: reading users file: %w; create it with the setup command", err)
 	}

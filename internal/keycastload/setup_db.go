@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycaststore"
 )
@@ -34,7 +34,7 @@ const dbBatch = 500
 // server's validation accepts a token whose issuer is the user (docs/protocol-keycast.md, UCAN
 // tokens).
 func setupDB(ctx context.Context, cfg SetupConfig) (*SetupResult, error) {
-	mkBytes, err := os.ReadFile(cfg.MasterKeyPath)
+	mkBytes, err := boundedfile.Read(cfg.MasterKeyPath, boundedfile.Key)
 	if err != nil {
 		return nil, fmt.Errorf("keycastload: DB mode seals each user's key with the server's master key, and reading %s failed: %w; pass the server's file with --master-key-path or MASTER_KEY_PATH", cfg.MasterKeyPath, err)
 	}

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
@@ -56,7 +56,7 @@ func (o TLSOptions) load(rawURL string) (*x509.CertPool, error) {
 	if o.CACertFile == "" {
 		return nil, nil
 	}
-	pemBytes, err := os.ReadFile(o.CACertFile)
+	pemBytes, err := boundedfile.Read(o.CACertFile, boundedfile.Cert)
 	if err != nil {
 		return nil, fmt.Errorf("keycastload: --ca-cert: %w", err)
 	}
@@ -77,7 +77,7 @@ func (o TLSOptions) Record() *keycastresult.TLS {
 	}
 	rec := &keycastresult.TLS{CACert: o.CACertFile, InsecureSkipVerify: o.InsecureSkipVerify}
 	if o.CACertFile != "" {
-		if b, err := os.ReadFile(o.CACertFile); err == nil {
+		if b, err := boundedfile.Read(o.CACertFile, boundedfile.Cert); err == nil {
 			sum := sha256.Sum256(b)
 			rec.CACertSHA256 = hex.EncodeToString(sum[:])
 		}

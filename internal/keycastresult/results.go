@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -202,7 +203,7 @@ var ErrNoHistogram = errors.New("keycastresult: result has no latency histogram;
 
 // Read reads and checks a results file, ours or upstream's.
 func Read(path string) (*Results, error) {
-	b, err := os.ReadFile(path)
+	b, err := boundedfile.Read(path, boundedfile.Result)
 	if err != nil {
 		return nil, fmt.Errorf("keycastresult: reading results %s: %w", path, err)
 	}
@@ -229,6 +230,14 @@ func Parse(b []byte) (*Results, error) {
 		return nil, fmt.Errorf("not a results file: %w", err)
 	}
 	s := r.Summary
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{{"summary.total_requests", s.TotalRequests}, {"summary.successful_requests", s.SuccessfulRequests}, {"summary.failed_requests", s.FailedRequests}} {
+		if f.v > result.MaxCount {
+			return nil, fmt.Errorf("inconsistent results: %s is %d, above the %d any run can count", f.name, f.v, uint64(result.MaxCount))
+		}
+	}
 	if s.SuccessfulRequests+s.FailedRequests != s.TotalRequests {
 		return nil, fmt.Errorf("inconsistent results: successful %d + failed %d != total %d",
 			s.SuccessfulRequests, s.FailedRequests, s.TotalRequests)

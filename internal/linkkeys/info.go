@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/loadproof/loadproof/internal/boundedfile"
 )
 
 // Info is the load-test server's info file: where it listens and which
@@ -107,7 +109,7 @@ func (e *infoReadError) Unwrap() error { return e.err }
 // it also requires port 1..65535, a non-empty domain and a fingerprint of 64
 // lowercase hex characters.
 func ReadInfo(path string) (Info, error) {
-	b, err := os.ReadFile(path)
+	b, err := boundedfile.Read(path, boundedfile.Info)
 	if err != nil {
 		return Info{}, &infoReadError{path: path, err: err}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -236,7 +237,7 @@ func (m MetricsSource) Latest(ctx context.Context) (linkkeys.MetricsLine, error)
 	if m.IsURL() {
 		return m.scrape(ctx)
 	}
-	b, err := os.ReadFile(m.Location)
+	b, err := boundedfile.Read(m.Location, boundedfile.MetricsLog)
 	if err != nil {
 		return linkkeys.MetricsLine{}, errorf("reading server METRICS log %s: %w", m.Location, err)
 	}
@@ -312,7 +313,7 @@ func (m MetricsSource) Settled(ctx context.Context, mark Mark, wait time.Duratio
 
 // after returns the complete METRICS lines written after offset.
 func (m MetricsSource) after(offset int64) ([]linkkeys.MetricsLine, error) {
-	f, err := os.Open(m.Location)
+	f, err := boundedfile.OpenRegular(m.Location, boundedfile.MetricsLog)
 	if err != nil {
 		return nil, errorf("reading server METRICS log %s: %w", m.Location, err)
 	}

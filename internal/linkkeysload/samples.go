@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 	"strings"
 	"sync"
 
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
@@ -66,7 +66,7 @@ type logTail struct {
 func (t *logTail) sample(context.Context) (map[string]float64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f, err := os.Open(t.path)
+	f, err := boundedfile.OpenRegular(t.path, boundedfile.MetricsLog)
 	if err != nil {
 		return nil, errorf("reading server METRICS log %s: %w", t.path, err)
 	}

@@ -3,9 +3,9 @@ package linkkeysload
 import (
 	"encoding/json"
 	"net"
-	"os"
 	"strings"
 
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
@@ -27,7 +27,7 @@ func LoadTarget(path string) (Target, ServerHints, error) {
 		return Target{}, ServerHints{}, err
 	}
 	var h ServerHints
-	if b, err := os.ReadFile(path); err == nil {
+	if b, err := boundedfile.Read(path, boundedfile.Info); err == nil {
 		var extra struct {
 			MetricsAddr string `json:"metrics_addr"`
 			MetricsLog  string `json:"metrics_log"`

@@ -115,8 +115,21 @@ func HTML(path string) ([]byte, error) {
 	if i := bytes.Index(page, []byte("<body>")); i >= 0 {
 		page = append(page[:i+len("<body>")], append([]byte(note), page[i+len("<body>"):]...)...)
 	}
+	// The saved page runs offline: its inline script and styles, nothing fetched, posted or based
+	// elsewhere (function names come from the profile, which came from a server).
+	meta := []byte(`<meta http-equiv="Content-Security-Policy" content="` + FlameCSP + `">`)
+	if i := bytes.Index(page, []byte("<head>")); i >= 0 {
+		page = append(page[:i+len("<head>")], append(meta, page[i+len("<head>"):]...)...)
+	} else {
+		page = append(meta, page...)
+	}
 	return page, nil
 }
+
+// FlameCSP is the flame graph page's content security policy, the report page's static one
+// (report.StaticCSP; TestFlameCSPIsTheReportsPolicy holds the two equal): inline script and style
+// only, no connection, form submission or <base>.
+const FlameCSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; form-action 'none'; base-uri 'none'"
 
 // LoopbackAddr makes an address without a host bind to loopback: ":8080" becomes
 // "127.0.0.1:8080". A host given stays.

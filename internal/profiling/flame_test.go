@@ -47,6 +47,15 @@ func TestHTMLIsSelfContained(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+	// issue 27, finding 9: the saved page carries the report's strict policy, first in <head>.
+	if !strings.Contains(s, `<head><meta http-equiv="Content-Security-Policy" content="`+FlameCSP+`">`) {
+		t.Errorf("page lacks the CSP in its head: %.300s", s)
+	}
+	for _, need := range []string{"form-action 'none'", "base-uri 'none'", "default-src 'none'"} {
+		if !strings.Contains(FlameCSP, need) || strings.Contains(FlameCSP, "connect-src") {
+			t.Errorf("FlameCSP %q lacks %q or allows connections", FlameCSP, need)
+		}
+	}
 	for _, bad := range []string{"<script src", "<link ", "@import"} {
 		if strings.Contains(s, bad) {
 			t.Errorf("page loads something from outside: %q", bad)

@@ -148,7 +148,8 @@ func numText(v nullable) string {
 // EvidenceText draws an evidence file: the verdict, each phase with its checks and (LinkKeys) its
 // server's verification, why the run stopped, and the certification blockers.
 func EvidenceText(w io.Writer, e *Evidence) {
-	fmt.Fprintf(w, "Capacity evidence (%s harness): %s\n", e.HarnessName(), e.Plan.ProfileName)
+	w = TextWriter(w)
+	fmt.Fprintf(w, "Capacity evidence (%s harness): %s\n", Sanitize(e.HarnessName()), Sanitize(e.Plan.ProfileName))
 	fmt.Fprintf(w, "generated %s, environment %s, scope: %s\n", e.GeneratedAt, e.ExecutionEnvironment, e.EvidenceScope)
 	for i, ph := range e.Phases {
 		verdict := "passed"
@@ -162,7 +163,7 @@ func EvidenceText(w io.Writer, e *Evidence) {
 		case !ph.Passed:
 			verdict = "failed"
 		}
-		fmt.Fprintf(w, "\nphase %d %s (%s): %s\n", i+1, ph.Name, ph.Kind, verdict)
+		fmt.Fprintf(w, "\nphase %d %s (%s): %s\n", i+1, Sanitize(ph.Name), Sanitize(ph.Kind), verdict)
 		if ph.Error != nil {
 			fmt.Fprintf(w, "  error: %s\n", *ph.Error)
 		}

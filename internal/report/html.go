@@ -374,6 +374,15 @@ func addTo(dst, src map[string]int64) map[string]int64 {
 	return dst
 }
 
+// StaticCSP is the content security policy of a report page read from a file, and of the flame
+// graph pages: inline script and style only, no fetch, no connection, no form submission, no
+// <base>; a crafted file can neither load nor send anything.
+const StaticCSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; form-action 'none'; base-uri 'none'"
+
+// LiveCSP is StaticCSP plus connections to the page's own origin: the live dashboard's page reads
+// its server-sent events from the server that served it.
+const LiveCSP = StaticCSP + "; connect-src 'self'"
+
 // HTML draws the sources as one self-contained HTML page.
 func HTML(srcs []Source, opt HTMLOptions) ([]byte, error) {
 	m, err := BuildModel(srcs, opt)
@@ -386,7 +395,7 @@ func HTML(srcs []Source, opt HTMLOptions) ([]byte, error) {
 // PageCSP is the page's Content-Security-Policy: nothing loads but what the page carries, and
 // it may connect to its own origin only (the dashboard's event stream). The page declares it in a
 // meta element; the dashboard also sends it as a header.
-const PageCSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; connect-src 'self'"
+const PageCSP = LiveCSP
 
 // Page renders a model as the self-contained page: the chart library, the page's script and
 // styles and the data, all inline. Nothing is fetched when it opens. The dashboard serves the same
@@ -400,8 +409,13 @@ func Page(m *Model) ([]byte, error) {
 	b.Grow(len(uplotJS) + len(reportJS) + len(data) + 8192)
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
 	b.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
-	// No network: the page may load nothing but what it carries.
-	b.WriteString("<meta http-equiv=\"Content-Security-Policy\" content=\"" + PageCSP + "\">\n")
+	// No network: the page may load nothing but what it carries, submit no form and take no base
+	// URL; only the live dashboard's page may connect back to its own origin (the SSE feed).
+	csp := StaticCSP
+	if m.Live != nil {
+		csp = LiveCSP
+	}
+	b.WriteString("<meta http-equiv=\"Content-Security-Policy\" content=\"" + csp + "\">\n")
 	b.WriteString("<meta name=\"generator\" content=\"loadproof report (uPlot " + UPlotVersion + ")\">\n")
 	b.WriteString("<title>" + html.EscapeString(m.Title) + "</title>\n")
 	b.WriteString("<style id=\"lp-uplot-css\">\n" + uplotCSS + "\n</style>\n")

@@ -64,7 +64,21 @@ type Headline struct {
 type Series struct {
 	Name   string `json:"name"`
 	Values nums   `json:"values"`
+	// pts holds the points while the model is built (row index, value); finish turns the series
+	// that are kept into Values. Keeping points sparse keeps the model linear in its input: a file
+	// whose every interval names new series would otherwise pad each series to every row.
+	pts []pt
 }
+
+type pt struct {
+	i int
+	v float64
+}
+
+// MaxSeriesPerChart bounds the series one chart draws: the most significant ones are kept and the
+// rest summed into one "other" series, so a file naming thousands of metrics still draws (and a
+// chart with more lines than this could not be read anyway).
+const MaxSeriesPerChart = 24
 
 // LatencySeries holds one latency kind's percentiles over time.
 type LatencySeries struct {
@@ -418,7 +432,7 @@ func pad(v nums, n int) nums {
 func (c *columns) series(m map[string]*Series, list *[]*Series, name string) *Series {
 	s := m[name]
 	if s == nil {
-		s = &Series{Name: name, Values: make(nums, 0, c.n+1)}
+		s = &Series{Name: name}
 		m[name] = s
 		*list = append(*list, s)
 	}
@@ -479,6 +493,9 @@ func (c *columns) add(r Row) {
 	for kind, v := range r.Latency {
 		ls := c.lat[kind]
 		if ls == nil {
+			if len(c.lat) >= MaxSeriesPerChart {
+				continue // a file naming more latency kinds than a chart can show: the first ones are drawn
+			}
 			ls = &LatencySeries{Kind: kind}
 			c.lat[kind] = ls
 			rv.Latency = append(rv.Latency, ls)
@@ -490,7 +507,7 @@ func (c *columns) add(r Row) {
 	put := func(m map[string]*Series, list *[]*Series, vals map[string]num) {
 		for k, v := range vals {
 			s := c.series(m, list, k)
-			s.Values = append(pad(s.Values, c.n), float64(v))
+			s.pts = append(s.pts, pt{c.n, float64(v)})
 		}
 	}
 	put(c.classes, &rv.Classes, r.Classes)
@@ -512,7 +529,7 @@ func (c *columns) add(r Row) {
 			c.srv[key] = s
 			grp.Series = append(grp.Series, s)
 		}
-		s.Values = append(pad(s.Values, c.n), float64(v))
+		s.pts = append(s.pts, pt{c.n, float64(v)})
 	}
 	c.n++
 }
@@ -525,52 +542,105 @@ func (c *columns) finish(classOrder []string, causeTotals map[string]int64) {
 		ls.P50, ls.P90, ls.P99, ls.P999, ls.Max = pad(ls.P50, n), pad(ls.P90, n), pad(ls.P99, n), pad(ls.P999, n), pad(ls.Max, n)
 	}
 	slices.SortFunc(rv.Latency, func(a, b *LatencySeries) int { return cmp.Compare(kindRank(a.Kind), kindRank(b.Kind)) })
-	padAll := func(list []*Series) {
-		for _, s := range list {
-			s.Values = pad(s.Values, n)
-		}
+	padAll := func(list []*Series) []*Series {
 		slices.SortFunc(list, func(a, b *Series) int { return strings.Compare(a.Name, b.Name) })
+		list, folded := foldSeries(list, n, MaxSeriesPerChart, "other", magnitude)
+		named := list
+		if folded {
+			named = list[:len(list)-1] // the sum stays last
+		}
+		slices.SortFunc(named, func(a, b *Series) int { return strings.Compare(a.Name, b.Name) })
+		return list
 	}
-	padAll(rv.Classes)
+	rv.Classes = padAll(rv.Classes)
 	slices.SortStableFunc(rv.Classes, func(a, b *Series) int {
 		return cmp.Compare(orderOf(classOrder, a.Name), orderOf(classOrder, b.Name))
 	})
-	padAll(rv.CauseSeries)
-	padAll(rv.Counters)
-	padAll(rv.Connections)
 	// Keep the causes that matter: the most frequent ones, the rest folded into "other causes".
 	const maxCauses = 10
-	if len(rv.CauseSeries) > maxCauses {
-		slices.SortStableFunc(rv.CauseSeries, func(a, b *Series) int { return cmp.Compare(causeTotals[b.Name], causeTotals[a.Name]) })
-		other := &Series{Name: "other causes", Values: make(nums, n)}
-		for _, s := range rv.CauseSeries[maxCauses-1:] {
-			for i, v := range s.Values {
-				if !math.IsNaN(v) {
-					other.Values[i] += v
-				}
-			}
-		}
-		rv.CauseSeries = append(rv.CauseSeries[:maxCauses-1:maxCauses-1], other)
-	}
+	slices.SortFunc(rv.CauseSeries, func(a, b *Series) int { return strings.Compare(a.Name, b.Name) })
+	rv.CauseSeries, _ = foldSeries(rv.CauseSeries, n, maxCauses, "other causes", func(s *Series) float64 { return float64(causeTotals[s.Name]) })
+	rv.Counters = padAll(rv.Counters)
+	rv.Connections = padAll(rv.Connections)
 	slices.SortFunc(rv.Server, func(a, b *ServerGroup) int {
 		return cmp.Or(cmp.Compare(orderOf(groupOrder, a.Group), orderOf(groupOrder, b.Group)), strings.Compare(a.Unit, b.Unit))
 	})
 	for _, g := range rv.Server {
-		padAll(g.Series)
-	}
-	// "other" server samples can be many (runtime gauges); keep the ones that move.
-	for _, g := range rv.Server {
 		if g.Group == "other" {
-			g.Series = slices.DeleteFunc(g.Series, func(s *Series) bool { return flat(s.Values) })
+			// "other" server samples can be many (runtime gauges); keep the ones that move.
+			g.Series = slices.DeleteFunc(g.Series, func(s *Series) bool { return flatPts(s.pts) })
+			slices.SortFunc(g.Series, func(a, b *Series) int { return strings.Compare(a.Name, b.Name) })
 			if len(g.Series) > 12 {
 				g.Series = g.Series[:12]
 			}
 		}
+		g.Series = padAll(g.Series)
 	}
 	rv.Server = slices.DeleteFunc(rv.Server, func(g *ServerGroup) bool { return len(g.Series) == 0 })
 }
 
 var groupOrder = []string{"memory", "connections", "buffers", "shedding", "other"}
+
+// foldSeries makes the kept series dense: at most max of them, the most significant by score
+// (ties by name), the rest summed point by point into one series named other. Only the kept series
+// and the sum are allocated at full length, so the work is linear in the points given.
+func foldSeries(list []*Series, n, max int, other string, score func(*Series) float64) (_ []*Series, folded bool) {
+	dense := func(s *Series) {
+		s.Values = make(nums, n)
+		for i := range s.Values {
+			s.Values[i] = gap
+		}
+		for _, p := range s.pts {
+			s.Values[p.i] = p.v
+		}
+		s.pts = nil
+	}
+	if len(list) > max {
+		scores := make(map[*Series]float64, len(list))
+		for _, s := range list {
+			scores[s] = score(s)
+		}
+		slices.SortStableFunc(list, func(a, b *Series) int { return cmp.Compare(scores[b], scores[a]) })
+		sum := &Series{Name: other}
+		acc := make(map[int]float64)
+		for _, s := range list[max-1:] {
+			for _, p := range s.pts {
+				if !math.IsNaN(p.v) {
+					acc[p.i] += p.v
+				}
+			}
+		}
+		for i, v := range acc {
+			sum.pts = append(sum.pts, pt{i, v})
+		}
+		list = append(list[:max-1:max-1], sum)
+		folded = true
+	}
+	for _, s := range list {
+		dense(s)
+	}
+	return list, folded
+}
+
+// magnitude scores a series by the sum of its absolute values.
+func magnitude(s *Series) float64 {
+	var t float64
+	for _, p := range s.pts {
+		if !math.IsNaN(p.v) {
+			t += math.Abs(p.v)
+		}
+	}
+	return t
+}
+
+// flatPts reports whether a series' points never change.
+func flatPts(ps []pt) bool {
+	v := make(nums, len(ps))
+	for i, p := range ps {
+		v[i] = p.v
+	}
+	return flat(v)
+}
 
 func flat(v nums) bool {
 	first := math.NaN()
@@ -658,6 +728,9 @@ func distributions(hs map[string]*hist.Histogram) []*Distribution {
 		h := hs[kind]
 		if h == nil || h.Count() == 0 {
 			continue
+		}
+		if len(out) == MaxSeriesPerChart {
+			break // the most telling kinds first (kindRank); a chart cannot show more
 		}
 		d := &Distribution{Kind: kind}
 		for _, p := range h.Distribution(5) {

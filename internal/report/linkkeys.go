@@ -8,6 +8,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/hist"
 	lkr "github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // The LinkKeys clients' lines. Header and DONE lines are byte for byte the seed's (they are message
@@ -38,6 +39,7 @@ const NoteLinkKeysDDoS = "  On its own this client cannot separate a denial by t
 
 // LinkKeysHeader prints a client command's header line.
 func LinkKeysHeader(w io.Writer, command string, p lkr.Params) {
+	w = TextWriter(w)
 	switch command {
 	case lkr.CmdConnections:
 		fmt.Fprintf(w, "connections: target=%d concurrency=%d hold_secs=%d client_ips=%d (base %s)\n",
@@ -58,6 +60,7 @@ func LinkKeysEstablished(w io.Writer, n int64) {
 
 // LinkKeysDone prints a client command's DONE line and the lines that follow it.
 func LinkKeysDone(w io.Writer, command string, p lkr.Params, r *lkr.Result) {
+	w = TextWriter(w)
 	switch command {
 	case lkr.CmdConnections:
 		connectionsDone(w, p, r)
@@ -80,8 +83,8 @@ func connectionsDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 	fmt.Fprintf(w, "connections: DONE in %s \u2014 requested=%d established=%d failed=%d\n",
 		lkr.FormatRustDuration(time.Duration(r.Elapsed)), p.Count, a.Succeeded, a.Failed)
 	if a.Failed > 0 {
-		fmt.Fprintf(w, "  failure reasons: %s\n", lkr.FormatRustMap(a.Classes))
-		fmt.Fprintf(w, "  failure details: %s\n", lkr.FormatRustMap(a.Reasons))
+		fmt.Fprintf(w, "  failure reasons: %s\n", Sanitize(lkr.FormatRustMap(a.Classes)))
+		fmt.Fprintf(w, "  failure details: %s\n", Sanitize(lkr.FormatRustMap(a.Reasons)))
 	}
 	fmt.Fprintln(w, NoteLinkKeysConnections)
 	if h := r.Hold; h != nil {
@@ -108,7 +111,7 @@ func handshakeDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 	fmt.Fprintf(w, "handshake-bench: DONE \u2014 completed=%d failed=%d over %ds => %s handshakes/sec (client-observed; this is a DIFFERENT number from established-connection COUNT)\n",
 		h.Completed, h.Failed, p.DurationSecs, lkr.FormatRustFloat1(lkr.RustRate(h.Completed, p.DurationSecs)))
 	if a := r.Attempts; a != nil && a.Failed > 0 {
-		fmt.Fprintf(w, "  failure details: %s\n", lkr.FormatRustMap(a.Reasons))
+		fmt.Fprintf(w, "  failure details: %s\n", Sanitize(lkr.FormatRustMap(a.Reasons)))
 	}
 	if p.Resume {
 		fmt.Fprintf(w, "  resumption: full=%d (%s/sec) resumed=%d (%s/sec)\n",
@@ -130,7 +133,7 @@ func requestDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 		q.Completed, q.Errors, p.DurationSecs, lkr.FormatRustFloat1(lkr.RustRate(q.Completed, p.DurationSecs)))
 	if q.Errors > 0 {
 		fmt.Fprintln(w, NoteLinkKeysRequestErrors)
-		fmt.Fprintf(w, "  error details: statuses=%s decode_errors=%d io_errors=%d\n", lkr.FormatRustMap(q.Statuses), q.DecodeErrors, q.IOErrors)
+		fmt.Fprintf(w, "  error details: statuses=%s decode_errors=%d io_errors=%d\n", Sanitize(lkr.FormatRustMap(q.Statuses)), q.DecodeErrors, q.IOErrors)
 	}
 	if p.Rate > 0 {
 		fmt.Fprintf(w, "  open model: target %s requests/sec, sent=%d late_sends=%d (more than %s after the intended time) unsent=%d\n",
@@ -153,7 +156,7 @@ func ddosDone(w io.Writer, p lkr.Params, r *lkr.Result) {
 		lkr.FormatRustDuration(time.Duration(r.Elapsed)), p.Sources, a.Succeeded, a.Failed)
 	fmt.Fprintln(w, NoteLinkKeysDDoS)
 	if a.Failed > 0 {
-		fmt.Fprintf(w, "  denial reasons: %s\n", lkr.FormatRustMap(a.Reasons))
+		fmt.Fprintf(w, "  denial reasons: %s\n", Sanitize(lkr.FormatRustMap(a.Reasons)))
 	}
 	writeLatency(w, "connect+handshake latency (allowed)", a.Latency)
 	writeCPU(w, r)
@@ -174,7 +177,7 @@ func writeHoldLoss(w io.Writer, t lkr.Target, h *lkr.Hold) {
 	default:
 		when = "the first " + first + ", the last " + last
 	}
-	fmt.Fprintf(w, "  LOST: %d of %d held connections ended during the hold (%s), %s", l.Lost, h.Held, lkr.FormatRustMap(l.Reasons), when)
+	fmt.Fprintf(w, "  LOST: %d of %d held connections ended during the hold (%s), %s", l.Lost, h.Held, Sanitize(lkr.FormatRustMap(l.Reasons)), when)
 	if l.ServerGone {
 		fmt.Fprintf(w, "; the server process (pid %d) is no longer running", t.PID)
 	}
@@ -237,6 +240,7 @@ func msText(ms float64) string {
 // LinkKeysAccounting prints the server's accounting next to the client's (the lines after the
 // seed's paragraph in ddos and connections).
 func LinkKeysAccounting(w io.Writer, a *lkr.ServerAccounting) {
+	w = TextWriter(w)
 	if a == nil {
 		return
 	}
@@ -273,6 +277,7 @@ func LinkKeysAccounting(w io.Writer, a *lkr.ServerAccounting) {
 
 // LinkKeysAccountingError prints why the server's accounting could not be read.
 func LinkKeysAccountingError(w io.Writer, a *lkr.ServerAccounting) {
+	w = TextWriter(w)
 	fmt.Fprintf(w, "  server accounting unavailable (%s): %s\n", a.Source, a.Note)
 }
 
@@ -281,6 +286,7 @@ func LinkKeysAccountingError(w io.Writer, a *lkr.ServerAccounting) {
 // linkkeysresult.Merge, are reported as one run: the header and DONE lines, the server's accounting,
 // then our lines about the timeline and the machines.
 func LinkKeysText(w io.Writer, r *lkr.Result) error {
+	w = TextWriter(w)
 	switch r.Command {
 	case lkr.CmdConnections, lkr.CmdHandshakeBench, lkr.CmdRequestBench, lkr.CmdDDoS:
 	case lkr.CmdCombined:
@@ -350,9 +356,12 @@ func writeTimeline(w io.Writer, r *lkr.Result) {
 		fmt.Fprintf(w, "; server samples in %d", samples)
 		for _, k := range []string{"process_rss_bytes", "open_connections", "established_connections", "frame_buffer_bytes"} {
 			if _, ok := hi[k]; ok {
-				fmt.Fprintf(w, ", %s %.0f..%.0f", k, lo[k], hi[k])
+				fmt.Fprintf(w, ", %s %.0f..%.0f", Sanitize(k), lo[k], hi[k])
 			}
 		}
+	}
+	if n := r.CounterTotal(result.CounterServerSeriesDropped); n > 0 {
+		fmt.Fprintf(w, "; %d server series readings dropped (the target exposes more distinct series than a run keeps)", n)
 	}
 	fmt.Fprintln(w)
 }

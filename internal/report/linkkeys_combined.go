@@ -18,11 +18,13 @@ import (
 
 // LinkKeysCombinedHeader prints the header line; streams are "name=first+count".
 func LinkKeysCombinedHeader(w io.Writer, streams []string) {
+	w = TextWriter(w)
 	fmt.Fprintf(w, "combined: streams %s (each from its own source range, all at once)\n", strings.Join(streams, " "))
 }
 
 // LinkKeysCombinedDone prints every stream's lines, the survival and the accounting.
 func LinkKeysCombinedDone(w io.Writer, r *lkr.Result) {
+	w = TextWriter(w)
 	c := r.Combined
 	if c == nil {
 		return
@@ -46,7 +48,7 @@ func LinkKeysCombinedDone(w io.Writer, r *lkr.Result) {
 			fmt.Fprintf(w, "%ssurvival: %d of %d held connections still established after %.1fs held (%.2f%%); lost %d%s\n",
 				prefix, sv.StillOpen, sv.Established, sv.HeldSecs, sv.Percent, sv.Lost, lostBy(sv.LostBy))
 			if len(sv.ServerCloses) > 0 {
-				fmt.Fprintf(w, "%sserver close counters over the run (all sources): %s\n", prefix, lkr.FormatRustMap(sv.ServerCloses))
+				fmt.Fprintf(w, "%sserver close counters over the run (all sources): %s\n", prefix, Sanitize(lkr.FormatRustMap(sv.ServerCloses)))
 			}
 		}
 		if ss := s.Server; ss != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // Formats accepted by the report command.
@@ -22,7 +23,7 @@ const (
 func Render(r *keycastresult.Results, format string) (string, error) {
 	switch format {
 	case FormatText, "":
-		return Text(r), nil
+		return SanitizeText(Text(r)), nil
 	case FormatCSV:
 		return CSV(r), nil
 	case FormatJSON:
@@ -62,9 +63,9 @@ func Text(r *keycastresult.Results) string {
 	var b strings.Builder
 	b.WriteString("Keycast Load Test Results\n")
 	b.WriteString("=========================\n")
-	fmt.Fprintf(&b, "Target:        %s/api/nostr\n", m.URL)
-	fmt.Fprintf(&b, "Scenario:      %s\n", m.Scenario)
-	fmt.Fprintf(&b, "Method:        %s\n", m.Method)
+	fmt.Fprintf(&b, "Target:        %s/api/nostr\n", Sanitize(m.URL))
+	fmt.Fprintf(&b, "Scenario:      %s\n", Sanitize(m.Scenario))
+	fmt.Fprintf(&b, "Method:        %s\n", Sanitize(m.Method))
 	fmt.Fprintf(&b, "Concurrency:   %d\n", m.Concurrency)
 	fmt.Fprintf(&b, "Duration:      %ss\n", f1(s.DurationSecs))
 	fmt.Fprintf(&b, "Users:         %d\n", m.UserCount)
@@ -118,6 +119,11 @@ func Additions(r *keycastresult.Results) string {
 	}
 	if s.ConnectFailures != 0 {
 		add("  Connect failures:          %d (no connection could be opened; not requests, but failed attempts in the rates)", s.ConnectFailures)
+	}
+	if r.Envelope != nil {
+		if n := r.CounterTotal(result.CounterServerSeriesDropped); n > 0 {
+			add("  Server series dropped:     %d readings (the target exposes more distinct series than a run keeps)", n)
+		}
 	}
 	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses()) == 0 {
 		return ""
@@ -193,7 +199,7 @@ func writeCauses(b *strings.Builder, causes map[string]int64) {
 		return keys[i] < keys[j]
 	})
 	for _, k := range keys {
-		fmt.Fprintf(b, "  %-32s %d\n", k, causes[k])
+		fmt.Fprintf(b, "  %-32s %d\n", Sanitize(k), causes[k])
 	}
 }
 
@@ -209,7 +215,7 @@ func CSV(r *keycastresult.Results) string {
 	m, s := r.Metadata, r.Summary
 	return "url,scenario,method,concurrency,duration_secs,users,total_requests,rps,success_rate,p50_ms,p95_ms,p99_ms\n" +
 		strings.Join([]string{
-			m.URL, m.Scenario, m.Method, strconv.Itoa(m.Concurrency), f1(s.DurationSecs), strconv.Itoa(m.UserCount),
+			Sanitize(m.URL), Sanitize(m.Scenario), Sanitize(m.Method), strconv.Itoa(m.Concurrency), f1(s.DurationSecs), strconv.Itoa(m.UserCount),
 			strconv.FormatUint(s.TotalRequests, 10), f1(s.RequestsPerSecond), f1((1 - s.ErrorRate) * 100),
 			f1(s.LatencyP50Ms), f1(s.LatencyP95Ms), f1(s.LatencyP99Ms),
 		}, ",")

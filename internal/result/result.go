@@ -193,8 +193,8 @@ func addHists(dst, src map[string]*hist.Histogram) map[string]*hist.Histogram {
 	return dst
 }
 
-// Validate checks what a reader relies on: the format, a harness and command, and intervals in
-// order. It names the first problem.
+// Validate checks what a reader relies on: the format, a harness and command, intervals in order,
+// and figures consistent with each other (consistency). It names every problem it finds.
 func (e *Envelope) Validate() error {
 	var errs []error
 	if e.Format != Format {
@@ -203,11 +203,7 @@ func (e *Envelope) Validate() error {
 	if e.Harness == "" || e.Command == "" {
 		errs = append(errs, errors.New("harness or command is missing"))
 	}
-	for k, v := range e.Totals {
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("total %q is negative (%d)", k, v))
-		}
-	}
+	errs = append(errs, e.consistency()...)
 	for i := 1; i < len(e.Intervals); i++ {
 		if e.Intervals[i].T < e.Intervals[i-1].T {
 			errs = append(errs, fmt.Errorf("interval %d starts at %gs, before interval %d at %gs", i, e.Intervals[i].T, i-1, e.Intervals[i-1].T))

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/keycast"
 )
 
@@ -139,12 +139,7 @@ func ReadPlan(path string) (*Plan, error) {
 
 // readPlanFile reads a plan file of at most MaxPlanSize bytes and decodes it with parse.
 func readPlanFile[P any](path string, parse func([]byte) (*P, error)) (*P, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("capacity: failed to read capacity plan %q: %w", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxPlanSize+1))
+	b, err := boundedfile.Read(path, boundedfile.Kind{Name: "capacity plan", Max: MaxPlanSize})
 	if err != nil {
 		return nil, fmt.Errorf("capacity: failed to read capacity plan %q: %w", path, err)
 	}
