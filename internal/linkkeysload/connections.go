@@ -282,9 +282,10 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	return res, nil
 }
 
-// stamp adds what the parent knows: the flags as given.
+// stamp adds what the parent knows: the flags as given and the run ID.
 func (r *Run) stamp(res *Result) {
 	res.Flags = r.Flags
+	res.RunID = r.RunID
 	res.Finish()
 }
 
