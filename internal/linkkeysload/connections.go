@@ -293,7 +293,13 @@ func (r *Run) writeJSON(res Result) error {
 	if r.JSONPath == "" {
 		return nil
 	}
-	return res.Write(r.JSONPath)
+	if err := res.Write(r.JSONPath); err != nil {
+		return err
+	}
+	if r.AfterWrite != nil {
+		return r.AfterWrite(r.JSONPath)
+	}
+	return nil
 }
 
 func (r *Run) settleWait() time.Duration {

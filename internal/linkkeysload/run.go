@@ -35,6 +35,9 @@ type Run struct {
 	Flags map[string]string
 	// JSONPath, when set, receives the result.
 	JSONPath string
+	// AfterWrite, when set, runs on JSONPath once the result is written there (the command line
+	// signs it with --sign-key).
+	AfterWrite func(path string) error
 	// Log receives diagnostics; nil discards them.
 	Log *slog.Logger
 	// Stop, when set, is the combined command's live stop condition: it is judged on every server

@@ -172,6 +172,14 @@ func BuildModel(srcs []Source, opt HTMLOptions) (*Model, error) {
 		m.Runs = []*RunView{singleRun(ls[0])}
 	default:
 		m.Mode = "merged"
+		ps := make([]result.Part, len(ls))
+		for i, l := range ls {
+			ps[i] = result.Part{Name: l.name, Envelope: l.env}
+		}
+		cov, err := result.CheckRun(ps)
+		if err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
 		merged := &result.Envelope{}
 		var stop *result.StopEvent
 		for _, l := range ls {
@@ -182,7 +190,12 @@ func BuildModel(srcs []Source, opt HTMLOptions) (*Model, error) {
 				stop = l.stop
 			}
 		}
-		rv := runView(fmt.Sprintf("%d segments merged", len(ls)), merged, []part{{env: merged}}, stop)
+		merged.MarkPartial(cov.Missing)
+		label := fmt.Sprintf("%d segments merged", len(ls))
+		if merged.Partial {
+			label += " — PARTIAL: segments " + result.SegmentList(merged.MissingSegments) + " missing"
+		}
+		rv := runView(label, merged, []part{{env: merged}}, stop)
 		if ls[0].keycast != nil {
 			if kr, err := keycastMerged(ls); err == nil {
 				rv.Extra = keycastExtra(kr)
