@@ -84,9 +84,9 @@ func CheckRun(parts []Part) (Coverage, error) {
 		return cov, fmt.Errorf("result: %s carries run ID %s but %s carries none: only the segments of one run merge%s",
 			withID, cov.RunID, withoutID, compare)
 	}
-	owner := map[int]string{}
+	owner := map[int]int{} // segment index → part index
 	countFrom := ""
-	for _, p := range parts {
+	for pi, p := range parts {
 		segs := p.Envelope.Segments
 		if len(segs) == 0 {
 			segs = []Segment{Whole}
@@ -103,13 +103,16 @@ func CheckRun(parts []Part) (Coverage, error) {
 					p.Name, s, countFrom, cov.Count)
 			}
 			if prev, dup := owner[s.Index]; dup {
-				if prev == p.Name {
+				switch {
+				case prev == pi:
 					return cov, fmt.Errorf("result: %s holds segment %s twice", p.Name, s)
+				case parts[prev].Name == p.Name:
+					return cov, fmt.Errorf("result: %s is given twice: each segment merges once", p.Name)
 				}
 				return cov, fmt.Errorf("result: segment %s is in both %s and %s (the same file twice, or a segment run twice): each segment merges once",
-					s, prev, p.Name)
+					s, parts[prev].Name, p.Name)
 			}
-			owner[s.Index] = p.Name
+			owner[s.Index] = pi
 		}
 	}
 	for i := range cov.Count {
