@@ -14,7 +14,7 @@ func writeBundle(t *testing.T, priv ed25519.PrivateKey) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		EvidenceFile:          `{"schema_version":1,"evidence_scope":"synthetic","passed":true,"phases":[{"name":"ramp","passed":true,"results_file":"phase-01-ramp.json"}]}`,
+		EvidenceFile:         `{"schema_version":1,"evidence_scope":"synthetic","passed":true,"phases":[{"name":"ramp","passed":true,"results_file":"phase-01-ramp.json"}]}`,
 		"phase-01-ramp.json": `{"summary":{}}`,
 	}
 	var names []string
