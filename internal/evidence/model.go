@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -37,12 +38,8 @@ type Evidence struct {
 	StopReason           string   `json:"stop_reason"`
 	Blockers             []string `json:"certification_blockers"`
 	Phases               []Phase  `json:"phases"`
-	Machine              *struct {
-		CPUModel string `json:"cpu_model"`
-		Cores    int    `json:"cores"`
-		Kernel   string `json:"kernel"`
-		Version  string `json:"loadproof_version"`
-	} `json:"machine"`
+	// Machine is the record of the machine the load ran from.
+	Machine *machine.Record `json:"machine"`
 }
 
 // PlanInfo is the part of the plan a reader shows.
@@ -64,6 +61,9 @@ type Phase struct {
 	StopChecks   []Check           `json:"stop_checks"`
 	LiveStop     *result.StopEvent `json:"live_stop"`
 	Server       *Server           `json:"server"`
+	// Results are the phase's results as evidence.json embeds them, in the harness's own result
+	// form (both carry the shared result.Envelope at their top level); null when the phase has none.
+	Results json.RawMessage `json:"results"`
 }
 
 // Verdict is a phase's one-word verdict.

@@ -56,7 +56,7 @@ func EvidenceText(w io.Writer, e *evidence.Evidence) {
 		fmt.Fprintf(w, "stopped after phase %s (%s)\n", *e.StoppedAfterPhase, e.StopReason)
 	}
 	if m := e.Machine; m != nil {
-		fmt.Fprintf(w, "machine: %s, %d cores, kernel %s, loadproof %s\n", m.CPUModel, m.Cores, m.Kernel, m.Version)
+		fmt.Fprintf(w, "machine: %s, %d cores, kernel %s, loadproof %s\n", m.CPUModel, m.Cores, m.Kernel, m.LoadproofVersion)
 	}
 	fmt.Fprintf(w, "passed: %v  certification_ready: %v\n", e.Passed, e.CertificationReady)
 	if !e.CertificationReady && len(e.Blockers) > 0 {
