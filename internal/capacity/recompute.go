@@ -92,6 +92,11 @@ func recomputeKeycast(b *evidence.Bundle) []string {
 				diffs = append(diffs, fmt.Sprintf("phase %q: results file %s: %v", pe.Name, pe.ResultsFile, err))
 				continue
 			}
+		} else if pe.Results != nil {
+			// A phase that ran but whose results file could not be written: its figures are the
+			// embedded ones only.
+			rc.checks, rc.stop = PhaseChecks(ev.Plan, ph, pe.Results.Summary)
+			rc.has = true
 		}
 		p, d := recomputePhase(in, rc)
 		diffs = append(diffs, d...)
@@ -153,6 +158,9 @@ func recomputeLinkKeys(b *evidence.Bundle) []string {
 				diffs = append(diffs, fmt.Sprintf("phase %q: results file %s: %v", pe.Name, pe.ResultsFile, err))
 				continue
 			}
+		} else if pe.Results != nil {
+			m := LinkKeysPhaseMetrics(pe.Results)
+			rc.checks, rc.stop, rc.has = EvaluateAll(specs, m), EvaluateAll(stopSpecs, m), true
 		}
 		p, d := recomputePhase(in, rc)
 		diffs = append(diffs, d...)

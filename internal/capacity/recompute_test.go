@@ -38,11 +38,19 @@ func TestRecomputeAgreesWithExecute(t *testing.T) {
 		{"stop breach", &fakeRunner{results: map[int]*keycastresult.Results{2: results(100, 30, 0, time.Millisecond)}}},
 		{"live stop", &fakeRunner{results: map[int]*keycastresult.Results{1: live}}},
 		{"phase error", &fakeRunner{errs: map[int]error{2: errors.New("boom")}}},
+		{"results file not written", &fakeRunner{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, out := setup(t)
+			if tc.name == "results file not written" {
+				failOn(t, PhaseFileName(1, p.Phases[1].Name))
+			}
 			_, _ = Execute(context.Background(), p, opts(out, tc.r))
-			if d := Recompute(readBundle(t, out)); len(d) > 0 {
+			b := readBundle(t, out)
+			if tc.name == "results file not written" && (len(b.Evidence.Phases) != 2 || b.Evidence.Phases[1].Error == nil || b.Evidence.Phases[1].ResultsFile != "") {
+				t.Fatalf("the write failure did not happen: %+v", b.Evidence.Phases)
+			}
+			if d := Recompute(b); len(d) > 0 {
 				t.Fatalf("recomputation differs from the executor's own bundle:\n%s", strings.Join(d, "\n"))
 			}
 		})
@@ -178,4 +186,16 @@ func TestRecomputeLinkKeys(t *testing.T) {
 	if d := Recompute(readBundle(t, out)); len(d) == 0 {
 		t.Fatal("an edited results file recomputed to the recorded checks")
 	}
+}
+
+// failOn makes the bundle writer fail on the file named name, as a full disk would.
+func failOn(t *testing.T, name string) {
+	t.Helper()
+	writeFile = func(path string, data []byte, mode os.FileMode) error {
+		if filepath.Base(path) == name {
+			return errors.New("no space left on device")
+		}
+		return realWriteFile(path, data, mode)
+	}
+	t.Cleanup(func() { writeFile = realWriteFile })
 }
