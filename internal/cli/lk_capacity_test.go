@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/capacity"
-	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/capacity/plan"
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
