@@ -24,12 +24,12 @@ type provenance struct {
 
 // bindRunID adds --run-id (client commands that take --segment).
 func (p *provenance) bindRunID(f *pflag.FlagSet) {
-	f.StringVar(&p.runID, "run-id", "", "the run's ID (32 hex digits) for a run split by hand with --segment: give every segment the same one so `report` merges them; without --segment a fresh one is made")
+	f.StringVar(&p.runID, "run-id", "", "the run's `ID` (32 hex digits) for a run split by hand with --segment: give every segment the same one so report merges them; without --segment a fresh one is made")
 }
 
 // bindSignKey adds --sign-key.
 func (p *provenance) bindSignKey(f *pflag.FlagSet, what string) {
-	f.StringVar(&p.signKey, "sign-key", "", "sign "+what+" with this Ed25519 private key (`loadproof keygen`); the detached signature is written beside it (docs/capacity.md, Signed evidence)")
+	f.StringVar(&p.signKey, "sign-key", "", "sign "+what+" with the Ed25519 private key in `FILE` (from loadproof keygen); the detached signature is written beside it (docs/capacity.md, Signed evidence)")
 }
 
 // key reads the signing key, or nil when none is given; a bad key is a usage error before anything runs.
@@ -133,7 +133,7 @@ func newVerifyCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&keyPath, "key", "", "the Ed25519 public key (`loadproof keygen`'s PREFIX.pub) that must have signed each file")
+	c.Flags().StringVar(&keyPath, "key", "", "the Ed25519 public key `FILE` (PREFIX.pub from loadproof keygen) that must have signed each file")
 	return c
 }
 
@@ -177,6 +177,6 @@ func newKeygenCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&out, "out", "", "path prefix of the key files (PREFIX.key, PREFIX.pub)")
+	c.Flags().StringVar(&out, "out", "", "path `PREFIX` of the key files (PREFIX.key, PREFIX.pub)")
 	return c
 }
