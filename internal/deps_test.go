@@ -33,6 +33,11 @@ var forbidden = map[string][]string{
 	// Distributed runs are load-side; Kubernetes manifests render command lines only.
 	"coord": {"linkkeysserver", "keycastserver", "keycaststore", "report", "capacity", "cli"},
 	"kube":  {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "coord", "cli"},
+	// The evidence bundle format sits below the code that writes bundles (capacity imports it) and
+	// the code that reads them (report, cli): it imports neither, nor any runner. The recomputation
+	// of checks stays in capacity and reaches evidence.Verify as a function the cli wires in.
+	"evidence": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload",
+		"keycastresult", "linkkeysresult", "capacity", "engine", "report", "dashboard", "coord", "cli"},
 	// Reports are drawn from result files alone.
 	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli", "dashboard"},
 	// The live dashboard serves the report's page; it runs no load and knows no protocol.

@@ -31,4 +31,9 @@
 // condition, or SIGINT/SIGTERM), and a manifest.json with the SHA-256 of every file. Error text that
 // reaches the bundle is rebuilt from a fixed vocabulary (see ScrubError), so the evidence never holds
 // tokens, passwords, request bodies or raw server errors.
+//
+// The bundle's file format (manifest, signature, the reading model) is package evidence's; this
+// package writes through it (evidence.Seal, with Options.SignKey the manifest is signed) and owns
+// the check rules, so the recomputation of a written bundle's checks and verdict is here too
+// (Recompute), handed to evidence.Verify by the command line.
 package capacity

@@ -6,22 +6,22 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
-// SchemaVersion is the evidence schema version; upstream uses 1 in every version, and loadproof's
-// additions are new fields only, so upstream readers keep working.
-const SchemaVersion = 1
+// SchemaVersion is the evidence schema version (evidence.SchemaVersion).
+const SchemaVersion = evidence.SchemaVersion
 
 // EvidenceScope is the fixed scope statement of every bundle.
 const EvidenceScope = "synthetic non-production capacity rehearsal"
 
 // EvidenceFile and ManifestFile are the fixed file names in a bundle.
 const (
-	EvidenceFile = "evidence.json"
-	ManifestFile = "manifest.json"
+	EvidenceFile = evidence.EvidenceFile
+	ManifestFile = evidence.ManifestFile
 )
 
 // Why a run ended before its last phase (Evidence.StopReason): the result package's stop reasons.

@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,6 +94,9 @@ type Runner func(ctx context.Context, run PhaseRun) (*keycastresult.Results, err
 
 // Options configure Execute. The zero value runs against keycastload with upstream's defaults.
 type Options struct {
+	// SignKey, when set, signs the bundle: evidence.sig holds the Ed25519 signature of the manifest
+	// (docs/capacity.md, Signed evidence).
+	SignKey ed25519.PrivateKey
 	// OutputDir is the evidence directory; default DefaultOutputDir. It must be absent or empty.
 	OutputDir string
 	// Validate holds the host authorizations.
@@ -235,7 +239,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := finishBundle(b, eb, out, c.Passed, now); err != nil {
+	if err := finishBundle(b, eb, out, c.Passed, now, opts.SignKey); err != nil {
 		if errors.Is(err, ErrLimitsExceeded) {
 			return ev, err
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 )
 
@@ -383,7 +384,7 @@ func TestManifestDetectsTampering(t *testing.T) {
 	if _, err := Execute(context.Background(), p, opts(out, &fakeRunner{})); err != nil {
 		t.Fatal(err)
 	}
-	var m Manifest
+	var m evidence.Manifest
 	b, _ := os.ReadFile(filepath.Join(out, ManifestFile))
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -282,19 +284,14 @@ func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Wr
 	return out
 }
 
+// verdictWord is the phase's verdict word (evidence.VerdictOf), with the live stop condition named
+// when one ended the phase.
 func verdictWord(pe verdictPhase, stopBreached bool) string {
-	switch {
-	case pe.Interrupted:
-		return "interrupted"
-	case pe.LiveStop != nil:
-		return "stopped by a live stop condition"
-	case stopBreached:
-		return "breached a stop condition"
-	case pe.Passed:
-		return "passed"
-	default:
-		return "failed"
+	w := string(evidence.VerdictOf(pe.Passed, stopBreached, pe.Interrupted, pe.Error != nil && !pe.Interrupted))
+	if pe.LiveStop != nil {
+		w += " by a live stop condition"
 	}
+	return w
 }
 
 // certification says when a harness's evidence is certification-ready beyond passing: some phase
@@ -389,11 +386,12 @@ func conclude(planned []string, phases []verdictPhase, stopReason string, cert c
 
 // finish writes the evidence and the manifest and maps the outcome to Execute's error: nil when
 // passed, an incompleteError when the run could not finish, ErrLimitsExceeded otherwise.
-func finishBundle[R any](b *bundle, evidence []byte, out runOutcome[R], passed bool, now func() time.Time) error {
-	if err := b.write(EvidenceFile, evidence); err != nil {
+// With priv set, the manifest is signed (evidence.sig).
+func finishBundle[R any](b *bundle, ev []byte, out runOutcome[R], passed bool, now func() time.Time, priv ed25519.PrivateKey) error {
+	if err := b.write(EvidenceFile, ev); err != nil {
 		return err
 	}
-	if err := WriteManifest(b.dir, b.files, now()); err != nil {
+	if err := evidence.Seal(b.dir, b.files, now(), priv); err != nil {
 		return err
 	}
 	if passed {

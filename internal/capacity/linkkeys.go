@@ -3,6 +3,7 @@ package capacity
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -120,6 +121,9 @@ type LinkKeysRunner func(ctx context.Context, run LinkKeysPhaseRun) (*linkkeysre
 
 // LinkKeysOptions configure ExecuteLinkKeys.
 type LinkKeysOptions struct {
+	// SignKey, when set, signs the bundle: evidence.sig holds the Ed25519 signature of the manifest
+	// (docs/capacity.md, Signed evidence).
+	SignKey ed25519.PrivateKey
 	// OutputDir is the evidence directory; default DefaultOutputDir. It must be absent or empty.
 	OutputDir string
 	// Validate checks the profiles as the reference server reads them; its ServerConfigLine is
@@ -269,27 +273,7 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 		phases = append(phases, pe)
 		vs = append(vs, r.verdict())
 	}
-	planned := make([]string, len(pl.Phases))
-	declared := false
-	for i, ph := range pl.Phases {
-		planned[i] = ph.Name
-		if ph.ExpectedShedding != nil {
-			declared = true
-		}
-	}
-	c := conclude(planned, vs, out.StopReason, certification{
-		Declared: declared,
-		IsShedding: func(ch Check) bool {
-			for _, s := range shedding {
-				if s[ch.Metric] {
-					return true
-				}
-			}
-			return false
-		},
-		NotDeclared: "no phase declares expected_shedding, so shedding was not tested; declare it on a ddos phase " +
-			"(stream, the reasons it must be shed by, exact_accounting) against a server whose limits shed",
-	})
+	c := linkKeysConclude(pl, vs, out.StopReason, shedding)
 	ev := &LinkKeysEvidence{
 		SchemaVersion: SchemaVersion, EvidenceScope: EvidenceScope, GeneratedAt: now().UTC().Format(time.RFC3339Nano),
 		ExecutionEnvironment: env, Plan: pl, Passed: c.Passed, CertificationReady: c.CertificationReady,
@@ -300,7 +284,7 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 	if err != nil {
 		return nil, err
 	}
-	if err := finishBundle(b, eb, out, c.Passed, now); err != nil {
+	if err := finishBundle(b, eb, out, c.Passed, now, opts.SignKey); err != nil {
 		if isLimits(err) {
 			return ev, err
 		}
@@ -795,4 +779,30 @@ func abs64(v int64) int64 {
 		return -v
 	}
 	return v
+}
+
+// linkKeysConclude is the LinkKeys verdict: conclude with shedding declared by expected_shedding and
+// judged by the shedding checks (shedding holds each phase's, from linkKeysCheckSpecs).
+func linkKeysConclude(pl *LinkKeysPlan, vs []verdictPhase, stopReason string, shedding []map[string]bool) Conclusion {
+	planned := make([]string, len(pl.Phases))
+	declared := false
+	for i, ph := range pl.Phases {
+		planned[i] = ph.Name
+		if ph.ExpectedShedding != nil {
+			declared = true
+		}
+	}
+	return conclude(planned, vs, stopReason, certification{
+		Declared: declared,
+		IsShedding: func(ch Check) bool {
+			for _, s := range shedding {
+				if s[ch.Metric] {
+					return true
+				}
+			}
+			return false
+		},
+		NotDeclared: "no phase declares expected_shedding, so shedding was not tested; declare it on a ddos phase " +
+			"(stream, the reasons it must be shed by, exact_accounting) against a server whose limits shed",
+	})
 }

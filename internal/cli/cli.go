@@ -111,9 +111,10 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 			Long: "loadproof measures how many connections and requests a key server takes, and records the\n" +
 				"machine and settings the figures were measured on. Subcommands: linkkeys (TCP/TLS/CBOR\n" +
 				"harness and reference server), keycast (HTTP RPC tool and reference server), report (result\n" +
-				"files of either, merged exactly), demo.",
+				"files of either, merged exactly), verify and keygen (checked and signed evidence), demo.",
 		}
-		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env), newMachineCmd(env))
+		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env), newMachineCmd(env),
+			newVerifyCmd(env), newKeygenCmd(env))
 		root.AddCommand(newCoordinateCmd(env), newWorkerCmd(env), newKubeCmd(env))
 	}
 	root.Version = machine.LoadproofVersion()

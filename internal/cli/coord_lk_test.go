@@ -178,6 +178,10 @@ func TestCoordinateLinkKeys(t *testing.T) {
 func TestLinkKeysSegmentsTileTheRun(t *testing.T) {
 	info, _ := lkServer(t)
 	dir := t.TempDir()
+	key := filepath.Join(dir, "k")
+	if code, errs := umbrella(context.Background(), t, "keygen", "--out", key); code != ExitOK {
+		t.Fatal(errs)
+	}
 	for _, c := range [][]string{
 		{"ddos", "--sources", "101", "--concurrency", "8", "--client-ip-base", "127.9.0.0"},
 		{"connections", "--count", "61", "--concurrency", "8", "--hold-secs", "0", "--client-ip-count", "6"},
@@ -185,11 +189,18 @@ func TestLinkKeysSegmentsTileTheRun(t *testing.T) {
 		var parts []linkkeysload.Result
 		for i := 1; i <= 2; i++ {
 			out := filepath.Join(dir, fmt.Sprintf("%s-%d.json", c[0], i))
-			args := append(append([]string{"linkkeys"}, c...), "--info-file", info, "--workers", "2", "--segment", fmt.Sprintf("%d/2", i), "--json", out)
+			args := append(append([]string{"linkkeys"}, c...), "--info-file", info, "--workers", "2", "--segment", fmt.Sprintf("%d/2", i), "--json", out,
+				"--run-id", testRunID, "--sign-key", key+".key")
 			if code, errs := umbrella(context.Background(), t, args...); code != ExitOK {
 				t.Fatalf("%s segment %d: exit %d: %s", c[0], i, code, errs)
 			}
 			parts = append(parts, readLK(t, out))
+			if parts[i-1].RunID != testRunID {
+				t.Fatalf("%s segment %d carries run ID %q (its workers' results too must)", c[0], i, parts[i-1].RunID)
+			}
+			if code, errs := umbrella(context.Background(), t, "verify", "--key", key+".pub", out); code != ExitOK {
+				t.Fatalf("%s segment %d: verify: exit %d: %s", c[0], i, code, errs)
+			}
 		}
 		m, err := linkkeysload.Merge(parts)
 		if err != nil {

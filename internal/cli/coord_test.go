@@ -118,15 +118,38 @@ func TestKeycastSegmentsTileTheRun(t *testing.T) {
 	srv := kctest.Start(t, keycastserver.Config{})
 	users := kcUsers(t, srv.URL, 4)
 	dir := t.TempDir()
+	key := filepath.Join(dir, "k")
+	if code, errs := umbrella(context.Background(), t, "keygen", "--out", key); code != ExitOK {
+		t.Fatal(errs)
+	}
 	var parts []*keycastresult.Results
+	var files []string
 	for i := 1; i <= 4; i++ {
 		out := filepath.Join(dir, fmt.Sprintf("seg%d.json", i))
 		code, errs := umbrella(context.Background(), t, "keycast", "run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "101",
-			"-c", "6", "-m", "get-public-key", "--ramp-up", "0", "--segment", fmt.Sprintf("%d/4", i), "-o", out)
+			"-c", "6", "-m", "get-public-key", "--ramp-up", "0", "--segment", fmt.Sprintf("%d/4", i), "-o", out,
+			"--run-id", testRunID, "--sign-key", key+".key")
 		if code != ExitOK {
 			t.Fatalf("segment %d exit %d: %s", i, code, errs)
 		}
 		parts = append(parts, readResults(t, out))
+		files = append(files, out)
+		if parts[i-1].RunID != testRunID {
+			t.Fatalf("segment %d carries run ID %q", i, parts[i-1].RunID)
+		}
+	}
+	// Every segment is signed; report merges the four, and calls three of them partial.
+	if code, errs := umbrella(context.Background(), t, append([]string{"verify", "--key", key + ".pub"}, files...)...); code != ExitOK {
+		t.Fatalf("verify of signed segments: exit %d: %s", code, errs)
+	}
+	if code, errs := umbrella(context.Background(), t, append([]string{"report"}, files...)...); code != ExitOK {
+		t.Fatalf("report of four segments: exit %d: %s", code, errs)
+	}
+	if code, errs := umbrella(context.Background(), t, append([]string{"report", "--format", "json", "-o", filepath.Join(dir, "part.json")}, files[:3]...)...); code != ExitOK {
+		t.Fatalf("report of three segments: exit %d: %s", code, errs)
+	}
+	if p := readResults(t, filepath.Join(dir, "part.json")); !p.Partial || len(p.MissingSegments) != 1 || p.MissingSegments[0].Index != 3 {
+		t.Fatalf("three of four segments merged: partial %v missing %v", p.Partial, p.MissingSegments)
 	}
 	m, err := keycastresult.Merge(parts)
 	if err != nil {

@@ -23,6 +23,7 @@ var capacityRunner capacity.Runner
 func newKeycastCapacityCmd(env *Env) *cobra.Command {
 	var (
 		planPath, output, allowHost string
+		prov                        provenance
 		refuseHosts                 []string
 		stopWindow                  time.Duration
 		tlsOpts                     keycastload.TLSOptions
@@ -67,8 +68,13 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			if h := coord.HookFrom(cmd.Context()); h != nil && h.KeycastRun != nil {
 				runner = capacity.KeycastRunnerWith(h.KeycastRun, env.Stderr, env.Logger, 0, tlsOpts)
 			}
+			signKey, err := prov.key()
+			if err != nil {
+				return err
+			}
 			ev, err := capacity.Execute(cmd.Context(), plan, capacity.Options{
 				OutputDir:  output,
+				SignKey:    signKey,
 				Validate:   capacity.ValidateOptions{AllowHost: allowHost, RefuseHosts: refuseHosts},
 				Runner:     runner,
 				TLS:        tlsOpts,
@@ -86,6 +92,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 	attachDashboard(c, env, dashboardRun{harness: "keycast", command: "capacity", outputs: flagFiles("output")})
 	f.StringVarP(&planPath, "plan", "p", "", "Capacity plan with predeclared phases and limits (required)")
 	f.StringVarP(&output, "output", "o", capacity.DefaultOutputDir, "directory for the evidence bundle (must be absent or empty)")
+	prov.bindSignKey(f, "the bundle's manifest.json")
 	f.StringVar(&allowHost, "allow-host", "", "Explicitly authorize a non-local target host from the plan")
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
 	f.DurationVar(&stopWindow, "stop-window", capacity.DefaultStopWindow, "sliding window over which the plan's stop conditions are judged live")

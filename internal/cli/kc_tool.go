@@ -160,6 +160,7 @@ func saveUsers(output string, uf *keycast.UsersFile) error {
 
 // runFlags are `run`'s flags.
 type runFlags struct {
+	prov                                     provenance
 	url, scenario, method, usersFile, output string
 	concurrency                              int
 	requests                                 int64
@@ -222,6 +223,8 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	addTLSFlags(f, &fl.tls)
 	f.Float64Var(&fl.maxErrorRate, "max-error-rate", 0, "exit 1 when the error rate (failed requests and connect failures over all attempts, 0-1) is above this (default: off)")
 	f.StringVar(&fl.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' requests, concurrency, rate and users are disjoint and together the whole run")
+	fl.prov.bindRunID(f)
+	fl.prov.bindSignKey(f, "the results file")
 	return c
 }
 
@@ -265,6 +268,13 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		return err
 	}
 	hook := coord.HookFrom(ctx)
+	if cfg.RunID, err = fl.prov.resolveRunID(fl.segment, hook != nil && hook.Deliver != nil, log); err != nil {
+		return err
+	}
+	sign, err := fl.prov.signer()
+	if err != nil {
+		return err
+	}
 	hook.Apply(&cfg)
 	if method != keycast.MethodRegister {
 		uf, err := keycast.ReadUsersFile(fl.usersFile)
@@ -288,14 +298,15 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	if hook != nil && hook.Deliver != nil {
 		return hook.Deliver(res) // a coordinated worker: the coordinator writes and judges the merged run
 	}
-	if err := finishRun(env, log, res, fl.output); err != nil {
+	if err := finishRun(env, log, res, fl.output, sign); err != nil {
 		return err
 	}
 	return runVerdict(res, fl, fl.output)
 }
 
-// finishRun prints upstream's cache block and text report and writes the results file.
-func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output string) error {
+// finishRun prints upstream's cache block and text report and writes the results file, signed
+// (output.sig) when sign is set.
+func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output string, sign func(string) error) error {
 	if sm := res.ServerMetrics; sm != nil {
 		fmt.Fprint(env.Stdout, keycastload.CacheBlock(sm.Before, sm.After))
 	}
@@ -304,6 +315,11 @@ func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output st
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	log.Info("Results saved to " + output)
+	if sign != nil {
+		if err := sign(output); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+	}
 	if res.Stop != nil && res.Stop.Reason == keycastload.StopSignal {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run: interrupted after %.1fs; partial results saved to %s", res.Stop.ElapsedSecs, output)}
 	}

@@ -19,6 +19,7 @@ import (
 func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 	var (
 		planPath, output string
+		prov             provenance
 		settle           time.Duration
 	)
 	c := &cobra.Command{
@@ -49,8 +50,13 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitCouldNotRun, Err: err}
 			}
+			signKey, err := prov.key()
+			if err != nil {
+				return err
+			}
 			ev, err := capacity.ExecuteLinkKeys(cmd.Context(), plan, capacity.LinkKeysOptions{
 				OutputDir:  output,
+				SignKey:    signKey,
 				Validate:   capacity.LinkKeysValidateOptions{ServerConfigLine: lkExpectedConfigLine},
 				Server:     capacity.ServerLauncher{Executable: exe, Args: lkServerArgs(cmd)},
 				Clients:    linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
@@ -67,6 +73,7 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 	f := c.Flags()
 	f.StringVarP(&planPath, "plan", "p", "", "LinkKeys capacity plan with predeclared phases, profiles and limits (required)")
 	f.StringVarP(&output, "output", "o", capacity.DefaultOutputDir, "directory for the evidence bundle (must be absent or empty)")
+	prov.bindSignKey(f, "the bundle's manifest.json")
 	f.DurationVar(&settle, "settle-wait", 15*time.Second, "how long to wait for a server reading with no handshake in progress before and after each phase")
 	return c
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/capacity/plan"
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
@@ -55,16 +56,26 @@ func TestLinkKeysCapacityEndToEnd(t *testing.T) {
 	}
 	t.Setenv(childTreeEnv, "linkkeys")
 	out := filepath.Join(t.TempDir(), "evidence")
+	key := filepath.Join(t.TempDir(), "k")
+	if _, err := evidence.WriteKeyPair(key, nil); err != nil {
+		t.Fatal(err)
+	}
 	env, stdout, stderr := lkTestEnv()
-	code := Run(context.Background(), LinkKeys, []string{"capacity", "--plan", "testdata/linkkeys-capacity-scaled.json", "--output", out}, env)
+	code := Run(context.Background(), LinkKeys, []string{"capacity", "--plan", "testdata/linkkeys-capacity-scaled.json", "--output", out,
+		"--sign-key", key + ".key"}, env)
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if testing.Verbose() {
 		t.Log(stdout.String())
 	}
-	if err := capacity.VerifyBundle(out); err != nil {
+	// The bundle verifies whole: manifest, every check recomputed from real results, signature.
+	pub, err := evidence.ReadPublicKey(key + ".pub")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if f := evidence.Verify(out, verifyOptions(pub)); !f.OK() {
+		t.Fatalf("the bundle does not verify:\n%s", strings.Join(f.Problems, "\n"))
 	}
 	b, err := os.ReadFile(filepath.Join(out, capacity.EvidenceFile))
 	if err != nil {
@@ -129,7 +140,7 @@ func TestLinkKeysCapacityEndToEnd(t *testing.T) {
 		t.Fatalf("report: exit %d %s", code, rerr)
 	}
 	for _, want := range []string{"Capacity evidence (linkkeys harness): seed-000-scaled", "server: started, profile scale, environment verified",
-		"passed     ddos.shed_overflow", "manifest: every file of", "---- phase 5 combined: phase-05-combined.json", "[held] survival: 1000 of 1000",
+		"passed     ddos.shed_overflow", "verified: every file of", "---- phase 5 combined: phase-05-combined.json", "[held] survival: 1000 of 1000",
 		"certification_ready: true"} {
 		if !strings.Contains(rout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, rout)

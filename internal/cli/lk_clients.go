@@ -29,6 +29,7 @@ type lkCommon struct {
 	jsonPath string
 	workers  int
 	segment  string
+	prov     provenance
 }
 
 func (c *lkCommon) bind(f *pflag.FlagSet) {
@@ -36,6 +37,8 @@ func (c *lkCommon) bind(f *pflag.FlagSet) {
 	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts by outcome, failure reasons, HDR latency histograms, one-second interval snapshots with server samples, machine records) as JSON to this `file`")
 	f.IntVar(&c.workers, "workers", 0, "worker processes of this binary to spread the sockets over (0: enough to stay under the open-file soft limit)")
 	f.StringVar(&c.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' attempts, concurrency and source addresses are disjoint and together the whole run")
+	c.prov.bindRunID(f)
+	c.prov.bindSignKey(f, "the --json result file")
 }
 
 // lkStdoutIsTerminal reports whether the command's stdout is a terminal (the live bar replaces the
@@ -120,6 +123,17 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 	if err != nil {
 		return target, hints, linkkeysload.Run{}, err
 	}
+	runID, err := c.prov.resolveRunID(c.segment, false, env.Logger)
+	if err != nil {
+		return target, hints, linkkeysload.Run{}, err
+	}
+	sign, err := c.prov.signer()
+	if err != nil {
+		return target, hints, linkkeysload.Run{}, err
+	}
+	if sign != nil && c.jsonPath == "" {
+		return target, hints, linkkeysload.Run{}, usageError("--sign-key signs the --json result file: give --json FILE too")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return target, hints, linkkeysload.Run{}, &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -131,7 +145,7 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
-		Remote: hookLinkKeysRun(hook), Segment: seg,
+		Remote: hookLinkKeysRun(hook), Segment: seg, RunID: runID, AfterWrite: sign,
 	}, nil
 }
 

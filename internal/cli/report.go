@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,6 +12,7 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/report"
@@ -45,11 +45,11 @@ func newReportCmd(env *Env) *cobra.Command {
 			if format != "text" && format != "json" && format != "csv" {
 				return usageError("report: --format %q: must be text, json, csv, html or hgrm", format)
 			}
-			if ev, dir, ok, err := evidenceArg(args); ok || err != nil {
+			if path, ok, err := evidenceArg(args); ok || err != nil {
 				if err != nil {
 					return err
 				}
-				return runEvidenceReport(env, ev, dir, format, output)
+				return runEvidenceReport(env, path, format, output)
 			}
 			return runReport(env, args, format, output)
 		},
@@ -88,6 +88,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 	var kind string
 	var lk []linkkeysresult.Result
 	var kc []*keycastresult.Results
+	var names []string
 	for _, p := range paths {
 		b, err := boundedfile.Read(p, boundedfile.Result)
 		if err != nil {
@@ -106,6 +107,7 @@ func runReport(env *Env, paths []string, format, output string) error {
 			return usageError("report: %s is a %s result but %s is a %s result; merge files of one kind", p, k, paths[0], kind)
 		}
 		kind = k
+		names = append(names, p)
 		if k == "linkkeys" {
 			r, err := linkkeysresult.Read(b)
 			if err != nil {
@@ -126,12 +128,18 @@ func runReport(env *Env, paths []string, format, output string) error {
 		r := lk[0]
 		if len(lk) > 1 {
 			var err error
-			if r, err = linkkeysresult.Merge(lk); err != nil {
+			if r, err = linkkeysresult.MergeRun(names, lk); err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: merging: %w", err)}
 			}
 		}
 		merged = r
-		text = func() error { return report.LinkKeysText(env.Stdout, &r) }
+		notice := report.PartialNotice(&r.Envelope)
+		text = func() error {
+			if notice != "" {
+				fmt.Fprintf(env.Stdout, "%s\n\n", notice)
+			}
+			return report.LinkKeysText(env.Stdout, &r)
+		}
 		if format == "csv" {
 			fmt.Fprintln(env.Stdout, report.SanitizeText(report.LinkKeysCSV(&r)))
 			return writeMerged(output, merged)
@@ -140,11 +148,12 @@ func runReport(env *Env, paths []string, format, output string) error {
 		r := kc[0]
 		if len(kc) > 1 {
 			var err error
-			if r, err = keycastresult.Merge(kc); err != nil {
+			if r, err = keycastresult.MergeRun(names, kc); err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: merging: %w", err)}
 			}
 		}
 		merged = r
+		notice := report.PartialNotice(r.Envelope)
 		if format == "csv" {
 			fmt.Fprintln(env.Stdout, report.SanitizeText(report.CSV(r)))
 			return writeMerged(output, merged)
@@ -153,6 +162,9 @@ func runReport(env *Env, paths []string, format, output string) error {
 			out, err := report.Render(r, "text")
 			if err != nil {
 				return err
+			}
+			if notice != "" {
+				fmt.Fprintf(env.Stdout, "%s\n\n", notice)
 			}
 			fmt.Fprintln(env.Stdout, out)
 			return nil
@@ -189,42 +201,46 @@ func writeMerged(output string, merged any) error {
 
 // evidenceArg reports whether the arguments name one capacity evidence bundle: a directory holding
 // evidence.json, or an evidence file. ok is false for result files.
-func evidenceArg(args []string) (ev []byte, dir string, ok bool, err error) {
+func evidenceArg(args []string) (dir string, ok bool, err error) {
 	for _, p := range args {
 		fi, serr := os.Stat(p)
 		isDir := serr == nil && fi.IsDir()
-		var b []byte
-		if isDir {
-			b, err = boundedfile.Read(filepath.Join(p, capacity.EvidenceFile), boundedfile.Evidence)
-			if err != nil {
-				return nil, "", false, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s is a directory without a readable %s: %w", p, capacity.EvidenceFile, err)}
+		if !isDir {
+			if serr != nil || !fi.Mode().IsRegular() || fi.Size() > evidence.MaxEvidenceBytes {
+				continue // runReport names the problem
 			}
-		} else if b, err = boundedfile.Read(p, boundedfile.Result); err != nil {
-			return nil, "", false, nil // runReport names the problem
-		}
-		if !report.IsEvidence(b) {
-			continue
+			b, rerr := boundedfile.Read(p, boundedfile.Evidence)
+			if rerr != nil || !evidence.IsEvidence(b) {
+				continue
+			}
 		}
 		if len(args) > 1 {
-			return nil, "", false, usageError("report: %s is a capacity evidence file; report one bundle at a time (bundles do not merge)", p)
+			return "", false, usageError("report: %s is a capacity evidence bundle; report one bundle at a time (bundles do not merge)", p)
 		}
-		if isDir {
-			return b, p, true, nil
-		}
-		return b, filepath.Dir(p), true, nil
+		return p, true, nil
 	}
-	return nil, "", false, nil
+	return "", false, nil
 }
 
-// runEvidenceReport reports an evidence bundle: the manifest check, the verdict and checks, and,
-// in text, each phase's results file drawn as the report of a result file would draw it.
-func runEvidenceReport(env *Env, b []byte, dir, format, output string) error {
-	ev, err := report.ReadEvidence(b)
+// tamperedError is report's exit for a bundle that does not verify: the report is printed (with
+// TAMPERED at its top), and the command fails.
+func tamperedError(f *evidence.Findings) error {
+	return &ExitError{Code: ExitFailure, Err: fmt.Errorf("report: %s does not verify (%d findings; `loadproof verify %s` lists them)", f.Path, len(f.Problems), f.Path)}
+}
+
+// runEvidenceReport reports an evidence bundle: its verification (manifest, recomputed checks and
+// verdict, signature) first, then the verdict and checks, and, in text, each phase's results file
+// drawn as the report of a result file would draw it. A bundle that does not verify is shown as
+// TAMPERED at the top in every format, and the command exits 1.
+func runEvidenceReport(env *Env, path, format, output string) error {
+	bundle, err := evidence.Read(path)
 	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: err}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
 	}
+	ev := bundle.Evidence
+	f := evidence.Verify(bundle.Dir, verifyOptions(nil))
 	var raw any
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := json.Unmarshal(bundle.Raw, &raw); err != nil {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
 	}
 	if err := writeMerged(output, raw); err != nil {
@@ -232,33 +248,46 @@ func runEvidenceReport(env *Env, b []byte, dir, format, output string) error {
 	}
 	switch format {
 	case "json":
-		fmt.Fprintln(env.Stdout, strings.TrimRight(string(b), "\n"))
-		return nil
+		if f.OK() {
+			fmt.Fprintln(env.Stdout, strings.TrimRight(string(bundle.Raw), "\n"))
+			return nil
+		}
+		b, _ := json.MarshalIndent(struct {
+			Verification string          `json:"verification"`
+			Problems     []string        `json:"problems"`
+			Evidence     json.RawMessage `json:"evidence"`
+		}{"TAMPERED", f.Problems, bundle.Raw}, "", "  ")
+		fmt.Fprintln(env.Stdout, string(b))
+		return tamperedError(f)
 	case "csv":
+		if !f.OK() {
+			report.TamperedText(env.Stderr, f.Path, f.Problems)
+		}
 		fmt.Fprintln(env.Stdout, report.SanitizeText(report.EvidenceCSV(ev)))
+		if !f.OK() {
+			return tamperedError(f)
+		}
 		return nil
 	}
+	if !f.OK() {
+		report.TamperedText(env.Stdout, f.Path, f.Problems)
+	}
 	report.EvidenceText(env.Stdout, ev)
-	if _, err := os.Stat(filepath.Join(dir, capacity.ManifestFile)); err == nil {
-		if verr := capacity.VerifyBundle(dir); verr != nil {
-			fmt.Fprintf(env.Stdout, "manifest: DOES NOT MATCH the bundle:\n%v\n", verr)
-		} else {
-			fmt.Fprintf(env.Stdout, "manifest: every file of %s matches its SHA-256\n", dir)
-		}
+	if f.OK() {
+		fmt.Fprintf(env.Stdout, "verified: every file of %s matches its SHA-256 in the manifest; checks and verdict recompute\n", bundle.Dir)
 	} else {
-		fmt.Fprintf(env.Stdout, "manifest: none beside the evidence file; its integrity is not checked\n")
+		fmt.Fprintf(env.Stdout, "manifest, checks or signature: DOES NOT MATCH the bundle (TAMPERED, see the top)\n")
+	}
+	for _, h := range f.Held {
+		if strings.HasPrefix(h, "signature") {
+			fmt.Fprintf(env.Stdout, "%s\n", h)
+		}
 	}
 	for i, ph := range ev.Phases {
 		if ph.ResultsFile == "" {
 			continue
 		}
-		// The bundle names its own files only: a results_file that is absolute, climbs out with
-		// `..` or is a symlink leading outside is refused, and the file is read within its cap.
-		rp, err := boundedfile.Within(dir, ph.ResultsFile)
-		var rb []byte
-		if err == nil {
-			rb, err = boundedfile.Read(rp, boundedfile.Result)
-		}
+		rb, err := bundle.ReadMember(ph.ResultsFile, capacity.MaxPhaseResultsBytes)
 		if err != nil {
 			fmt.Fprintf(env.Stdout, "\nphase %d %s: results file %s unreadable: %s\n", i+1, report.Sanitize(ph.Name), report.Sanitize(ph.ResultsFile), report.Sanitize(err.Error()))
 			continue
@@ -281,6 +310,9 @@ func runEvidenceReport(env *Env, b []byte, dir, format, output string) error {
 		}
 		out, _ := report.Render(r, "text")
 		fmt.Fprintln(env.Stdout, out)
+	}
+	if !f.OK() {
+		return tamperedError(f)
 	}
 	return nil
 }

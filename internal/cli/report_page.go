@@ -9,6 +9,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/boundedfile"
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -63,13 +64,32 @@ func runReportPage(env *Env, paths []string, format, output string, o pageOption
 		// Every failure here is about the files given: not results, or not of one run.
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
+	// A bundle is verified as `verify` does; one that does not verify is drawn with TAMPERED at
+	// the top of the page, and the command fails.
+	var failed *evidence.Findings
+	if format == report.FormatHTML {
+		for _, s := range srcs {
+			if !evidence.IsEvidence(s.Data) {
+				continue
+			}
+			if f := evidence.Verify(filepath.Dir(s.Name), verifyOptions(nil)); !f.OK() {
+				out, failed = report.MarkTampered(out, f.Path, f.Problems), f
+				report.TamperedText(env.Stderr, f.Path, f.Problems)
+			}
+		}
+	}
 	if output == "" {
-		_, err := env.Stdout.Write(out)
-		return err
+		if _, err := env.Stdout.Write(out); err != nil {
+			return err
+		}
+	} else {
+		if err := atomicfile.Write(output, out, 0o644); err != nil {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("report: %w", err)}
+		}
+		fmt.Fprintf(env.Stderr, "report: wrote %s (%d bytes)\n", output, len(out))
 	}
-	if err := atomicfile.Write(output, out, 0o644); err != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("report: %w", err)}
+	if failed != nil {
+		return tamperedError(failed)
 	}
-	fmt.Fprintf(env.Stderr, "report: wrote %s (%d bytes)\n", output, len(out))
 	return nil
 }

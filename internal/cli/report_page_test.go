@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 func TestReportHTMLAndHGRM(t *testing.T) {
 	dir := t.TempDir()
-	a := kcSegment(t, dir, "a.json", 100, 3)
-	b := kcSegment(t, dir, "b.json", 50, 1)
+	a := kcPart(t, dir, "a.json", 100, 3, testRunID, result.Segment{Index: 0, Count: 2})
+	b := kcPart(t, dir, "b.json", 50, 1, testRunID, result.Segment{Index: 1, Count: 2})
 	run := func(args ...string) (int, string, string) {
 		env, out, errb := kcToolEnv()
 		code := Run(context.Background(), Loadproof, append([]string{"report"}, args...), env)

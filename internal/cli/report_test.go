@@ -12,9 +12,20 @@ import (
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
+// testRunID is the run ID of the test segments kcSegment writes.
+const testRunID = "0123456789abcdef0123456789abcdef"
+
+// kcSegment writes a whole-run Keycast result of n requests.
 func kcSegment(t *testing.T, dir, name string, n int, failed uint64) string {
+	t.Helper()
+	return kcPart(t, dir, name, n, failed, "", result.Segment{})
+}
+
+// kcPart writes segment seg of run runID, a Keycast result of n requests.
+func kcPart(t *testing.T, dir, name string, n int, failed uint64, runID string, seg result.Segment) string {
 	t.Helper()
 	h := hist.New()
 	for i := 0; i < n; i++ {
@@ -27,6 +38,10 @@ func kcSegment(t *testing.T, dir, name string, n int, failed uint64) string {
 		Timeline: []keycastresult.TimelinePoint{},
 		Envelope: keycastresult.NewEnvelope("http://127.0.0.1:3000", h, nil, nil),
 	}
+	r.Envelope.RunID = runID
+	if seg.Count > 0 {
+		r.Envelope.Segments = []result.Segment{seg}
+	}
 	path := filepath.Join(dir, name)
 	if err := keycastresult.Write(path, r); err != nil {
 		t.Fatal(err)
@@ -36,8 +51,8 @@ func kcSegment(t *testing.T, dir, name string, n int, failed uint64) string {
 
 func TestReportMergesSegmentsExactly(t *testing.T) {
 	dir := t.TempDir()
-	a := kcSegment(t, dir, "a.json", 100, 3)
-	b := kcSegment(t, dir, "b.json", 50, 1)
+	a := kcPart(t, dir, "a.json", 100, 3, testRunID, result.Segment{Index: 0, Count: 2})
+	b := kcPart(t, dir, "b.json", 50, 1, testRunID, result.Segment{Index: 1, Count: 2})
 	merged := filepath.Join(dir, "merged.json")
 	env, out, errb := lkTestEnv()
 	if code := Run(context.Background(), Loadproof, []string{"report", a, b, "--output", merged}, env); code != ExitOK {
@@ -123,7 +138,7 @@ func TestReportReadsAKeycastBundle(t *testing.T) {
 		want []string
 	}{
 		{[]string{"report", out}, []string{"Capacity evidence (keycast harness)", "phase 1 warm-up-ramp (ramp): failed",
-			"failed     latency_p95_ms", "manifest: every file of", "Keycast Load Test Results", "passed: false  certification_ready: false"}},
+			"failed     latency_p95_ms", "verified: every file of", "Keycast Load Test Results", "passed: false  certification_ready: false"}},
 		{[]string{"report", filepath.Join(out, "evidence.json"), "--format", "csv"}, []string{
 			"harness,phase,kind,phase_passed,check,metric,comparison,observed,limit,outcome\n", "keycast,warm-up-ramp,ramp,false,check,latency_p95_ms,at-most,"}},
 		{[]string{"report", out, "--format", "json"}, []string{`"evidence_scope": "synthetic non-production capacity rehearsal"`}},
@@ -138,13 +153,17 @@ func TestReportReadsAKeycastBundle(t *testing.T) {
 			}
 		}
 	}
-	// A tampered bundle is reported as such.
+	// A tampered bundle is reported as such, at the top, and the report fails.
 	if err := os.WriteFile(filepath.Join(out, "evidence.json.extra"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env, stdout, _ := lkTestEnv()
-	if code := Run(context.Background(), Loadproof, []string{"report", out}, env); code != ExitOK || !strings.Contains(stdout.String(), "manifest: DOES NOT MATCH") {
+	if code := Run(context.Background(), Loadproof, []string{"report", out}, env); code != ExitFailure ||
+		!strings.HasPrefix(stdout.String(), "TAMPERED") || !strings.Contains(stdout.String(), "DOES NOT MATCH") {
 		t.Fatalf("tampered bundle: exit %d\n%s", code, stdout)
+	}
+	if err := os.Remove(filepath.Join(out, "evidence.json.extra")); err != nil {
+		t.Fatal(err)
 	}
 	// Bundles do not merge.
 	env, _, errb := lkTestEnv()

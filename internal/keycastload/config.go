@@ -11,6 +11,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // Defaults of the run flags (docs/protocol-keycast.md, run) and of loadproof's additions.
@@ -77,6 +78,9 @@ type RunConfig struct {
 	// interleaved (local n is global n·Count+Index), so the segments of a split run together send
 	// exactly what one whole run would.
 	Segment engine.Segment
+	// RunID names the run in the results file (result.Envelope.RunID), so a report merges only the
+	// segments of one run; empty writes none.
+	RunID string
 	// Start, when set, is the instant the load starts (a coordinated start across machines); the
 	// engine waits for it after the target has answered its probe.
 	Start time.Time
@@ -198,6 +202,9 @@ func (c RunConfig) normalize() (RunConfig, error) {
 		}
 	}
 	if err := c.Segment.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := result.ValidateRunID(c.RunID); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.TLS.Check(c.URL); err != nil {

@@ -315,7 +315,7 @@ func (r *runner) results(run *engine.Run, timeline []keycastresult.TimelinePoint
 	duration := run.Elapsed()
 	env := run.Envelope
 	env.Format, env.Harness, env.Command, env.Target = result.Format, "keycast", "run", cfg.URL
-	env.Flags = cfg.Flags
+	env.Flags, env.RunID = cfg.Flags, cfg.RunID
 	if r.seg.Count > 1 {
 		env.Segments = []result.Segment{r.seg}
 	}

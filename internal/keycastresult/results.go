@@ -475,3 +475,27 @@ func NewEnvelope(target string, lat, unc *hist.Histogram, causes map[string]int6
 	}
 	return env
 }
+
+// MergeRun merges result files that must be the segments of one run, as `loadproof report` is
+// given them: result.CheckRun refuses files of different runs, a segment twice and mixed segment
+// counts; a run whose files carry a run ID may lack segments, and the merge then says so
+// (Partial, MissingSegments). names name the parts in messages.
+func MergeRun(names []string, parts []*Results) (*Results, error) {
+	ps := make([]result.Part, len(parts))
+	for i, p := range parts {
+		if p.Envelope == nil {
+			return nil, fmt.Errorf("keycastresult: %s has no loadproof envelope (a results file of the seed's schema alone): it cannot be told to be a segment of this run", names[i])
+		}
+		ps[i] = result.Part{Name: names[i], Envelope: p.Envelope}
+	}
+	cov, err := result.CheckRun(ps)
+	if err != nil {
+		return nil, fmt.Errorf("keycastresult: %w", err)
+	}
+	out, err := Merge(parts)
+	if err != nil {
+		return nil, err
+	}
+	out.Envelope.MarkPartial(cov.Missing)
+	return out, nil
+}

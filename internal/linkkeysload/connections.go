@@ -282,9 +282,10 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	return res, nil
 }
 
-// stamp adds what the parent knows: the flags as given.
+// stamp adds what the parent knows: the flags as given and the run ID.
 func (r *Run) stamp(res *Result) {
 	res.Flags = r.Flags
+	res.RunID = r.RunID
 	res.Finish()
 }
 
@@ -292,7 +293,13 @@ func (r *Run) writeJSON(res Result) error {
 	if r.JSONPath == "" {
 		return nil
 	}
-	return res.Write(r.JSONPath)
+	if err := res.Write(r.JSONPath); err != nil {
+		return err
+	}
+	if r.AfterWrite != nil {
+		return r.AfterWrite(r.JSONPath)
+	}
+	return nil
 }
 
 func (r *Run) settleWait() time.Duration {

@@ -35,6 +35,9 @@ type Run struct {
 	Flags map[string]string
 	// JSONPath, when set, receives the result.
 	JSONPath string
+	// AfterWrite, when set, runs on JSONPath once the result is written there (the command line
+	// signs it with --sign-key).
+	AfterWrite func(path string) error
 	// Log receives diagnostics; nil discards them.
 	Log *slog.Logger
 	// Stop, when set, is the combined command's live stop condition: it is judged on every server
@@ -50,6 +53,9 @@ type Run struct {
 	// Segment, when set, is the part of the run this command runs (--segment I/N); its worker
 	// processes split it again (Segment.Sub), so N commands together run exactly the whole run.
 	Segment engine.Segment
+	// RunID names the run in every result it writes and hands to every worker
+	// (result.Envelope.RunID); empty writes none.
+	RunID string
 }
 
 // seg is the command's segment (the whole run when none is set).
@@ -97,6 +103,8 @@ type Launcher struct {
 type WorkerSpec struct {
 	Command string         `json:"command"`
 	Segment engine.Segment `json:"segment"`
+	// RunID is the run's ID, which the worker writes into its result.
+	RunID string `json:"run_id,omitempty"`
 	// Barrier is the Unix socket path of the parent's hold barrier (connections only).
 	Barrier string `json:"barrier,omitempty"`
 	// ServerMetrics is where the first segment's worker samples the server once per interval (a
@@ -114,6 +122,7 @@ type WorkerSpec struct {
 func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Result, error) {
 	n := max(r.Workers, 1)
 	specs := make([]string, n)
+	spec.RunID = r.RunID
 	if r.Metrics != nil {
 		spec.ServerMetrics = r.Metrics.Location
 	}
@@ -231,6 +240,9 @@ func RunSpec(ctx context.Context, specJSON string, stdout io.Writer, o SpecOptio
 	if err := spec.Segment.Validate(); err != nil {
 		return Result{}, errorf("worker: %w", err)
 	}
+	if err := result.ValidateRunID(spec.RunID); err != nil {
+		return Result{}, errorf("worker: %w", err)
+	}
 	if o.Split.Count > 0 {
 		if err := o.Split.Validate(); err != nil {
 			return Result{}, errorf("worker: %w", err)
@@ -294,6 +306,7 @@ func RunSpec(ctx context.Context, specJSON string, stdout io.Writer, o SpecOptio
 	if err != nil {
 		return Result{}, err
 	}
+	res.RunID = spec.RunID
 	return res, nil
 }
 

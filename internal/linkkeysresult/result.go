@@ -776,3 +776,24 @@ func ParamsFromFlags(flags map[string]string) Params {
 func errorf(format string, args ...any) error {
 	return fmt.Errorf("linkkeysresult: "+format, args...)
 }
+
+// MergeRun merges result files that must be the segments of one run, as `loadproof report` is
+// given them: result.CheckRun refuses files of different runs, a segment twice and mixed segment
+// counts; a run whose files carry a run ID may lack segments, and the merge then says so
+// (Partial, MissingSegments). names name the parts in messages.
+func MergeRun(names []string, parts []Result) (Result, error) {
+	ps := make([]result.Part, len(parts))
+	for i := range parts {
+		ps[i] = result.Part{Name: names[i], Envelope: &parts[i].Envelope}
+	}
+	cov, err := result.CheckRun(ps)
+	if err != nil {
+		return Result{}, errorf("%w", err)
+	}
+	out, err := Merge(parts)
+	if err != nil {
+		return Result{}, err
+	}
+	out.Envelope.MarkPartial(cov.Missing)
+	return out, nil
+}

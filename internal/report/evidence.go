@@ -3,8 +3,6 @@ package report
 import (
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,132 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/hist"
 	lkr "github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
-// Evidence is what a report draws from a capacity evidence file of either harness (a Keycast
-// bundle's evidence.json, or a LinkKeys one, which says harness "linkkeys"): the verdict, the stop
-// point, every phase's checks and, for LinkKeys, its server's verified limits. It is read from the
-// file alone; the harness's own types stay in package capacity.
-type Evidence struct {
-	SchemaVersion        int             `json:"schema_version"`
-	EvidenceScope        string          `json:"evidence_scope"`
-	GeneratedAt          string          `json:"generated_at"`
-	Harness              string          `json:"harness"`
-	ExecutionEnvironment string          `json:"execution_environment"`
-	Plan                 evidencePlan    `json:"plan"`
-	Passed               bool            `json:"passed"`
-	CertificationReady   bool            `json:"certification_ready"`
-	StoppedAfterPhase    *string         `json:"stopped_after_phase"`
-	StopReason           string          `json:"stop_reason"`
-	Blockers             []string        `json:"certification_blockers"`
-	Phases               []EvidencePhase `json:"phases"`
-	Machine              *struct {
-		CPUModel string `json:"cpu_model"`
-		Cores    int    `json:"cores"`
-		Kernel   string `json:"kernel"`
-		Version  string `json:"loadproof_version"`
-	} `json:"machine"`
-}
-
-type evidencePlan struct {
-	ProfileName string `json:"profile_name"`
-}
-
-// EvidencePhase is one phase of an evidence file.
-type EvidencePhase struct {
-	Name         string          `json:"name"`
-	Kind         string          `json:"kind"`
-	Passed       bool            `json:"passed"`
-	StopBreached bool            `json:"stop_breached"`
-	Interrupted  bool            `json:"interrupted"`
-	Error        *string         `json:"error"`
-	ResultsFile  string          `json:"results_file"`
-	Checks       []EvidenceCheck `json:"checks"`
-	StopChecks   []EvidenceCheck `json:"stop_checks"`
-	Server       *EvidenceServer `json:"server"`
-}
-
-// EvidenceCheck is one check; a null observation (a figure that could not be measured) is NaN.
-type EvidenceCheck struct {
-	Metric     string   `json:"metric"`
-	Comparison string   `json:"comparison"`
-	Observed   nullable `json:"observed"`
-	Limit      nullable `json:"limit"`
-	Outcome    string   `json:"outcome"`
-}
-
-// EvidenceServer is a LinkKeys phase's server record.
-type EvidenceServer struct {
-	Mode                string   `json:"mode"`
-	EnvironmentProfile  string   `json:"environment_profile"`
-	ConfigLine          string   `json:"config_line"`
-	ExpectedConfigLine  string   `json:"expected_config_line"`
-	EnvironmentVerified bool     `json:"environment_verified"`
-	Mismatches          []string `json:"mismatches"`
-	Log                 string   `json:"log"`
-}
-
-type nullable float64
-
-func (n *nullable) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*n = nullable(math.NaN())
-		return nil
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("not a number: %s", b)
-	}
-	*n = nullable(f)
-	return nil
-}
-
-// IsEvidence reports whether b looks like an evidence file (its schema_version and
-// evidence_scope keys), to tell it from a result file.
-func IsEvidence(b []byte) bool {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(b, &top) != nil {
-		return false
-	}
-	_, v := top["schema_version"]
-	_, s := top["evidence_scope"]
-	return v && s
-}
-
-// ReadEvidence reads an evidence file of either harness.
-func ReadEvidence(b []byte) (*Evidence, error) {
-	var e Evidence
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("report: not an evidence file: %w", err)
-	}
-	var problems []error
-	if e.SchemaVersion != 1 {
-		problems = append(problems, fmt.Errorf("schema_version %d is not 1", e.SchemaVersion))
-	}
-	if e.EvidenceScope == "" {
-		problems = append(problems, errors.New("evidence_scope is missing"))
-	}
-	if e.Phases == nil {
-		problems = append(problems, errors.New("phases is missing"))
-	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("report: not a capacity evidence file: %w", errors.Join(problems...))
-	}
-	return &e, nil
-}
-
-// HarnessName is the evidence's harness: "linkkeys", or "keycast" for the Keycast schema (which
-// names none).
-func (e *Evidence) HarnessName() string {
-	if e.Harness == "" {
-		return "keycast"
-	}
-	return e.Harness
-}
-
-func numText(v nullable) string {
+func numText(v evidence.Number) string {
 	f := float64(v)
 	if math.IsNaN(f) {
 		return "unknown"
@@ -147,23 +25,12 @@ func numText(v nullable) string {
 
 // EvidenceText draws an evidence file: the verdict, each phase with its checks and (LinkKeys) its
 // server's verification, why the run stopped, and the certification blockers.
-func EvidenceText(w io.Writer, e *Evidence) {
+func EvidenceText(w io.Writer, e *evidence.Evidence) {
 	w = TextWriter(w)
 	fmt.Fprintf(w, "Capacity evidence (%s harness): %s\n", Sanitize(e.HarnessName()), Sanitize(e.Plan.ProfileName))
-	fmt.Fprintf(w, "generated %s, environment %s, scope: %s\n", e.GeneratedAt, e.ExecutionEnvironment, e.EvidenceScope)
+	fmt.Fprintf(w, "generated %s, environment %s, scope: %s\n", Sanitize(e.GeneratedAt), Sanitize(string(e.ExecutionEnvironment)), Sanitize(e.EvidenceScope))
 	for i, ph := range e.Phases {
-		verdict := "passed"
-		switch {
-		case ph.Interrupted:
-			verdict = "interrupted"
-		case ph.Error != nil:
-			verdict = "error"
-		case ph.StopBreached:
-			verdict = "STOPPED"
-		case !ph.Passed:
-			verdict = "failed"
-		}
-		fmt.Fprintf(w, "\nphase %d %s (%s): %s\n", i+1, Sanitize(ph.Name), Sanitize(ph.Kind), verdict)
+		fmt.Fprintf(w, "\nphase %d %s (%s): %s\n", i+1, Sanitize(ph.Name), Sanitize(ph.Kind), ph.Verdict())
 		if ph.Error != nil {
 			fmt.Fprintf(w, "  error: %s\n", *ph.Error)
 		}
@@ -190,7 +57,7 @@ func EvidenceText(w io.Writer, e *Evidence) {
 		fmt.Fprintf(w, "stopped after phase %s (%s)\n", *e.StoppedAfterPhase, e.StopReason)
 	}
 	if m := e.Machine; m != nil {
-		fmt.Fprintf(w, "machine: %s, %d cores, kernel %s, loadproof %s\n", m.CPUModel, m.Cores, m.Kernel, m.Version)
+		fmt.Fprintf(w, "machine: %s, %d cores, kernel %s, loadproof %s\n", m.CPUModel, m.Cores, m.Kernel, m.LoadproofVersion)
 	}
 	fmt.Fprintf(w, "passed: %v  certification_ready: %v\n", e.Passed, e.CertificationReady)
 	if !e.CertificationReady && len(e.Blockers) > 0 {
@@ -203,11 +70,11 @@ func EvidenceText(w io.Writer, e *Evidence) {
 
 // EvidenceCSV writes one row per check: phase, kind, whether it is a stop check, the metric, the
 // comparison, observed, limit and outcome (an unknown observation is empty).
-func EvidenceCSV(e *Evidence) string {
+func EvidenceCSV(e *evidence.Evidence) string {
 	var b bytes.Buffer
 	cw := csv.NewWriter(&b)
 	_ = cw.Write([]string{"harness", "phase", "kind", "phase_passed", "check", "metric", "comparison", "observed", "limit", "outcome"})
-	num := func(v nullable) string {
+	num := func(v evidence.Number) string {
 		if math.IsNaN(float64(v)) {
 			return ""
 		}
@@ -216,7 +83,7 @@ func EvidenceCSV(e *Evidence) string {
 	for _, ph := range e.Phases {
 		for _, set := range []struct {
 			kind   string
-			checks []EvidenceCheck
+			checks []evidence.Check
 		}{{"check", ph.Checks}, {"stop", ph.StopChecks}} {
 			for _, c := range set.checks {
 				_ = cw.Write([]string{e.HarnessName(), ph.Name, ph.Kind, strconv.FormatBool(ph.Passed), set.kind, c.Metric, c.Comparison, num(c.Observed), num(c.Limit), c.Outcome})

@@ -35,8 +35,8 @@ func HGRM(srcs []Source, kind string) ([]byte, error) {
 		}
 		if l.evidence != nil {
 			for _, ph := range l.evidence.Phases {
-				if ph.Results != nil && ph.Results.Envelope != nil {
-					add(ph.Results.Histograms)
+				if r := phaseResults(ph); r != nil && r.Envelope != nil {
+					add(r.Histograms)
 				}
 			}
 			continue

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/machine"
@@ -63,7 +64,7 @@ type loaded struct {
 	env      *result.Envelope
 	keycast  *keycastresult.Results
 	stop     *result.StopEvent
-	evidence *evidenceFile
+	evidence *evidence.Evidence
 }
 
 // sniff reads the few top-level fields that tell the kinds of file apart.
@@ -91,11 +92,11 @@ func load(src Source) (*loaded, error) {
 	l := &loaded{name: src.Name}
 	switch {
 	case s.SchemaVersion != nil && s.Phases != nil:
-		var ev evidenceFile
-		if err := json.Unmarshal(src.Data, &ev); err != nil {
-			return nil, fmt.Errorf("report: %s: not an evidence file: %w", src.Name, err)
+		ev, err := evidence.Parse(src.Data)
+		if err != nil {
+			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
 		}
-		l.evidence = &ev
+		l.evidence = ev
 		return l, nil
 	case s.Harness == "keycast" || s.Metadata != nil && s.Summary != nil:
 		r, err := keycastresult.Parse(src.Data)
@@ -172,6 +173,14 @@ func BuildModel(srcs []Source, opt HTMLOptions) (*Model, error) {
 		m.Runs = []*RunView{singleRun(ls[0])}
 	default:
 		m.Mode = "merged"
+		ps := make([]result.Part, len(ls))
+		for i, l := range ls {
+			ps[i] = result.Part{Name: l.name, Envelope: l.env}
+		}
+		cov, err := result.CheckRun(ps)
+		if err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
 		merged := &result.Envelope{}
 		var stop *result.StopEvent
 		for _, l := range ls {
@@ -182,7 +191,12 @@ func BuildModel(srcs []Source, opt HTMLOptions) (*Model, error) {
 				stop = l.stop
 			}
 		}
-		rv := runView(fmt.Sprintf("%d segments merged", len(ls)), merged, []part{{env: merged}}, stop)
+		merged.MarkPartial(cov.Missing)
+		label := fmt.Sprintf("%d segments merged", len(ls))
+		if merged.Partial {
+			label += " — PARTIAL: segments " + result.SegmentList(merged.MissingSegments) + " missing"
+		}
+		rv := runView(label, merged, []part{{env: merged}}, stop)
 		if ls[0].keycast != nil {
 			if kr, err := keycastMerged(ls); err == nil {
 				rv.Extra = keycastExtra(kr)
@@ -222,53 +236,6 @@ func singleRun(l *loaded) *RunView {
 	return rv
 }
 
-// evidenceFile is the part of evidence.json the report draws (the capacity package's Evidence,
-// read here without importing it: reports depend on files, not on the code that wrote them).
-type evidenceFile struct {
-	SchemaVersion int    `json:"schema_version"`
-	EvidenceScope string `json:"evidence_scope"`
-	GeneratedAt   string `json:"generated_at"`
-	Plan          *struct {
-		ProfileName string `json:"profile_name"`
-		TargetURL   string `json:"target_url"`
-	} `json:"plan"`
-	Passed                bool            `json:"passed"`
-	CertificationReady    bool            `json:"certification_ready"`
-	StoppedAfterPhase     *string         `json:"stopped_after_phase"`
-	Phases                []evidencePhase `json:"phases"`
-	CertificationBlockers []string        `json:"certification_blockers"`
-	StopReason            string          `json:"stop_reason"`
-	Machine               *machine.Record `json:"machine"`
-}
-
-type evidencePhase struct {
-	Name         string                 `json:"name"`
-	Kind         string                 `json:"kind"`
-	Passed       bool                   `json:"passed"`
-	Checks       []evidenceCheck        `json:"checks"`
-	StopBreached bool                   `json:"stop_breached"`
-	StopChecks   []evidenceCheck        `json:"stop_checks"`
-	Results      *keycastresult.Results `json:"results"`
-	Error        *string                `json:"error"`
-	LiveStop     *result.StopEvent      `json:"live_stop"`
-	Interrupted  bool                   `json:"interrupted"`
-}
-
-type evidenceCheck struct {
-	Metric     string   `json:"metric"`
-	Comparison string   `json:"comparison"`
-	Observed   *float64 `json:"observed"`
-	Limit      *float64 `json:"limit"`
-	Outcome    string   `json:"outcome"`
-}
-
-func orNaN(p *float64) num {
-	if p == nil {
-		return num(math.NaN())
-	}
-	return num(*p)
-}
-
 // capacityModel lays a bundle's phases end to end on one time axis (each at its start time after
 // the first phase's start, so pauses between phases show), merges their figures for the headline,
 // and lists their checks.
@@ -276,10 +243,8 @@ func capacityModel(m *Model, l *loaded) error {
 	ev := l.evidence
 	m.Mode = "capacity"
 	cv := &CapacityView{Scope: ev.EvidenceScope, GeneratedAt: ev.GeneratedAt, Passed: ev.Passed,
-		CertificationReady: ev.CertificationReady, StopReason: ev.StopReason, Blockers: ev.CertificationBlockers, StopAt: num(gap)}
-	if ev.Plan != nil {
-		cv.Profile, cv.Target = ev.Plan.ProfileName, ev.Plan.TargetURL
-	}
+		CertificationReady: ev.CertificationReady, StopReason: ev.StopReason, Blockers: ev.Blockers, StopAt: num(gap),
+		Profile: ev.Plan.ProfileName, Target: ev.Plan.TargetURL}
 	if ev.StoppedAfterPhase != nil {
 		cv.StoppedAfterPhase = *ev.StoppedAfterPhase
 	}
@@ -294,12 +259,12 @@ func capacityModel(m *Model, l *loaded) error {
 			pv.Error = *ph.Error
 		}
 		for _, c := range ph.Checks {
-			pv.Checks = append(pv.Checks, CheckView{Metric: c.Metric, Comparison: c.Comparison, Observed: orNaN(c.Observed), Limit: orNaN(c.Limit), Outcome: c.Outcome})
+			pv.Checks = append(pv.Checks, CheckView{Metric: c.Metric, Comparison: c.Comparison, Observed: num(c.Observed), Limit: num(c.Limit), Outcome: c.Outcome})
 		}
 		for _, c := range ph.StopChecks {
-			pv.Checks = append(pv.Checks, CheckView{Stop: true, Metric: c.Metric, Comparison: c.Comparison, Observed: orNaN(c.Observed), Limit: orNaN(c.Limit), Outcome: c.Outcome})
+			pv.Checks = append(pv.Checks, CheckView{Stop: true, Metric: c.Metric, Comparison: c.Comparison, Observed: num(c.Observed), Limit: num(c.Limit), Outcome: c.Outcome})
 		}
-		if r := ph.Results; r != nil && r.Envelope != nil {
+		if r := phaseResults(ph); r != nil && r.Envelope != nil {
 			env := r.Envelope
 			off := cursor
 			if !env.StartedAt.IsZero() {
@@ -428,4 +393,17 @@ func Page(m *Model) ([]byte, error) {
 	b.WriteString("<script id=\"lp-app\">\n" + reportJS + "\n</script>\n")
 	b.WriteString("</body>\n</html>\n")
 	return []byte(b.String()), nil
+}
+
+// phaseResults decodes a phase's embedded results for drawing: both harnesses' results carry the
+// shared envelope at their top level, which is all a capacity page draws (with the stop event).
+func phaseResults(ph evidence.Phase) *keycastresult.Results {
+	if len(ph.Results) == 0 || string(ph.Results) == "null" {
+		return nil
+	}
+	var r keycastresult.Results
+	if json.Unmarshal(ph.Results, &r) != nil {
+		return nil
+	}
+	return &r
 }

@@ -205,8 +205,15 @@ func BenchmarkHTMLOneHour(b *testing.B) {
 	b.ReportMetric(float64(len(data)), "file-bytes")
 }
 
+// segmentOf makes r segment i of n of one test run.
+func segmentOf(r *keycastresult.Results, i, n int) *keycastresult.Results {
+	r.Envelope.RunID = "0123456789abcdef0123456789abcdef"
+	r.Envelope.Segments = []result.Segment{{Index: i, Count: n}}
+	return r
+}
+
 func TestHTMLMergeAndCompare(t *testing.T) {
-	a, b := encode(t, synthResults(20, 100)), encode(t, synthResults(25, 100))
+	a, b := encode(t, segmentOf(synthResults(20, 100), 0, 2)), encode(t, segmentOf(synthResults(25, 100), 1, 2))
 	page, err := HTML([]Source{{"a.json", a}, {"b.json", b}}, HTMLOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +232,13 @@ func TestHTMLMergeAndCompare(t *testing.T) {
 	}
 	if _, err := HTML([]Source{{"a.json", a}}, HTMLOptions{Compare: true}); err == nil {
 		t.Error("--compare of one file succeeded")
+	}
+	// The same file twice, or two whole runs, do not merge (--compare sets runs side by side).
+	whole := encode(t, synthResults(20, 100))
+	for _, srcs := range [][]Source{{{"a.json", a}, {"a.json", a}}, {{"x.json", whole}, {"y.json", whole}}} {
+		if _, err := HTML(srcs, HTMLOptions{}); err == nil || !strings.Contains(err.Error(), "merges once") {
+			t.Errorf("%s + %s merged: %v", srcs[0].Name, srcs[1].Name, err)
+		}
 	}
 }
 

@@ -38,6 +38,14 @@ type Envelope struct {
 	Format  string `json:"format"`
 	Harness string `json:"harness"`
 	Command string `json:"command"`
+	// RunID names the run the file belongs to (NewRunID: 128 random bits, hex), made once by the
+	// command that starts the run and handed to every segment and worker; a merge takes the segments
+	// of one run only (CheckRun). Empty in files written before run IDs existed.
+	RunID string `json:"run_id,omitempty"`
+	// Partial is true when the file is a merge that lacked some of the run's segments, listed in
+	// MissingSegments: its figures are those of the segments present, not of the whole run.
+	Partial         bool      `json:"partial,omitempty"`
+	MissingSegments []Segment `json:"missing_segments,omitempty"`
 	// Flags holds every flag of the command line as given (defaults included), by flag name.
 	Flags map[string]string `json:"flags,omitempty"`
 	// Target is the address the load went to (host:port or URL).
@@ -110,12 +118,15 @@ func (e *Envelope) Merge(o *Envelope) error {
 	}
 	if e.Format == "" {
 		*e = Envelope{Format: o.Format, Harness: o.Harness, Command: o.Command, Flags: maps.Clone(o.Flags),
-			Target: o.Target, IntervalSecs: o.IntervalSecs, Classes: slices.Clone(o.Classes)}
+			Target: o.Target, IntervalSecs: o.IntervalSecs, Classes: slices.Clone(o.Classes), RunID: o.RunID}
 		e.StartedAt, e.EndedAt = o.StartedAt, o.EndedAt
 	} else if e.Harness != o.Harness || e.Command != o.Command {
 		return fmt.Errorf("result: cannot merge a %s %s result into a %s %s result: segments of one run have the same command",
 			o.Harness, o.Command, e.Harness, e.Command)
+	} else if e.RunID != o.RunID && e.RunID != "" && o.RunID != "" {
+		return fmt.Errorf("result: cannot merge run %s into run %s: only the segments of one run merge", o.RunID, e.RunID)
 	}
+	e.MarkPartial(o.MissingSegments)
 	if e.IntervalSecs != o.IntervalSecs && len(o.Intervals) > 0 && len(e.Intervals) > 0 {
 		return fmt.Errorf("result: cannot merge intervals of %gs into intervals of %gs", o.IntervalSecs, e.IntervalSecs)
 	}
@@ -204,6 +215,9 @@ func (e *Envelope) Validate() error {
 		errs = append(errs, errors.New("harness or command is missing"))
 	}
 	errs = append(errs, e.consistency()...)
+	if err := ValidateRunID(e.RunID); err != nil {
+		errs = append(errs, err)
+	}
 	for i := 1; i < len(e.Intervals); i++ {
 		if e.Intervals[i].T < e.Intervals[i-1].T {
 			errs = append(errs, fmt.Errorf("interval %d starts at %gs, before interval %d at %gs", i, e.Intervals[i].T, i-1, e.Intervals[i-1].T))

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastserver"
@@ -76,9 +77,7 @@ func TestCapacityEndToEnd(t *testing.T) {
 				t.Errorf("phase %d (concurrency 1) was shed %d times", i, r.Summary.IntentionalRejections)
 			}
 		}
-		if err := capacity.VerifyBundle(out); err != nil {
-			t.Fatal(err)
-		}
+		verifyWhole(t, out)
 		scanBundle(t, out, setup.File.Users)
 	})
 
@@ -97,9 +96,7 @@ func TestCapacityEndToEnd(t *testing.T) {
 		if r := ev.Phases[1].Results; r == nil || r.Stop == nil || r.Stop.Reason != "signal" {
 			t.Fatalf("interrupted phase results %+v", r)
 		}
-		if err := capacity.VerifyBundle(out); err != nil {
-			t.Fatal(err)
-		}
+		verifyWhole(t, out)
 	})
 
 	t.Run("shedding not declared", func(t *testing.T) {
@@ -124,9 +121,7 @@ func TestCapacityEndToEnd(t *testing.T) {
 		if !found {
 			t.Fatalf("blockers %q do not say shedding was not declared", ev.CertificationBlockers)
 		}
-		if err := capacity.VerifyBundle(out); err != nil {
-			t.Fatal(err)
-		}
+		verifyWhole(t, out)
 		scanBundle(t, out, setup.File.Users)
 	})
 }
@@ -206,5 +201,14 @@ func scanBundle(t *testing.T, dir string, users []keycast.TestUser) {
 		if m := passwordish.Find(b); m != nil {
 			t.Errorf("%s holds a password-ish string %q", e.Name(), m)
 		}
+	}
+}
+
+// verifyWhole checks a bundle as `loadproof verify` does: the manifest, and every check and the
+// verdict recomputed from the real phase results.
+func verifyWhole(t *testing.T, out string) {
+	t.Helper()
+	if f := evidence.Verify(out, evidence.VerifyOptions{Recompute: capacity.Recompute}); !f.OK() {
+		t.Fatalf("bundle does not verify:\n%s", strings.Join(f.Problems, "\n"))
 	}
 }
