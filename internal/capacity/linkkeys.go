@@ -206,8 +206,11 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 			srec := &ServerRecord{Mode: "started", EnvironmentProfile: ph.EnvironmentProfile, Declared: prof.Variables,
 				Processes: max(prof.Processes, 1), ExpectedConfigLine: line, Mismatches: []string{},
 				SourcePrefixes: prof.Variables[plan.SourcePrefixesVariable]}
-			if pl.Target.Mode == plan.TargetRunning {
+			switch pl.Target.Mode {
+			case plan.TargetRunning:
 				srec.Mode, srec.SourcePrefixes = "running", cfg.SourcePrefixes()
+			case plan.TargetRemote:
+				srec.Mode, srec.SourcePrefixes = "remote", cfg.SourcePrefixes()
 			}
 			if srec.Declared == nil {
 				srec.Declared = map[string]string{}
@@ -290,6 +293,14 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 		NotDeclared: "no phase declares expected_shedding, so shedding was not tested; declare it on a ddos phase " +
 			"(stream, the reasons it must be shed by, exact_accounting) against a server whose limits shed",
 	})
+	// A phase that ran against a server whose limits were not verified (a remote server without a
+	// metrics URL or without its config: line) cannot certify anything about that server.
+	for i, r := range out.Phases {
+		if srec := servers[i]; srec != nil && srec.Mode == plan.TargetRemote && r.HasResults && !srec.ServerVerified {
+			c.CertificationReady = false
+			c.Blockers = append(c.Blockers, fmt.Sprintf("phase %q: the server side was not verified: %s", r.Name, srec.VerificationNote))
+		}
+	}
 	ev := &LinkKeysEvidence{
 		SchemaVersion: SchemaVersion, EvidenceScope: EvidenceScope, GeneratedAt: now().UTC().Format(time.RFC3339Nano),
 		ExecutionEnvironment: env, Plan: pl, Passed: c.Passed, CertificationReady: c.CertificationReady,
@@ -542,9 +553,13 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 		var srv *phaseServer
 		var err error
 		var work string
-		if pl.Target.Mode == plan.TargetRunning {
+		var remoteMetrics *linkkeysload.MetricsSource
+		switch pl.Target.Mode {
+		case plan.TargetRunning:
 			srv, err = running(pl.Target)
-		} else {
+		case plan.TargetRemote:
+			srv, remoteMetrics, err = remote(ctx, pl.Target, opts.Validate.Rules)
+		default:
 			work, err = os.MkdirTemp("", "loadproof-lkcap-*")
 			if err != nil {
 				return nil, nil, &SafeError{Msg: "making the server's work directory", Err: err}
@@ -563,6 +578,9 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 		// A started server's log is the phase's whole; a running server's is its last config: line
 		// (printed when it started, maybe long ago) and what it wrote during the phase.
 		keepLog := func() []byte {
+			if pl.Target.Mode == plan.TargetRemote {
+				return nil // its log is on its machine; the evidence keeps its config: line
+			}
 			if pl.Target.Mode != plan.TargetRunning {
 				full, _ := readFrom(srv.logPath, 0, 64<<20)
 				return full
@@ -573,7 +591,21 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 			}
 			return b
 		}
-		if err := verify(ctx, srv, run.Server, opts.Environ); err != nil {
+		metrics := &linkkeysload.MetricsSource{Location: srv.logPath}
+		if pl.Target.Mode == plan.TargetRemote {
+			if err := verifyRemote(ctx, srv, remoteMetrics, run.Server); err != nil {
+				return nil, nil, err
+			}
+			metrics = remoteMetrics
+			// Sources are this machine's own addresses toward another host: prove they bind.
+			warnings, err := linkkeysload.CheckSources(srv.target.Addr, run.Config.SourceUses(), nil)
+			for _, w := range warnings {
+				logger.Warn(w)
+			}
+			if err != nil {
+				return nil, nil, &SafeError{Msg: "the phase's source addresses", Err: err}
+			}
+		} else if err := verify(ctx, srv, run.Server, opts.Environ); err != nil {
 			return nil, keepLog(), err
 		}
 		cfg := run.Config
@@ -587,7 +619,7 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 			workers = linkkeysload.DefaultWorkers(cfg.Sockets(), soft)
 		}
 		r := linkkeysload.Run{Stdout: progress, Stderr: progress, Workers: workers, Launcher: opts.Clients,
-			Metrics: &linkkeysload.MetricsSource{Location: srv.logPath}, SettleWait: opts.SettleWait, Log: logger, Stop: run.Stop}
+			Metrics: metrics, SettleWait: opts.SettleWait, Log: logger, Stop: run.Stop}
 		res, err := linkkeysload.Combined(ctx, cfg, r)
 		srv.stop()
 		if err != nil {
