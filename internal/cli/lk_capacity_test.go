@@ -316,7 +316,7 @@ func TestLinkKeysCapacityAgainstARemoteServer(t *testing.T) {
 		}
 		return path
 	}
-	run := func(t *testing.T, metricsURL string) *capacity.LinkKeysEvidence {
+	run := func(t *testing.T, metricsURL string) (*capacity.LinkKeysEvidence, string) {
 		out := filepath.Join(t.TempDir(), "ev")
 		env, stdout, stderr := lkTestEnv()
 		code := Run(context.Background(), LinkKeys, []string{"capacity", "-p", remotePlan(metricsURL), "-o", out}, env)
@@ -336,10 +336,10 @@ func TestLinkKeysCapacityAgainstARemoteServer(t *testing.T) {
 			ph.Checks[0].Metric != "held.established" || ph.Checks[0].Outcome != capacity.Passed {
 			t.Fatalf("phase %+v\nserver %+v", ph.Checks, ph.Server)
 		}
-		return ev
+		return ev, out
 	}
 	t.Run("verified from its metrics URL", func(t *testing.T) {
-		ev := run(t, "http://"+inf.MetricsAddr+"/metrics")
+		ev, _ := run(t, "http://"+inf.MetricsAddr+"/metrics")
 		s := ev.Phases[0].Server
 		if !s.ServerVerified || !strings.HasPrefix(s.ConfigLine, "config: ") || len(s.Mismatches) != 0 || s.EnvironmentVerified {
 			t.Fatalf("server %+v", s)
@@ -353,11 +353,18 @@ func TestLinkKeysCapacityAgainstARemoteServer(t *testing.T) {
 		}
 	})
 	t.Run("not verified without one", func(t *testing.T) {
-		ev := run(t, "")
+		ev, out := run(t, "")
 		s := ev.Phases[0].Server
 		if s.ServerVerified || ev.CertificationReady || !strings.Contains(strings.Join(ev.CertificationBlockers, "\n"),
 			`phase "established": the server side was not verified: the target names no metrics_url`) {
 			t.Fatalf("server %+v\nblockers %q", s, ev.CertificationBlockers)
+		}
+		renv, rout, rerr := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, []string{"report", out}, renv); code != ExitOK && code != ExitFailure {
+			t.Fatalf("report: exit %d %s", code, rerr)
+		}
+		if !strings.Contains(rout.String(), "remote server "+s.Target+": server side NOT verified") {
+			t.Errorf("the report does not say the server side was not verified:\n%s", rout)
 		}
 	})
 }

@@ -77,6 +77,11 @@ type EvidenceServer struct {
 	EnvironmentVerified bool     `json:"environment_verified"`
 	Mismatches          []string `json:"mismatches"`
 	Log                 string   `json:"log"`
+	// Target, ServerVerified and VerificationNote are a remote server's: where it was reached and
+	// whether its limits were read.
+	Target           string `json:"target"`
+	ServerVerified   bool   `json:"server_verified"`
+	VerificationNote string `json:"verification_note"`
 }
 
 type nullable float64
@@ -172,6 +177,13 @@ func EvidenceText(w io.Writer, e *Evidence) {
 				env = "environment NOT verified (config: line only)"
 			}
 			fmt.Fprintf(w, "  server: %s, profile %s, %s\n", s.Mode, s.EnvironmentProfile, env)
+			if s.Mode == "remote" {
+				verified := "limits verified"
+				if !s.ServerVerified {
+					verified = "server side NOT verified"
+				}
+				fmt.Fprintf(w, "  remote server %s: %s (%s)\n", s.Target, verified, s.VerificationNote)
+			}
 			fmt.Fprintf(w, "  server %s\n", s.ConfigLine)
 			for _, m := range s.Mismatches {
 				fmt.Fprintf(w, "  MISMATCH %s\n", m)
