@@ -124,10 +124,40 @@ type ResolvedTarget struct {
 // Loopback reports whether the target is on this machine (a loopback address).
 func (r ResolvedTarget) Loopback() bool { return r.Target.Addr.Addr().IsLoopback() }
 
+// Validate checks what the flags say on their own, before any file or name is read: --target's
+// form and host rule, --fingerprint, --domain and a --server-metrics URL's host rule. Every problem
+// is a *UsageError. Resolve calls it first.
+func (o TargetOptions) Validate() error {
+	if o.Addr != "" {
+		host, port, err := net.SplitHostPort(o.Addr)
+		if n, perr := strconv.ParseUint(port, 10, 16); err != nil || host == "" || perr != nil || n == 0 {
+			return usagef("--target %q: want HOST:PORT (an IPv4 address or a name, and a port from 1 to 65535)", o.Addr)
+		}
+		if err := o.Rules.AuthorizeAddr(o.Addr); err != nil {
+			return usagef("--target %s: %v", o.Addr, err)
+		}
+	}
+	if o.Fingerprint != "" && !isHex64(strings.ToLower(o.Fingerprint)) {
+		return usagef("--fingerprint %q: want the server key's SHA-256 as 64 hex characters (the info file's fingerprint)", o.Fingerprint)
+	}
+	if strings.ContainsAny(o.Domain, " \t\r\n/") {
+		return usagef("--domain %q: want the server's domain name", o.Domain)
+	}
+	if m := o.ServerMetrics; strings.HasPrefix(m, "http://") || strings.HasPrefix(m, "https://") {
+		if err := o.Rules.AuthorizeURL(m); err != nil {
+			return usagef("--server-metrics %s: %v", m, err)
+		}
+	}
+	return nil
+}
+
 // Resolve validates the options once and returns the target. Every problem the command line can
 // fix is a *UsageError; an info file that is needed but unreadable keeps the seed's error (exit 1)
 // when no target flag was given.
 func (o TargetOptions) Resolve(ctx context.Context) (ResolvedTarget, error) {
+	if err := o.Validate(); err != nil {
+		return ResolvedTarget{}, err
+	}
 	var missing []string
 	if o.Addr == "" {
 		missing = append(missing, "--target")

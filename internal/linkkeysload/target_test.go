@@ -60,7 +60,7 @@ func TestTargetOptionsResolve(t *testing.T) {
 		{name: "given info file unreadable", opts: TargetOptions{InfoFile: missing, InfoFileGiven: true, Addr: "127.0.0.1:1", Fingerprint: fp, Domain: "d"},
 			usage: "--info-file: reading info file"},
 		{name: "bad fingerprint", opts: TargetOptions{InfoFile: local, Fingerprint: "abc"}, usage: `--fingerprint "abc": want the server key's SHA-256 as 64 hex characters`},
-		{name: "bad port", opts: TargetOptions{InfoFile: local, Addr: "127.0.0.1:0"}, usage: `port "0" is not a number from 1 to 65535`},
+		{name: "bad port", opts: TargetOptions{InfoFile: local, Addr: "127.0.0.1:0"}, usage: `--target "127.0.0.1:0": want HOST:PORT (an IPv4 address or a name, and a port from 1 to 65535)`},
 		{name: "no port", opts: TargetOptions{InfoFile: local, Addr: "127.0.0.1"}, usage: "want HOST:PORT"},
 		{name: "ipv6", opts: TargetOptions{InfoFile: local, Addr: "[2001:db8::1]:4433", Rules: hostrule.Rules{AllowHost: "2001:db8::1"}}, usage: "IPv6 targets are not supported"},
 		{name: "production host", opts: TargetOptions{InfoFile: local, Addr: "login.divine.video:443", Rules: hostrule.Rules{AllowHost: "login.divine.video"}},
