@@ -210,8 +210,11 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 			srec := &ServerRecord{Mode: "started", EnvironmentProfile: ph.EnvironmentProfile, Declared: prof.Variables,
 				Processes: max(prof.Processes, 1), ExpectedConfigLine: line, Mismatches: []string{},
 				SourcePrefixes: prof.Variables[plan.SourcePrefixesVariable]}
-			if pl.Target.Mode == plan.TargetRunning {
+			switch pl.Target.Mode {
+			case plan.TargetRunning:
 				srec.Mode, srec.SourcePrefixes = "running", cfg.SourcePrefixes()
+			case plan.TargetRemote:
+				srec.Mode, srec.SourcePrefixes = "remote", cfg.SourcePrefixes()
 			}
 			if srec.Declared == nil {
 				srec.Declared = map[string]string{}
@@ -273,7 +276,13 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 		phases = append(phases, pe)
 		vs = append(vs, r.verdict())
 	}
-	c := linkKeysConclude(pl, vs, out.StopReason, shedding)
+	var unverified []string
+	for i, r := range out.Phases {
+		if b := unverifiedServer(r.Name, servers[i], r.HasResults); b != "" {
+			unverified = append(unverified, b)
+		}
+	}
+	c := linkKeysConclude(pl, vs, out.StopReason, shedding, unverified)
 	ev := &LinkKeysEvidence{
 		SchemaVersion: SchemaVersion, EvidenceScope: EvidenceScope, GeneratedAt: now().UTC().Format(time.RFC3339Nano),
 		ExecutionEnvironment: env, Plan: pl, Passed: c.Passed, CertificationReady: c.CertificationReady,
@@ -526,9 +535,13 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 		var srv *phaseServer
 		var err error
 		var work string
-		if pl.Target.Mode == plan.TargetRunning {
+		var remoteMetrics *linkkeysload.MetricsSource
+		switch pl.Target.Mode {
+		case plan.TargetRunning:
 			srv, err = running(pl.Target)
-		} else {
+		case plan.TargetRemote:
+			srv, remoteMetrics, err = remote(ctx, pl.Target, opts.Validate.Rules)
+		default:
 			work, err = os.MkdirTemp("", "loadproof-lkcap-*")
 			if err != nil {
 				return nil, nil, &SafeError{Msg: "making the server's work directory", Err: err}
@@ -547,6 +560,9 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 		// A started server's log is the phase's whole; a running server's is its last config: line
 		// (printed when it started, maybe long ago) and what it wrote during the phase.
 		keepLog := func() []byte {
+			if pl.Target.Mode == plan.TargetRemote {
+				return nil // its log is on its machine; the evidence keeps its config: line
+			}
 			if pl.Target.Mode != plan.TargetRunning {
 				full, _ := readFrom(srv.logPath, 0, 64<<20)
 				return full
@@ -557,7 +573,21 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 			}
 			return b
 		}
-		if err := verify(ctx, srv, run.Server, opts.Environ); err != nil {
+		metrics := &linkkeysload.MetricsSource{Location: srv.logPath}
+		if pl.Target.Mode == plan.TargetRemote {
+			if err := verifyRemote(ctx, srv, remoteMetrics, run.Server); err != nil {
+				return nil, nil, err
+			}
+			metrics = remoteMetrics
+			// Sources are this machine's own addresses toward another host: prove they bind.
+			warnings, err := linkkeysload.CheckSources(srv.target.Addr, run.Config.SourceUses(), nil)
+			for _, w := range warnings {
+				logger.Warn(w)
+			}
+			if err != nil {
+				return nil, nil, &SafeError{Msg: "the phase's source addresses", Err: err}
+			}
+		} else if err := verify(ctx, srv, run.Server, opts.Environ); err != nil {
 			return nil, keepLog(), err
 		}
 		cfg := run.Config
@@ -571,7 +601,7 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 			workers = linkkeysload.DefaultWorkers(cfg.Sockets(), soft)
 		}
 		r := linkkeysload.Run{Stdout: progress, Stderr: progress, Workers: workers, Launcher: opts.Clients,
-			Metrics: &linkkeysload.MetricsSource{Location: srv.logPath}, SettleWait: opts.SettleWait, Log: logger, Stop: run.Stop}
+			Metrics: metrics, SettleWait: opts.SettleWait, Log: logger, Stop: run.Stop}
 		res, err := linkkeysload.Combined(ctx, cfg, r)
 		srv.stop()
 		if err != nil {
@@ -783,7 +813,17 @@ func abs64(v int64) int64 {
 
 // linkKeysConclude is the LinkKeys verdict: conclude with shedding declared by expected_shedding and
 // judged by the shedding checks (shedding holds each phase's, from linkKeysCheckSpecs).
-func linkKeysConclude(pl *LinkKeysPlan, vs []verdictPhase, stopReason string, shedding []map[string]bool) Conclusion {
+// unverifiedServer is the certification blocker of a phase that ran against a remote server whose
+// limits were not verified (no metrics URL, or no readable config: line): such a phase cannot
+// certify anything about that server. It is "" for every other phase.
+func unverifiedServer(phase string, srec *ServerRecord, hasResults bool) string {
+	if srec == nil || srec.Mode != plan.TargetRemote || !hasResults || srec.ServerVerified {
+		return ""
+	}
+	return fmt.Sprintf("phase %q: the server side was not verified: %s", phase, srec.VerificationNote)
+}
+
+func linkKeysConclude(pl *LinkKeysPlan, vs []verdictPhase, stopReason string, shedding []map[string]bool, unverified []string) Conclusion {
 	planned := make([]string, len(pl.Phases))
 	declared := false
 	for i, ph := range pl.Phases {
@@ -792,7 +832,7 @@ func linkKeysConclude(pl *LinkKeysPlan, vs []verdictPhase, stopReason string, sh
 			declared = true
 		}
 	}
-	return conclude(planned, vs, stopReason, certification{
+	c := conclude(planned, vs, stopReason, certification{
 		Declared: declared,
 		IsShedding: func(ch Check) bool {
 			for _, s := range shedding {
@@ -805,4 +845,9 @@ func linkKeysConclude(pl *LinkKeysPlan, vs []verdictPhase, stopReason string, sh
 		NotDeclared: "no phase declares expected_shedding, so shedding was not tested; declare it on a ddos phase " +
 			"(stream, the reasons it must be shed by, exact_accounting) against a server whose limits shed",
 	})
+	if len(unverified) > 0 {
+		c.CertificationReady = false
+		c.Blockers = append(c.Blockers, unverified...)
+	}
+	return c
 }

@@ -6,7 +6,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/capacity/plan"
+	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/procexec"
 )
@@ -62,6 +66,14 @@ type ServerRecord struct {
 	// SourcePrefixesNote says, for a running server, how the prefixes it counts compare with the
 	// phase's streams (the streams it does not count are attributed by elimination, where exact).
 	SourcePrefixesNote string `json:"source_prefixes_note,omitempty"`
+	// Target is the server's address as the load reached it (a remote server's HOST:PORT).
+	Target string `json:"target,omitempty"`
+	// ServerVerified says the limits the server runs were read and compared with the profile (its
+	// config: line). A remote server without a metrics URL, or whose metrics endpoint does not
+	// serve its config: line, is not verified: the evidence is then not certification-ready.
+	ServerVerified bool `json:"server_verified"`
+	// VerificationNote says what was and was not verified of a remote server.
+	VerificationNote string `json:"verification_note,omitempty"`
 }
 
 // ServerLauncher starts the reference server of a phase: Executable (empty: this program) with
@@ -198,6 +210,95 @@ func running(t plan.LinkKeysTarget) (*phaseServer, error) {
 	return &phaseServer{target: target, logPath: t.ServerLog, logFrom: fi.Size(), stop: func() {}}, nil
 }
 
+// remote reaches the server a remote target names: the target resolved and authorized by the
+// host rules (linkkeysload.TargetOptions, with no info file), and its metrics URL as the source of
+// its METRICS (nil without one).
+func remote(ctx context.Context, t plan.LinkKeysTarget, rules hostrule.Rules) (*phaseServer, *linkkeysload.MetricsSource, error) {
+	rt, err := linkkeysload.TargetOptions{Addr: t.Addr, Fingerprint: t.Fingerprint, Domain: t.Domain, ServerMetrics: t.MetricsURL,
+		Rules: rules}.Resolve(ctx)
+	if err != nil {
+		return nil, nil, &SafeError{Msg: fmt.Sprintf("reaching the remote server %s", t.Addr), Err: err}
+	}
+	var m *linkkeysload.MetricsSource
+	if t.MetricsURL != "" {
+		m = rt.Metrics
+	}
+	return &phaseServer{target: rt.Target, stop: func() {}}, m, nil
+}
+
+// configURL is where a reference server serves its config: line: /config beside its metrics path.
+func configURL(metricsURL string) (string, error) {
+	u, err := url.Parse(metricsURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = path.Join(path.Dir(u.Path), "config")
+	return u.String(), nil
+}
+
+// fetchConfigLine reads a remote server's config: line from its metrics endpoint's /config.
+func fetchConfigLine(ctx context.Context, metricsURL string) (string, error) {
+	cu, err := configURL(metricsURL)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cu, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", cu, resp.Status)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimSpace(line)
+	if !strings.HasPrefix(line, ConfigLinePrefix) {
+		return "", fmt.Errorf("GET %s: the answer is not a config: line", cu)
+	}
+	return line, nil
+}
+
+// verifyRemote verifies a remote server as far as it can be from here: without a metrics URL not
+// at all; with one, its METRICS must be readable, and its config: line (from /config) must be the
+// profile's, compared as for a running server. Its process environment is on its machine and is
+// never read. rec.ServerVerified says whether the limits were verified.
+func verifyRemote(ctx context.Context, srv *phaseServer, m *linkkeysload.MetricsSource, rec *ServerRecord) error {
+	rec.Target = srv.target.Addr.String()
+	rec.Mismatches = []string{}
+	rec.EnvironmentNote = "a remote server's process environment is on its own machine and is not read"
+	if m == nil {
+		rec.VerificationNote = "the target names no metrics_url: the server side was not verified (its limits were not read and its accounting was not checked)"
+		return nil
+	}
+	if _, err := m.Latest(ctx); err != nil {
+		return &SafeError{Msg: fmt.Sprintf("reading the remote server's METRICS from %s", m.Location), Err: err}
+	}
+	line, err := fetchConfigLine(ctx, m.Location)
+	if err != nil {
+		rec.VerificationNote = "the server's METRICS were read from " + m.Location + ", but its config: line could not be (" + ScrubError(err) +
+			"), so the limits it runs were not verified"
+		return nil
+	}
+	rec.ConfigLine = line
+	rec.Limits = configFields(line)
+	if err := compareConfig(rec, line, true); err != nil {
+		return err
+	}
+	rec.ServerVerified = true
+	rec.VerificationNote = "the config: line and METRICS were read from the server's metrics endpoint " + m.Location
+	return nil
+}
+
 // ConfigLinePrefix starts the server's config: line.
 const ConfigLinePrefix = "config: "
 
@@ -281,6 +382,54 @@ func verify(ctx context.Context, srv *phaseServer, rec *ServerRecord, environ fu
 	rec.Limits = configFields(line)
 	rec.Mismatches = []string{}
 	running := rec.Mode == "running"
+	_ = compareConfig(rec, line, running)
+	if environ == nil {
+		environ = processEnvironment
+	}
+	env, err := environ(srv.target.PID)
+	if err != nil {
+		rec.EnvironmentNote = "the server process's environment could not be read (" + ScrubError(err) + "); only its config: line was verified"
+	} else {
+		rec.Environment, rec.EnvironmentVerified = env, true
+		keys := map[string]bool{}
+		for k := range env {
+			if k == plan.SourcePrefixesVariable && running {
+				continue // read with whatever prefixes it counts (SourcePrefixesNote)
+			}
+			keys[k] = true
+		}
+		for k := range rec.Declared {
+			keys[k] = true
+		}
+		names := make([]string, 0, len(keys))
+		for k := range keys {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			got, have := env[k]
+			want, declared := rec.Declared[k]
+			switch {
+			case have && !declared:
+				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s=%s is set, but the profile leaves it at its default", k, got))
+			case !have && declared:
+				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s is unset, but the profile declares %s", k, want))
+			case got != want:
+				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s=%s, declared %s", k, got, want))
+			}
+		}
+	}
+	if len(rec.Mismatches) > 0 {
+		return &SafeError{Msg: fmt.Sprintf("the server runs other limits than profile %q declares: %s", rec.EnvironmentProfile, strings.Join(rec.Mismatches, "; "))}
+	}
+	rec.ServerVerified = true
+	return nil
+}
+
+// compareConfig compares a server's config: line with the declared one into rec.Mismatches; a
+// server that was not started here (running, remote) is read with whatever source prefixes it
+// counts (rec.SourcePrefixesNote). The error names the mismatches.
+func compareConfig(rec *ServerRecord, line string, running bool) error {
 	if running {
 		got := rec.Limits[sourcePrefixesField]
 		switch {
@@ -317,42 +466,6 @@ func verify(ctx context.Context, srv *phaseServer, rec *ServerRecord, environ fu
 		}
 		if len(rec.Mismatches) == 0 {
 			rec.Mismatches = append(rec.Mismatches, "config: line differs from the declared one")
-		}
-	}
-	if environ == nil {
-		environ = processEnvironment
-	}
-	env, err := environ(srv.target.PID)
-	if err != nil {
-		rec.EnvironmentNote = "the server process's environment could not be read (" + ScrubError(err) + "); only its config: line was verified"
-	} else {
-		rec.Environment, rec.EnvironmentVerified = env, true
-		keys := map[string]bool{}
-		for k := range env {
-			if k == plan.SourcePrefixesVariable && running {
-				continue // read with whatever prefixes it counts (SourcePrefixesNote)
-			}
-			keys[k] = true
-		}
-		for k := range rec.Declared {
-			keys[k] = true
-		}
-		names := make([]string, 0, len(keys))
-		for k := range keys {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			got, have := env[k]
-			want, declared := rec.Declared[k]
-			switch {
-			case have && !declared:
-				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s=%s is set, but the profile leaves it at its default", k, got))
-			case !have && declared:
-				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s is unset, but the profile declares %s", k, want))
-			case got != want:
-				rec.Mismatches = append(rec.Mismatches, fmt.Sprintf("environment: %s=%s, declared %s", k, got, want))
-			}
 		}
 	}
 	if len(rec.Mismatches) > 0 {

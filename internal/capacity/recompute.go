@@ -126,6 +126,7 @@ func recomputeLinkKeys(b *evidence.Bundle) []string {
 	_ = json.Unmarshal(b.Raw, &raw)
 	var diffs []string
 	vs := make([]verdictPhase, 0, len(ev.Phases))
+	var unverified []string
 	shedding := make([]map[string]bool, len(ev.Plan.Phases))
 	for i, pe := range ev.Phases {
 		if i >= len(ev.Plan.Phases) {
@@ -166,11 +167,14 @@ func recomputeLinkKeys(b *evidence.Bundle) []string {
 		diffs = append(diffs, d...)
 		vs = append(vs, verdictPhase{Name: pe.Name, Passed: p.Passed, Error: pe.Error, Interrupted: pe.Interrupted,
 			Checks: p.Checks, StopChecks: p.StopChecks, LiveStop: pe.LiveStop})
+		if b := unverifiedServer(pe.Name, pe.Server, rc.has); b != "" {
+			unverified = append(unverified, b)
+		}
 	}
 	if len(diffs) > 0 {
 		return diffs
 	}
-	c := linkKeysConclude(ev.Plan, vs, ev.StopReason, shedding)
+	c := linkKeysConclude(ev.Plan, vs, ev.StopReason, shedding, unverified)
 	return compareVerdict(ev.Passed, ev.CertificationReady, ev.CertificationBlockers, c)
 }
 

@@ -49,6 +49,9 @@ func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
 		if run.targetFlag != "" {
 			target, _ = cmd.Flags().GetString(run.targetFlag)
 		}
+		if f := cmd.Flags().Lookup("target"); f != nil && f.Changed {
+			target = f.Value.String() // a LinkKeys client's --target names the server better than its info file
+		}
 		d, err := dashboard.Start(dashboard.Options{Addr: addr, Title: fmt.Sprintf("loadproof %s %s (live)", run.harness, run.command),
 			Harness: run.harness, Command: run.command, Target: target, Token: token, Logger: env.Logger})
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 )
@@ -21,6 +22,7 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 		planPath, output string
 		prov             provenance
 		settle           time.Duration
+		allowHost        string
 	)
 	c := &cobra.Command{
 		Use:   "capacity",
@@ -30,7 +32,10 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 			"streams (a held population, a handshake stream, a request stream, ddos waves). With target mode\n" +
 			"\"start\" every phase gets a fresh reference server started with its profile; with \"running\" the\n" +
 			"phases run against the server the plan names. Either way the server is verified, not trusted: its\n" +
-			"config: line and its environment must be what the profile declares, or the phase is not run.\n" +
+			"config: line and its environment must be what the profile declares, or the phase is not run. With\n" +
+			"\"remote\" the phases run against a server named by addr, fingerprint and domain, anywhere (a\n" +
+			"non-loopback host needs --allow-host); its config: line is read from its metrics_url's /config, and\n" +
+			"without one the evidence says the server side was not verified and is not certification-ready.\n" +
 			"The bundle holds evidence.json (checks, stop point, machine record, each server's limits),\n" +
 			"one results file and one server log per phase, and manifest.json with the SHA-256 of every file.\n" +
 			"See docs/capacity.md and docs/linkkeys-capacity-plan.example.json.\n\n" +
@@ -57,7 +62,7 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 			ev, err := capacity.ExecuteLinkKeys(cmd.Context(), plan, capacity.LinkKeysOptions{
 				OutputDir:  output,
 				SignKey:    signKey,
-				Validate:   capacity.LinkKeysValidateOptions{ServerConfigLine: lkExpectedConfigLine},
+				Validate:   capacity.LinkKeysValidateOptions{ServerConfigLine: lkExpectedConfigLine, Rules: hostrule.Rules{AllowHost: allowHost}},
 				Server:     capacity.ServerLauncher{Executable: exe, Args: lkServerArgs(cmd)},
 				Clients:    linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 				SettleWait: settle,
@@ -74,6 +79,7 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 	f.StringVarP(&planPath, "plan", "p", "", "LinkKeys capacity plan with predeclared phases, profiles and limits (required)")
 	f.StringVarP(&output, "output", "o", capacity.DefaultOutputDir, "directory for the evidence bundle (must be absent or empty)")
 	prov.bindSignKey(f, "the bundle's manifest.json")
+	f.StringVar(&allowHost, "allow-host", "", "authorize exactly this non-loopback `host` of a remote target (target mode remote: its addr and metrics_url)")
 	f.DurationVar(&settle, "settle-wait", 15*time.Second, "how long to wait for a server reading with no handshake in progress before and after each phase")
 	return c
 }

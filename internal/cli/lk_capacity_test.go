@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/capacity/plan"
 	"github.com/loadproof/loadproof/internal/evidence"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
@@ -157,7 +159,7 @@ func TestLinkKeysCapacityEndToEnd(t *testing.T) {
 
 // startLinkKeysServer starts this test binary's server subcommand with vars in its environment,
 // its stdout in a log file, and returns the info file and the log.
-func startLinkKeysServer(t *testing.T, vars map[string]string) (info, log string) {
+func startLinkKeysServer(t *testing.T, vars map[string]string, extra ...string) (info, log string) {
 	t.Helper()
 	dir := t.TempDir()
 	info, log = filepath.Join(dir, "info.json"), filepath.Join(dir, "server.log")
@@ -169,7 +171,7 @@ func startLinkKeysServer(t *testing.T, vars map[string]string) (info, log string
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "server", "--info-file", info, "--db-path", filepath.Join(dir, "db.sqlite3"), "--metrics-interval-secs", "1")
+	cmd := exec.Command(exe, append([]string{"server", "--info-file", info, "--db-path", filepath.Join(dir, "db.sqlite3"), "--metrics-interval-secs", "1"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "TCP_") && !strings.HasPrefix(kv, "PUBLIC_READ_") {
@@ -287,6 +289,93 @@ func TestLinkKeysCapacityAgainstARunningServer(t *testing.T) {
 		}
 		if err := capacity.VerifyBundle(out); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// Against a remote server (target mode remote: addr, fingerprint, domain, metrics_url; here a real
+// server on 127.0.0.1 started first, named only by those) the phases run without an info file or
+// log; the server is verified from its metrics endpoint's config: line, and without a metrics URL
+// the evidence says the server side was not verified and is not certification-ready.
+func TestLinkKeysCapacityAgainstARemoteServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	p, err := capacity.ReadLinkKeysPlan("testdata/linkkeys-capacity-scaled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := startLinkKeysServer(t, p.EnvironmentProfiles["scale"].Variables, "--metrics-addr", "127.0.0.1:0")
+	inf, err := linkkeys.ReadInfo(info)
+	if err != nil || inf.MetricsAddr == "" {
+		t.Fatalf("info %+v %v", inf, err)
+	}
+	remotePlan := func(metricsURL string) string {
+		path := runningPlan(t, info, "unused.log")
+		pl, err := capacity.ReadLinkKeysPlan(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl.Target = plan.LinkKeysTarget{Mode: plan.TargetRemote, Addr: fmt.Sprintf("127.0.0.1:%d", inf.Port), Fingerprint: inf.Fingerprint,
+			Domain: inf.Domain, MetricsURL: metricsURL}
+		b, err := pl.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	run := func(t *testing.T, metricsURL string) (*capacity.LinkKeysEvidence, string) {
+		out := filepath.Join(t.TempDir(), "ev")
+		env, stdout, stderr := lkTestEnv()
+		code := Run(context.Background(), LinkKeys, []string{"capacity", "-p", remotePlan(metricsURL), "-o", out}, env)
+		if code != ExitOK && code != ExitFailure {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		b, _ := os.ReadFile(filepath.Join(out, capacity.EvidenceFile))
+		ev, err := capacity.ReadLinkKeysEvidence(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := capacity.VerifyBundle(out); err != nil {
+			t.Fatal(err)
+		}
+		ph := ev.Phases[0]
+		if ph.Server == nil || ph.Server.Mode != "remote" || ph.Server.Target != fmt.Sprintf("127.0.0.1:%d", inf.Port) || ph.Error != nil ||
+			ph.Checks[0].Metric != "held.established" || ph.Checks[0].Outcome != capacity.Passed {
+			t.Fatalf("phase %+v\nserver %+v", ph.Checks, ph.Server)
+		}
+		return ev, out
+	}
+	t.Run("verified from its metrics URL", func(t *testing.T) {
+		ev, _ := run(t, "http://"+inf.MetricsAddr+"/metrics")
+		s := ev.Phases[0].Server
+		if !s.ServerVerified || !strings.HasPrefix(s.ConfigLine, "config: ") || len(s.Mismatches) != 0 || s.EnvironmentVerified {
+			t.Fatalf("server %+v", s)
+		}
+		if strings.Contains(strings.Join(ev.CertificationBlockers, "\n"), "not verified") {
+			t.Errorf("blockers %q", ev.CertificationBlockers)
+		}
+		// The server's own accounting was read from the URL.
+		if v, ok := ev.Phases[0].Metrics["server.accepted"]; !ok || v < 200 {
+			t.Errorf("server.accepted %v %v", v, ok)
+		}
+	})
+	t.Run("not verified without one", func(t *testing.T) {
+		ev, out := run(t, "")
+		s := ev.Phases[0].Server
+		if s.ServerVerified || ev.CertificationReady || !strings.Contains(strings.Join(ev.CertificationBlockers, "\n"),
+			`phase "established": the server side was not verified: the target names no metrics_url`) {
+			t.Fatalf("server %+v\nblockers %q", s, ev.CertificationBlockers)
+		}
+		renv, rout, rerr := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, []string{"report", out}, renv); code != ExitOK && code != ExitFailure {
+			t.Fatalf("report: exit %d %s", code, rerr)
+		}
+		if !strings.Contains(rout.String(), "remote server "+s.Target+": server side NOT verified") {
+			t.Errorf("the report does not say the server side was not verified:\n%s", rout)
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/machine"
 )
@@ -25,20 +26,28 @@ import (
 
 // lkCommon are the flags every client shares.
 type lkCommon struct {
-	infoFile string
-	jsonPath string
-	workers  int
-	segment  string
-	prov     provenance
+	infoFile    string
+	jsonPath    string
+	workers     int
+	segment     string
+	prov        provenance
+	target      string
+	fingerprint string
+	domain      string
+	allowHost   string
 }
 
 func (c *lkCommon) bind(f *pflag.FlagSet) {
-	f.StringVar(&c.infoFile, "info-file", linkkeysload.DefaultInfoFile, "the info `file` the server subcommand writes (port, domain, fingerprint, pid)")
+	f.StringVar(&c.infoFile, "info-file", linkkeysload.DefaultInfoFile, "the info `file` the server subcommand writes (port, domain, fingerprint, pid, and host when it listens on one non-loopback address); not read when --target, --fingerprint and --domain are all given")
 	f.StringVar(&c.jsonPath, "json", "", "also write the result (counts by outcome, failure reasons, HDR latency histograms, one-second interval snapshots with server samples, machine records) as JSON to this `file`")
 	f.IntVar(&c.workers, "workers", 0, "worker processes of this binary to spread the sockets over (0: enough to stay under the open-file soft limit)")
 	f.StringVar(&c.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' attempts, concurrency and source addresses are disjoint and together the whole run")
 	c.prov.bindRunID(f)
 	c.prov.bindSignKey(f, "the --json result file")
+	f.StringVar(&c.target, "target", "", "the server's `HOST:PORT`; empty: the info file's host (127.0.0.1 without one) and port; a non-loopback host needs --allow-host")
+	f.StringVar(&c.fingerprint, "fingerprint", "", "the server key's SHA-256 to pin, 64 `hex` characters; empty: the info file's")
+	f.StringVar(&c.domain, "domain", "", "the server's domain `name`; empty: the info file's")
+	f.StringVar(&c.allowHost, "allow-host", "", "authorize exactly this non-loopback target `host` (and a --server-metrics URL on it); loopback targets need no flag")
 }
 
 // lkStdoutIsTerminal reports whether the command's stdout is a terminal (the live bar replaces the
@@ -93,12 +102,21 @@ func secretFlagName(name string) bool {
 	return false
 }
 
-// lkRun prepares the Run of a client: target from the info file, worker count, bar, flags.
-func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Target, linkkeysload.ServerHints, linkkeysload.Run, error) {
-	target, hints, err := linkkeysload.LoadTarget(c.infoFile)
+// lkRun prepares the Run of a client: the target (the info file, overridden by --target,
+// --fingerprint and --domain, authorized by --allow-host), the server's metrics source, worker
+// count, bar, flags.
+func lkRun(cmd *cobra.Command, env *Env, c lkCommon, serverMetrics string, fds int64) (linkkeysload.Target, linkkeysload.Run, error) {
+	opts := linkkeysload.TargetOptions{InfoFile: c.infoFile, InfoFileGiven: cmd.Flags().Changed("info-file"),
+		Addr: c.target, Fingerprint: c.fingerprint, Domain: c.domain, ServerMetrics: serverMetrics,
+		Rules: hostrule.Rules{AllowHost: c.allowHost}}
+	rt, err := opts.Resolve(cmd.Context())
 	if err != nil {
-		return target, hints, linkkeysload.Run{}, &ExitError{Code: ExitFailure, Err: err}
+		return linkkeysload.Target{}, linkkeysload.Run{}, lkSetupError(err)
 	}
+	for _, n := range rt.Notes {
+		env.Logger.Warn(n)
+	}
+	target := rt.Target
 	soft, err := machine.RaiseNofile()
 	if err != nil {
 		env.Logger.Warn("could not raise the open-file soft limit", "err", err)
@@ -110,7 +128,7 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 	}
 	workers := c.workers
 	if workers < 0 {
-		return target, hints, linkkeysload.Run{}, usageError("--workers %d: must be 0 (automatic) or more", workers)
+		return target, linkkeysload.Run{}, usageError("--workers %d: must be 0 (automatic) or more", workers)
 	}
 	if workers == 0 {
 		workers = linkkeysload.DefaultWorkers(fds, soft)
@@ -121,32 +139,66 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, fds int64) (linkkeysload.Ta
 	}
 	seg, err := parseSegment(c.segment)
 	if err != nil {
-		return target, hints, linkkeysload.Run{}, err
+		return target, linkkeysload.Run{}, err
 	}
 	runID, err := c.prov.resolveRunID(c.segment, false, env.Logger)
 	if err != nil {
-		return target, hints, linkkeysload.Run{}, err
+		return target, linkkeysload.Run{}, err
 	}
 	sign, err := c.prov.signer()
 	if err != nil {
-		return target, hints, linkkeysload.Run{}, err
+		return target, linkkeysload.Run{}, err
 	}
 	if sign != nil && c.jsonPath == "" {
-		return target, hints, linkkeysload.Run{}, usageError("--sign-key signs the --json result file: give --json FILE too")
+		return target, linkkeysload.Run{}, usageError("--sign-key signs the --json result file: give --json FILE too")
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return target, hints, linkkeysload.Run{}, &ExitError{Code: ExitCouldNotRun, Err: err}
+		return target, linkkeysload.Run{}, &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
 	if workers > 1 {
 		env.Logger.Info("fanning out to worker processes", "workers", workers, "sockets", fds, "nofile_soft", soft)
 	}
-	return target, hints, linkkeysload.Run{
+	return target, linkkeysload.Run{
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
-		Remote: hookLinkKeysRun(hook), Segment: seg, RunID: runID, AfterWrite: sign,
+		Remote: hookLinkKeysRun(hook), Segment: seg, RunID: runID, AfterWrite: sign, Metrics: rt.Metrics,
 	}, nil
+}
+
+// lkSetupError maps a setup error: the library's usage errors exit 2, an unreadable info file
+// exits 1 as in the seed.
+func lkSetupError(err error) error {
+	var ue *linkkeysload.UsageError
+	if errors.As(err, &ue) {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	return &ExitError{Code: ExitFailure, Err: err}
+}
+
+// lkCheckSources checks, before a local run, that this machine can bind the run's source addresses
+// (its segment's part) and states the ephemeral-port budget; a coordinated run's workers bind
+// theirs on their own machines.
+func lkCheckSources(env *Env, target linkkeysload.Target, run linkkeysload.Run, uses []linkkeysload.SourceUse) error {
+	if run.Remote != nil {
+		return nil
+	}
+	if seg := run.Segment; seg.Count > 1 {
+		for i, u := range uses {
+			part := linkkeysload.SourceAddrs{Base: u.Range.First, Count: u.Range.Count}.In(seg)
+			uses[i].Range.First, uses[i].Range.Count = part.Base, part.Count
+			uses[i].Sockets = seg.Share(u.Sockets)
+		}
+	}
+	warnings, err := linkkeysload.CheckSources(target.Addr, uses, nil)
+	for _, w := range warnings {
+		env.Logger.Warn(w)
+	}
+	if err != nil {
+		return lkSetupError(err)
+	}
+	return nil
 }
 
 func lkBase(flag, s string) (linkkeysload.IPv4, error) {
@@ -213,11 +265,14 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, hints, run, err := lkRun(cmd, env, common, int64(count))
+			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(count))
 			if err != nil {
 				return err
 			}
-			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
+			if err := lkCheckSources(env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdConnections,
+				First: b, Count: ipCount}, Sockets: int64(count), MustHold: true}}); err != nil {
+				return err
+			}
 			if !cmd.Flags().Changed("workers-in-turn") && run.Remote != nil {
 				inTurn = false // the default; a distributed run's workers are on other machines
 			}
@@ -235,7 +290,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&conc, "concurrency", 2000, "maximum connection attempts in flight (does not bound how many are held)")
 	f.Uint64Var(&hold, "hold-secs", 20, "how long to hold the established connections idle, from the moment the last attempt finished")
 	f.Uint64Var(&timeout, "attempt-timeout-secs", 10, "per-attempt (connect + TLS handshake) timeout")
-	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultConnectionsBase, "first loopback source address; attempts round-robin over --client-ip-count addresses")
+	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultConnectionsBase, "first source address (loopback, or this machine's own addresses for a remote target); attempts round-robin over --client-ip-count addresses")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
@@ -269,11 +324,14 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, hints, run, err := lkRun(cmd, env, common, int64(conc))
+			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(conc))
 			if err != nil {
 				return err
 			}
-			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
+			if err := lkCheckSources(env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdHandshakeBench,
+				First: b, Count: ipCount}, Sockets: int64(conc)}}); err != nil {
+				return err
+			}
 			cfg := linkkeysload.HandshakeConfig{Target: target, DurationSecs: duration, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
 			_, err = linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
@@ -286,7 +344,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 	f.Uint64Var(&duration, "duration-secs", 10, "how long to run the benchmark")
 	f.Uint32Var(&conc, "concurrency", 64, "concurrent connect+handshake+close loops")
 	f.Uint64Var(&tmo, "attempt-timeout-secs", 10, "per-attempt (connect + TLS handshake) timeout")
-	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultHandshakeBase, "first loopback source address")
+	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultHandshakeBase, "first source address (loopback, or this machine's own addresses for a remote target)")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.BoolVar(&resume, "resume", false, "resume TLS sessions (a session cache per loop); report resumed next to full handshakes")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
@@ -326,11 +384,14 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, hints, run, err := lkRun(cmd, env, common, int64(conns))
+			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(conns))
 			if err != nil {
 				return err
 			}
-			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
+			if err := lkCheckSources(env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdRequestBench,
+				First: b, Count: ipCount}, Sockets: int64(conns), MustHold: true}}); err != nil {
+				return err
+			}
 			cfg := linkkeysload.RequestConfig{Target: target, Connections: conns, DurationSecs: duration, Op: op,
 				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
 				Pipeline: pipeline, Rate: rate}
@@ -344,7 +405,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&conns, "connections", 32, "persistent connections to open once and reuse")
 	f.Uint64Var(&duration, "duration-secs", 10, "how long to send requests")
 	f.StringVar(&op, "op", linkkeysload.OpDomainKeys, "operation: domain-keys (DomainKeys/get-domain-keys) or hello (Hello/hello)")
-	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultRequestBase, "first loopback source address")
+	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultRequestBase, "first source address (loopback, or this machine's own addresses for a remote target)")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.Uint64Var(&tmo, "attempt-timeout-secs", 10, "per-connection (connect + TLS handshake) timeout of the setup phase")
 	f.Uint32Var(&pipeline, "pipeline", 1, "requests in flight per connection (1: the seed's one at a time)")
@@ -357,8 +418,8 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 // sampled in between); serverMetricsSampleHelp on handshake-bench and request-bench (sampled only).
 // Neither says "(default …)": pflag prints the default itself.
 const (
-	serverMetricsReadHelp   = "where the server's METRICS are read before and after the run and sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://127.0.0.1:port/metrics (`source`; empty: the info file's metrics_addr, else its metrics_log)"
-	serverMetricsSampleHelp = "where the server's METRICS are sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://127.0.0.1:port/metrics (`source`; empty: the info file's metrics_addr, else its metrics_log)"
+	serverMetricsReadHelp   = "where the server's METRICS are read before and after the run and sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
+	serverMetricsSampleHelp = "where the server's METRICS are sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
 )
 
 // parseRate reads --rate: empty for the closed model, else a finite number above 0.
@@ -384,8 +445,8 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ddos",
 		Short: "Exercise the distinct-source protection: one connection attempt from each of many source addresses",
-		Long: "Makes one connection attempt from each of --sources distinct loopback addresses (base + i inside\n" +
-			"127.0.0.0/8). With --server-metrics (a METRICS log file or a http://…/metrics URL), or a\n" +
+		Long: "Makes one connection attempt from each of --sources distinct source addresses (base + i inside\n" +
+			"the base's /8: 127.0.0.0/8 by default). With --server-metrics (a METRICS log file or a http://…/metrics URL), or a\n" +
 			"metrics_addr/metrics_log key in the info file, the server's counters are read before and after the\n" +
 			"run and every attempt is checked against them (accepted, admitted, shed, handshake failures).",
 		Args: cobra.NoArgs,
@@ -397,11 +458,14 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, hints, run, err := lkRun(cmd, env, common, int64(conc))
+			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(conc))
 			if err != nil {
 				return err
 			}
-			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
+			if err := lkCheckSources(env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdDDoS,
+				First: b, Count: sources}, Sockets: int64(conc)}}); err != nil {
+				return err
+			}
 			cfg := linkkeysload.DDoSConfig{Target: target, Sources: sources, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
 			_, err = linkkeysload.DDoS(cmd.Context(), cfg, run)

@@ -49,6 +49,21 @@ func TestLinkKeysClientUsageErrors(t *testing.T) {
 		{[]string{"combined", "--info-file", info, "--held", "10", "--held-ip-count", "300", "--handshake-concurrency", "1", "--handshake-ip-base", "127.0.1.200"},
 			ExitUsage, "share source addresses"},
 		{[]string{"combined", "--info-file", info, "--ddos-wave", "at=x,sourcez=1"}, ExitUsage, `at="x": want seconds from 0 to 86400; unknown key "sourcez"`},
+		// A target that is not loopback needs the exact --allow-host; so does a remote metrics URL.
+		{[]string{"connections", "--target", "198.18.0.1:4433", "--fingerprint", strings.Repeat("a", 64), "--domain", "d"}, ExitUsage,
+			"needs the exact --allow-host 198.18.0.1"},
+		{[]string{"connections", "--target", "198.18.0.1:4433", "--fingerprint", strings.Repeat("a", 64), "--domain", "d", "--allow-host", "198.18.0.2"}, ExitUsage,
+			"needs the exact --allow-host 198.18.0.1"},
+		{[]string{"request-bench", "--info-file", info, "--server-metrics", "http://198.18.0.9:9100/metrics"}, ExitUsage, "needs the exact --allow-host 198.18.0.9"},
+		{[]string{"combined", "--info-file", info, "--held", "1", "--target", "10.9.9.9:1"}, ExitUsage, "needs the exact --allow-host 10.9.9.9"},
+		{[]string{"ddos", "--target", "127.0.0.1:1", "--info-file", filepath.Join(t.TempDir(), "none.json")}, ExitUsage,
+			"--fingerprint, --domain not given and the info file cannot supply them"},
+		// Source addresses this machine cannot bind are refused before anything is sent.
+		{[]string{"handshake-bench", "--info-file", info, "--client-ip-base", "198.18.255.254", "--client-ip-count", "1"}, ExitUsage,
+			"cannot bind source address 198.18.255.254"},
+		// A remote target needs this machine's own source addresses.
+		{[]string{"ddos", "--info-file", info, "--target", "198.18.0.1:4433", "--allow-host", "198.18.0.1"}, ExitUsage,
+			"are loopback addresses, which cannot reach 198.18.0.1"},
 	}
 	for _, c := range cases {
 		env, _, errOut := lkTestEnv()
@@ -147,6 +162,50 @@ func TestLinkKeysClientsRunAgainstServer(t *testing.T) {
 		for _, line := range strings.Split(out.String(), "\n") {
 			if strings.HasPrefix(line, c.args[0]+": ") && !strings.Contains(rout.String(), line+"\n") {
 				t.Errorf("%v: report of the result file lacks the command's line %q:\n%s", c.args, line, rout)
+			}
+		}
+	}
+}
+
+// TestLinkKeysClientsByFlagsAlone: connections and request-bench reach a real server on 127.0.0.1
+// from --target, --fingerprint and --domain alone, with no info file anywhere.
+func TestLinkKeysClientsByFlagsAlone(t *testing.T) {
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	dir := t.TempDir()
+	flags := []string{"--target", fmt.Sprintf("127.0.0.1:%d", ts.Port), "--fingerprint", ts.Fingerprint, "--domain", ts.Domain}
+	for _, args := range [][]string{
+		{"connections", "--count", "12", "--concurrency", "4", "--hold-secs", "0", "--client-ip-count", "3"},
+		{"request-bench", "--connections", "2", "--duration-secs", "1", "--op", "hello"},
+	} {
+		env, out, errOut := lkTestEnv()
+		jsonPath := filepath.Join(dir, args[0]+".json")
+		all := append(append(append([]string(nil), args...), flags...), "--json", jsonPath)
+		if code := Run(context.Background(), LinkKeys, all, env); code != ExitOK {
+			t.Fatalf("%v: exit %d\n%s%s", all, code, out, errOut)
+		}
+		b, err := os.ReadFile(jsonPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := linkkeysload.ReadResult(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.TargetInfo.Addr.Port() != ts.Port || res.TargetInfo.Fingerprint != ts.Fingerprint || res.TargetInfo.PID != 0 {
+			t.Errorf("%s: target %+v", args[0], res.TargetInfo)
+		}
+		switch args[0] {
+		case "connections":
+			if res.Attempts == nil || res.Attempts.Succeeded != 12 {
+				t.Errorf("connections: %+v", res.Attempts)
+			}
+		case "request-bench":
+			if res.Requests == nil || res.Requests.Completed == 0 || res.Requests.Errors != 0 {
+				t.Errorf("request-bench: %+v", res.Requests)
 			}
 		}
 	}

@@ -94,12 +94,14 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return usageError("%v", err)
 			}
-			target, hints, run, err := lkRun(cmd, env, common, cfg.Sockets())
+			target, run, err := lkRun(cmd, env, common, serverMetrics, cfg.Sockets())
 			if err != nil {
 				return err
 			}
+			if err := lkCheckSources(env, target, run, cfg.SourceUses()); err != nil {
+				return err
+			}
 			cfg.Target = target
-			run.Metrics = linkkeysload.ResolveMetrics(serverMetrics, hints)
 			_, err = linkkeysload.Combined(cmd.Context(), cfg, run)
 			return lkResult(interrupted(cmd.Context(), err))
 		},
@@ -131,7 +133,7 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 	f.StringVar(&rqBase, "request-ip-base", linkkeysload.DefaultRequestBase, "request stream: first source address")
 	f.Uint32Var(&rqIPs, "request-ip-count", linkkeysload.DefaultClientIPCount, "request stream: distinct source addresses")
 	f.StringArrayVar(&waves, "ddos-wave", nil, "a ddos wave: sources=S[,at=SECS][,concurrency=C][,base=IP][,name=NAME] (repeatable; base defaults to 127.5.0.0, then to the end of the previous wave)")
-	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://127.0.0.1:port/metrics: sampled once a second, and read before and after the run for the server's accounting")
+	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://HOST:PORT/metrics (a non-loopback host needs --allow-host): sampled once a second, and read before and after the run for the server's accounting")
 	return c
 }
 

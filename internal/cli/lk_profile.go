@@ -146,7 +146,7 @@ func startProfileServer(ctx context.Context, env *Env, cfg linkkeysserver.Config
 	srv := &linkkeysserver.Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: store, Logger: logger}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	hs, metricsAddr, err := linkkeysmain.StartPrometheus("127.0.0.1:0", srv.Metrics, true, logger)
+	hs, metricsAddr, err := linkkeysmain.StartPrometheus("127.0.0.1:0", srv.Metrics, true, "", logger)
 	if err != nil {
 		srv.Close()
 		store.Close()

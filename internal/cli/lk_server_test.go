@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -326,5 +328,60 @@ func TestLinkKeysServerSourcePrefixes(t *testing.T) {
 		"--source-prefix", "b=127.0.50.9"}, env)
 	if code != ExitUsage || !strings.Contains(errBuf.String(), `prefixes "a" (127.0.50.0/24) and "b" (127.0.50.9/32) share addresses`) {
 		t.Errorf("exit %d: %s", code, errBuf.String())
+	}
+}
+
+// TestInfoFileHostAndConfigEndpoint: a server listening on one specific non-loopback address of
+// this machine writes it as the info file's host (nothing is sent to it: the listener is only
+// bound); one on loopback writes none; its metrics endpoint serves its config: line at /config.
+func TestInfoFileHostAndConfigEndpoint(t *testing.T) {
+	var own string
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if p, ok := a.(*net.IPNet); ok && p.IP.To4() != nil && !p.IP.IsLoopback() && !p.IP.IsLinkLocalUnicast() {
+				own = p.IP.String()
+				break
+			}
+		}
+	}
+	for _, host := range []string{"127.0.0.1", own} {
+		if host == "" {
+			t.Log("this machine has no non-loopback IPv4 address: only the loopback case runs")
+			continue
+		}
+		dir := t.TempDir()
+		info := filepath.Join(dir, "info.json")
+		env, out, errBuf := lksEnv(nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- Run(ctx, LinkKeys, []string{"server", "--db-path", filepath.Join(dir, "db.sqlite3"), "--info-file", info,
+				"--listen", net.JoinHostPort(host, "0"), "--metrics-addr", "127.0.0.1:0"}, env)
+		}()
+		waitLine(t, out, "listening on ")
+		inf, err := linkkeys.ReadInfo(info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := host
+		if host == "127.0.0.1" {
+			want = ""
+		}
+		if inf.Host != want {
+			t.Errorf("listening on %s: info host %q, want %q", host, inf.Host, want)
+		}
+		resp, err := http.Get("http://" + inf.MetricsAddr + "/config")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.HasPrefix(string(b), "config: ") || !strings.Contains(out.String(), strings.TrimSpace(string(b))) {
+			t.Errorf("/config answered %q; the server printed:\n%s", b, out.String())
+		}
+		cancel()
+		if code := <-done; code != ExitOK {
+			t.Fatalf("server exit %d: %s", code, errBuf.String())
+		}
 	}
 }

@@ -119,6 +119,11 @@ type Server struct {
 	EnvironmentVerified bool     `json:"environment_verified"`
 	Mismatches          []string `json:"mismatches"`
 	Log                 string   `json:"log"`
+	// Target, ServerVerified and VerificationNote are a remote server's: where it was reached and
+	// whether its limits were read.
+	Target           string `json:"target"`
+	ServerVerified   bool   `json:"server_verified"`
+	VerificationNote string `json:"verification_note"`
 }
 
 // Number is a float64 that reads JSON null as NaN (a figure that could not be measured) and

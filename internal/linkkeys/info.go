@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/loadproof/loadproof/internal/boundedfile"
 )
 
 // Info is the load-test server's info file: where it listens and which
-// fingerprint to pin. Clients connect to 127.0.0.1:Port.
+// fingerprint to pin. Clients connect to Host:Port, 127.0.0.1:Port when Host is empty (the seed's
+// file has no host).
 type Info struct {
 	Port        uint16 `json:"port"`
 	Domain      string `json:"domain"`
@@ -23,11 +26,34 @@ type Info struct {
 	// Prometheus endpoint, so clients can read the server's accounting without being told where.
 	// Upstream clients ignore the extra key.
 	MetricsAddr string `json:"metrics_addr,omitempty"`
+	// Host (loadproof addition, omitted when empty) is the address the server listens on when it
+	// listens on one specific non-loopback address (see InfoHost), so a client on another machine
+	// reaches it from the file alone. Empty means 127.0.0.1, as in the seed.
+	Host string `json:"host,omitempty"`
+}
+
+// InfoHost returns the info file's host for a server listening on listenHost: the address itself
+// when it is one specific non-loopback IP address, else "" (a loopback or unspecified listener is
+// reached at 127.0.0.1, which the seed's file already means).
+func InfoHost(listenHost string) string {
+	a, err := netip.ParseAddr(strings.Trim(listenHost, "[]"))
+	if err != nil || a.IsLoopback() || a.IsUnspecified() || a.Zone() != "" {
+		return ""
+	}
+	return a.Unmap().String()
+}
+
+// TargetHost is the host a client dials for info: Host, or 127.0.0.1 when the file has none.
+func (info Info) TargetHost() string {
+	if info.Host == "" {
+		return "127.0.0.1"
+	}
+	return info.Host
 }
 
 // MarshalInfo returns the file form of info: two-space indented JSON with the
 // keys port, domain, fingerprint, pid in that order and no trailing newline,
-// byte for byte what the upstream server writes (plus metrics_addr last, when set).
+// byte for byte what the upstream server writes (plus metrics_addr and host last, when set).
 func MarshalInfo(info Info) ([]byte, error) {
 	// Like serde_json, and unlike json.Marshal's default, leave <, > and &
 	// unescaped.
@@ -128,6 +154,7 @@ func ParseInfo(b []byte) (Info, error) {
 		Fingerprint *string `json:"fingerprint"`
 		PID         *uint32 `json:"pid"`
 		MetricsAddr string  `json:"metrics_addr"`
+		Host        string  `json:"host"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&raw); err != nil {
@@ -155,10 +182,15 @@ func ParseInfo(b []byte) (Info, error) {
 	if raw.PID == nil {
 		errs = append(errs, errors.New(`missing "pid"`))
 	}
+	if raw.Host != "" {
+		if a, err := netip.ParseAddr(raw.Host); err != nil || a.Zone() != "" {
+			errs = append(errs, fmt.Errorf(`"host" %q is not an IP address`, raw.Host))
+		}
+	}
 	if len(errs) > 0 {
 		return Info{}, errors.Join(errs...)
 	}
-	return Info{Port: *raw.Port, Domain: *raw.Domain, Fingerprint: *raw.Fingerprint, PID: *raw.PID, MetricsAddr: raw.MetricsAddr}, nil
+	return Info{Port: *raw.Port, Domain: *raw.Domain, Fingerprint: *raw.Fingerprint, PID: *raw.PID, MetricsAddr: raw.MetricsAddr, Host: raw.Host}, nil
 }
 
 func isLowerHex64(s string) bool {

@@ -125,6 +125,8 @@ func FuzzParseInfo(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"port":0}`))
+	f.Add([]byte(`{"port":1,"domain":"d","fingerprint":"` + strings.Repeat("ab", 32) + `","pid":1,"host":"198.18.0.1"}`))
+	f.Add([]byte(`{"port":1,"domain":"d","fingerprint":"` + strings.Repeat("ab", 32) + `","pid":1,"host":"fe80::1%eth0"}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		info, err := ParseInfo(in)
 		if err != nil {
@@ -148,5 +150,41 @@ func TestMarshalInfoNoHTMLEscape(t *testing.T) {
 	}
 	if want := "{\n  \"port\": 1,\n  \"domain\": \"a&b<c>\",\n  \"fingerprint\": \"f\",\n  \"pid\": 2\n}"; string(b) != want {
 		t.Fatalf("got %q, want %q", b, want)
+	}
+}
+
+// TestInfoHost: the optional host key round-trips, is written only for one specific non-loopback
+// listen address, must be an IP address, and an info file without it means 127.0.0.1.
+func TestInfoHost(t *testing.T) {
+	for in, want := range map[string]string{"198.18.0.1": "198.18.0.1", "127.0.0.1": "", "127.3.0.1": "", "0.0.0.0": "",
+		"::": "", "::1": "", "[2001:db8::1]": "2001:db8::1", "::ffff:198.18.0.1": "198.18.0.1", "localhost": "", "": ""} {
+		if got := InfoHost(in); got != want {
+			t.Errorf("InfoHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+	withHost := testInfo
+	withHost.Host = "198.18.0.1"
+	b, err := MarshalInfo(withHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(b), `"host": "198.18.0.1"
+}`) {
+		t.Errorf("host is not the last key:\n%s", b)
+	}
+	back, err := ParseInfo(b)
+	if err != nil || back != withHost || back.TargetHost() != "198.18.0.1" {
+		t.Fatalf("ParseInfo = %+v, %v", back, err)
+	}
+	plain, _ := MarshalInfo(testInfo)
+	if strings.Contains(string(plain), "host") {
+		t.Errorf("an info file without host carries the key:\n%s", plain)
+	}
+	if back, _ := ParseInfo(plain); back.TargetHost() != "127.0.0.1" {
+		t.Errorf("TargetHost of a file without host = %q, want 127.0.0.1", back.TargetHost())
+	}
+	bad := strings.Replace(string(b), "198.18.0.1", "server.example", 1)
+	if _, err := ParseInfo([]byte(bad)); err == nil || !strings.Contains(err.Error(), `"host" "server.example" is not an IP address`) {
+		t.Errorf("a host name in the info file: %v", err)
 	}
 }

@@ -19,11 +19,13 @@ func (a IPv4) Addr() netip.Addr {
 // String renders dotted decimal.
 func (a IPv4) String() string { return a.Addr().String() }
 
-// NthLoopbackAddr returns the n-th address after base, wrapped inside 127.0.0.0/8: the low 24 bits
-// are (base + n) mod 2^24 and the first octet is always 127, whatever base's first octet was. This is
-// the seed's address arithmetic: with base 127.255.255.255, n = 1 gives 127.0.0.0.
+// NthLoopbackAddr returns the n-th address after base, wrapped inside base's /8: the low 24 bits
+// are (base + n) mod 2^24 and the first octet is base's. For a base in 127.0.0.0/8 this is the
+// seed's address arithmetic (with base 127.255.255.255, n = 1 gives 127.0.0.0); the seed forced the
+// first octet to 127 whatever the base, where loadproof keeps it, so a load machine's own addresses
+// (an interface's, or a prefix routed to lo) can be the sources of a run against another host.
 func NthLoopbackAddr(base IPv4, n uint32) IPv4 {
-	return IPv4((uint32(base)+n)&0x00FF_FFFF | 0x7F00_0000)
+	return IPv4((uint32(base)+n)&0x00FF_FFFF | uint32(base)&0xFF00_0000)
 }
 
 // ParseIPv4 parses dotted-decimal IPv4 the way the seed's client does: exactly four decimal octets

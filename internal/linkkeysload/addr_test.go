@@ -20,11 +20,12 @@ func TestNthLoopbackAddr(t *testing.T) {
 		{"127.5.0.0", 11999, "127.5.46.223"},
 		{"127.255.255.255", 1, "127.0.0.0"},      // wraps inside 127/8
 		{"127.255.255.250", 10, "127.0.0.4"},     // wraps past the top
-		{"10.0.0.1", 0, "127.0.0.1"},             // first octet forced to 127
-		{"192.168.1.1", 2, "127.168.1.3"},        // low 24 bits kept
+		{"10.0.0.1", 0, "10.0.0.1"},              // first octet kept (the seed forced 127)
+		{"198.18.255.255", 2, "198.19.0.1"},      // a routed prefix crossing a /16
+		{"198.255.255.255", 1, "198.0.0.0"},      // wraps inside the base's /8
 		{"127.0.0.0", 1 << 24, "127.0.0.0"},      // a full turn of the 24 bits
 		{"127.0.0.5", 0xFFFFFFFF, "127.0.0.4"},   // u32 wrapping add
-		{"255.255.255.255", 1, "127.0.0.0"},      // wrapping_add overflow of the whole u32
+		{"255.255.255.255", 1, "255.0.0.0"},      // no overflow into the first octet
 		{"127.0.5.0", 1_000_000, "127.15.71.64"}, // the 1,000,000-source run's last-but-one
 	}
 	for _, c := range cases {

@@ -139,25 +139,18 @@ func (c CombinedConfig) SourceRanges() []SourceRange {
 // server, a metric-name component.
 var streamName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`) })
 
-// CheckSourceRanges reports every range that leaves 127.0.0.0/8 (or wraps inside it) and every
-// pair that overlaps, all at once.
+// CheckSourceRanges reports every range that wraps inside its /8 (its addresses would not be
+// consecutive) and every pair that overlaps, all at once.
 func CheckSourceRanges(ranges []SourceRange) error {
 	var errs []error
 	for _, r := range ranges {
-		if uint32(r.First)>>24 != 127 {
-			errs = append(errs, fmt.Errorf("stream %s: source base %s is outside 127.0.0.0/8", r.Stream, r.First))
-			continue
-		}
 		if uint64(r.First&0xFFFFFF)+uint64(r.Count) > 1<<24 {
-			errs = append(errs, fmt.Errorf("stream %s: %d sources from %s run past 127.255.255.255", r.Stream, r.Count, r.First))
+			errs = append(errs, fmt.Errorf("stream %s: %d sources from %s run past %s", r.Stream, r.Count, r.First, IPv4(uint32(r.First)|0xFFFFFF)))
 		}
 	}
 	for i := range ranges {
 		for j := i + 1; j < len(ranges); j++ {
 			a, b := ranges[i], ranges[j]
-			if uint32(a.First)>>24 != 127 || uint32(b.First)>>24 != 127 {
-				continue
-			}
 			if a.First <= b.Last() && b.First <= a.Last() {
 				errs = append(errs, fmt.Errorf("streams %s (%s–%s) and %s (%s–%s) share source addresses; give each stream its own range",
 					a.Stream, a.First, a.Last(), b.Stream, b.First, b.Last()))
@@ -249,6 +242,25 @@ func (c CombinedConfig) Sockets() int64 {
 		n += int64(w.Concurrency)
 	}
 	return n
+}
+
+// SourceUses are the streams' source ranges with the sockets each holds open at once, for
+// CheckSources: the held population and the request connections must all be open at once.
+func (c CombinedConfig) SourceUses() []SourceUse {
+	var out []SourceUse
+	if h := c.Held; h != nil {
+		out = append(out, SourceUse{Range: SourceRange{linkkeysresult.StreamHeld, h.Sources.Base, max(h.Sources.Count, 1)}, Sockets: int64(h.Count), MustHold: true})
+	}
+	if h := c.Handshakes; h != nil {
+		out = append(out, SourceUse{Range: SourceRange{linkkeysresult.StreamHandshakes, h.Sources.Base, max(h.Sources.Count, 1)}, Sockets: int64(h.Concurrency)})
+	}
+	if q := c.Requests; q != nil {
+		out = append(out, SourceUse{Range: SourceRange{linkkeysresult.StreamRequests, q.Sources.Base, max(q.Sources.Count, 1)}, Sockets: int64(q.Connections), MustHold: true})
+	}
+	for i, w := range c.DDoS {
+		out = append(out, SourceUse{Range: SourceRange{c.WaveName(i), w.Base, w.Sources}, Sockets: int64(w.Concurrency)})
+	}
+	return out
 }
 
 // streamRun is one stream's outcome within a segment.
@@ -743,13 +755,13 @@ func Combined(ctx context.Context, cfg CombinedConfig, r Run) (Result, error) {
 
 // SourcePrefixes returns the TCP_SOURCE_PREFIXES value under which a server counts each stream's
 // source range by the stream's name ("held=127.0.1.0/27,ddos-1=127.6.0.0-127.6.4.175"): a CIDR
-// where the range is exactly one, else FIRST-LAST. It is "" for a configuration whose ranges leave
-// 127.0.0.0/8 or wrap (Validate refuses those).
+// where the range is exactly one, else FIRST-LAST. It is "" for a configuration whose ranges wrap
+// inside their /8 (Validate refuses those).
 func (c CombinedConfig) SourcePrefixes() string {
 	var parts []string
 	for _, r := range c.SourceRanges() {
 		first, n := uint32(r.First), uint64(max(r.Count, 1))
-		if first>>24 != 127 || uint64(first&0xFFFFFF)+n > 1<<24 {
+		if uint64(first&0xFFFFFF)+n > 1<<24 {
 			return ""
 		}
 		last := IPv4(first + uint32(n-1))

@@ -12,17 +12,22 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
-// TargetFromInfo returns the target an info file describes: 127.0.0.1:port, like the seed's clients.
+// TargetFromInfo returns the target an info file describes: its host (127.0.0.1 when it names
+// none, like the seed's clients) and port.
 func TargetFromInfo(info linkkeys.Info) Target {
+	addr := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	if a, err := netip.ParseAddr(info.Host); err == nil {
+		addr = a.Unmap()
+	}
 	return Target{
-		Addr:        netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), info.Port),
+		Addr:        netip.AddrPortFrom(addr, info.Port),
 		Domain:      info.Domain,
 		Fingerprint: info.Fingerprint,
 		PID:         info.PID,
 	}
 }
 
-// Dialer makes connection attempts: bind a loopback source address (port chosen by the kernel at
+// Dialer makes connection attempts: bind a source address (port chosen by the kernel at
 // connect time), connect with TCP_NODELAY, and complete a TLS handshake that pins the target's
 // fingerprint, all within one attempt timeout.
 type Dialer struct {

@@ -236,15 +236,24 @@ func listenAddr(cfg linkkeysserver.Config, f Flags, changed bool) string {
 	return f.Listen
 }
 
-// StartPrometheus serves /metrics on addr; it returns the server and the address it bound (which
-// the info file advertises to clients as metrics_addr).
-func StartPrometheus(addr string, src func() linkkeysserver.Snapshot, process bool, logger *slog.Logger) (*http.Server, string, error) {
+// StartPrometheus serves /metrics on addr, and /config (the server's config: line) when configLine
+// is not empty; it returns the server and the address it bound (which the info file advertises to
+// clients as metrics_addr).
+func StartPrometheus(addr string, src func() linkkeysserver.Snapshot, process bool, configLine string, logger *slog.Logger) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", linkkeysserver.NewPrometheusExporter(src, process))
+	if configLine != "" {
+		// A load client on another machine verifies the limits the server runs from this line,
+		// beside its METRICS (docs/capacity.md, Plans against an existing server).
+		mux.HandleFunc("/config", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = io.WriteString(w, configLine+"\n")
+		})
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -310,7 +319,7 @@ func runServer(ctx context.Context, env Env, f Flags, listenChanged bool, cmdPre
 	go func() { serveErr <- srv.Serve(ln) }()
 	var metricsAddr string
 	if f.MetricsAddr != "" {
-		hs, bound, err := StartPrometheus(f.MetricsAddr, srv.Metrics, true, logger)
+		hs, bound, err := StartPrometheus(f.MetricsAddr, srv.Metrics, true, linkkeysserver.ConfigLine(cfg), logger)
 		if err != nil {
 			srv.Close()
 			return &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -319,7 +328,8 @@ func runServer(ctx context.Context, env Env, f Flags, listenChanged bool, cmdPre
 		metricsAddr = bound
 	}
 	tcp := ln.Addr().(*net.TCPAddr)
-	if err := linkkeys.WriteInfo(f.InfoFile, linkkeys.Info{Port: uint16(tcp.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid()), MetricsAddr: metricsAddr}); err != nil {
+	if err := linkkeys.WriteInfo(f.InfoFile, linkkeys.Info{Port: uint16(tcp.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid()), MetricsAddr: metricsAddr,
+		Host: linkkeys.InfoHost(tcp.IP.String())}); err != nil {
 		srv.Close()
 		return err
 	}
@@ -432,7 +442,7 @@ func runParent(ctx context.Context, env Env, f Flags, cfg linkkeysserver.Config,
 	parent.Collect(false) // starts the clock and gives the Prometheus endpoint a first sum
 	var metricsAddr string
 	if f.MetricsAddr != "" {
-		hs, bound, err := StartPrometheus(f.MetricsAddr, parent.Last, false, logger)
+		hs, bound, err := StartPrometheus(f.MetricsAddr, parent.Last, false, linkkeysserver.ConfigLine(cfg), logger)
 		if err != nil {
 			sv.Kill()
 			return &ExitError{Code: ExitCouldNotRun, Err: err}
@@ -440,7 +450,8 @@ func runParent(ctx context.Context, env Env, f Flags, cfg linkkeysserver.Config,
 		defer hs.Close()
 		metricsAddr = bound
 	}
-	if err := linkkeys.WriteInfo(f.InfoFile, linkkeys.Info{Port: uint16(res.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid()), MetricsAddr: metricsAddr}); err != nil {
+	if err := linkkeys.WriteInfo(f.InfoFile, linkkeys.Info{Port: uint16(res.Port), Domain: cfg.Domain, Fingerprint: fingerprint, PID: uint32(os.Getpid()), MetricsAddr: metricsAddr,
+		Host: linkkeys.InfoHost(host)}); err != nil {
 		sv.Kill()
 		return err
 	}

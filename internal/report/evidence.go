@@ -40,6 +40,13 @@ func EvidenceText(w io.Writer, e *evidence.Evidence) {
 				env = "environment NOT verified (config: line only)"
 			}
 			fmt.Fprintf(w, "  server: %s, profile %s, %s\n", s.Mode, s.EnvironmentProfile, env)
+			if s.Mode == "remote" {
+				verified := "limits verified"
+				if !s.ServerVerified {
+					verified = "server side NOT verified"
+				}
+				fmt.Fprintf(w, "  remote server %s: %s (%s)\n", Sanitize(s.Target), verified, Sanitize(s.VerificationNote))
+			}
 			fmt.Fprintf(w, "  server %s\n", s.ConfigLine)
 			for _, m := range s.Mismatches {
 				fmt.Fprintf(w, "  MISMATCH %s\n", m)

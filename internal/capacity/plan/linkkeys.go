@@ -6,13 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/loadproof/loadproof/internal/hostrule"
 )
 
 // HarnessLinkKeys is the harness name of a LinkKeys phase (and of its evidence).
@@ -45,6 +50,12 @@ const (
 	// the log of its stdout given), whose config: line and environment are verified against each
 	// phase's profile before the phase runs.
 	TargetRunning = "running"
+	// TargetRemote: the phases run against a server already running anywhere (on another host
+	// too), named by its address, fingerprint and domain; its config: line and METRICS are read
+	// from its metrics URL (the reference server serves the line at /config beside /metrics). A
+	// remote target without metrics_url runs, but its server side is not verified, so the
+	// evidence cannot be certification-ready.
+	TargetRemote = "remote"
 )
 
 // LinkKeysTarget is the server the phases run against.
@@ -55,6 +66,17 @@ type LinkKeysTarget struct {
 	// ServerLog is the file the running server's stdout goes to: its config: line and METRICS lines
 	// (running mode only).
 	ServerLog string `json:"server_log,omitempty"`
+	// Addr is the remote server's HOST:PORT (remote mode only); a non-loopback host needs the
+	// capacity command's exact --allow-host.
+	Addr string `json:"addr,omitempty"`
+	// Fingerprint is the remote server key's SHA-256, 64 hex characters (remote mode only).
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Domain is the remote server's domain (remote mode only).
+	Domain string `json:"domain,omitempty"`
+	// MetricsURL is the remote server's http(s)://HOST:PORT/metrics (remote mode, optional): its
+	// METRICS for the accounting, and its config: line at /config on the same host for the
+	// verification.
+	MetricsURL string `json:"metrics_url,omitempty"`
 }
 
 // EnvironmentProfile is the settings a server must run with.
@@ -313,7 +335,7 @@ func ParseLinkKeysPlan(b []byte) (*LinkKeysPlan, error) {
 
 var (
 	lkPlanFields     = []string{"profile_name", "revisions", "environment_parity", "target", "environment_profiles", "stop_conditions", "phases"}
-	lkTargetFields   = []string{"mode", "info_file", "server_log"}
+	lkTargetFields   = []string{"mode", "info_file", "server_log", "addr", "fingerprint", "domain", "metrics_url"}
 	lkProfileFields  = []string{"description", "processes", "variables"}
 	lkStopFields     = []string{"max_server_rss_bytes", "max_handshake_failure_rate", "max_request_error_rate"}
 	lkPhaseFields    = []string{"name", "harness", "environment_profile", "duration_seconds", "workload", "checks", "expected_shedding", "notes"}
@@ -405,9 +427,10 @@ func (p *parser) linkKeysPlan(raw json.RawMessage) *LinkKeysPlan {
 		}
 	}
 	if r, ok := obj["target"]; ok {
-		if o := p.object(r, "target", lkTargetFields, "info_file", "server_log"); o != nil {
+		if o := p.object(r, "target", lkTargetFields, "info_file", "server_log", "addr", "fingerprint", "domain", "metrics_url"); o != nil {
 			pl.Target = LinkKeysTarget{Mode: p.str(o, "target", "mode"), InfoFile: p.str(o, "target", "info_file"),
-				ServerLog: p.str(o, "target", "server_log")}
+				ServerLog: p.str(o, "target", "server_log"), Addr: p.str(o, "target", "addr"), Fingerprint: p.str(o, "target", "fingerprint"),
+				Domain: p.str(o, "target", "domain"), MetricsURL: p.str(o, "target", "metrics_url")}
 		}
 	}
 	if r, ok := obj["environment_profiles"]; ok {
@@ -558,6 +581,9 @@ type LinkKeysValidateOptions struct {
 	// ServerConfigLine, when set, checks a profile's variables as the reference server reads them
 	// and returns the server's config: line for them; its error names every bad variable.
 	ServerConfigLine func(vars map[string]string) (string, error)
+	// Rules authorize a remote target's host and metrics URL (hostrule: loopback passes, any other
+	// host needs the exact --allow-host; production hosts never pass).
+	Rules hostrule.Rules
 }
 
 // Compiled on first use, not at start-up (see capacity's safeKey).
@@ -568,8 +594,9 @@ var (
 
 // ValidateLinkKeys applies every rule to a LinkKeys plan and reports every problem together (an
 // errors.Join of *Problem values, see Problems). It returns the execution environment, always
-// "local": the harness binds loopback source addresses and starts or reaches a server on
-// 127.0.0.1. It touches no file: a missing info file or server log is a phase error at run time.
+// "local": the load runs from this machine (against a server it starts, a running one, or a remote
+// one the host rules allow). It touches no file: a missing info file or server log is a phase
+// error at run time, as are source addresses this machine cannot bind.
 func ValidateLinkKeys(pl *LinkKeysPlan, opts LinkKeysValidateOptions) (Environment, error) {
 	if pl == nil {
 		return "", errors.Join(&Problem{Message: "capacity: no plan to validate"})
@@ -580,17 +607,24 @@ func ValidateLinkKeys(pl *LinkKeysPlan, opts LinkKeysValidateOptions) (Environme
 	v.nonEmpty("revisions.code", pl.Revisions.Code)
 	v.nonEmpty("revisions.image", pl.Revisions.Image)
 	v.nonEmpty("revisions.infrastructure", pl.Revisions.Infrastructure)
-	switch pl.Target.Mode {
+	t := pl.Target
+	remoteFields := t.Addr != "" || t.Fingerprint != "" || t.Domain != "" || t.MetricsURL != ""
+	switch t.Mode {
 	case TargetStart:
-		if pl.Target.InfoFile != "" || pl.Target.ServerLog != "" {
-			v.add("target", "target mode start takes no info_file or server_log: the capacity command starts the servers itself")
+		if t.InfoFile != "" || t.ServerLog != "" || remoteFields {
+			v.add("target", "target mode start takes no info_file, server_log, addr, fingerprint, domain or metrics_url: the capacity command starts the servers itself")
 		}
 	case TargetRunning:
-		if strings.TrimSpace(pl.Target.InfoFile) == "" || strings.TrimSpace(pl.Target.ServerLog) == "" {
+		if strings.TrimSpace(t.InfoFile) == "" || strings.TrimSpace(t.ServerLog) == "" {
 			v.add("target", "target mode running needs info_file (the server's info file) and server_log (the file its stdout goes to, for its config: and METRICS lines)")
 		}
+		if remoteFields {
+			v.add("target", "target mode running takes no addr, fingerprint, domain or metrics_url (its info file names the server); use mode remote for a server named by its address")
+		}
+	case TargetRemote:
+		v.remoteTarget(t, opts.Rules)
 	default:
-		v.add("target.mode", "target.mode must be start or running (got %q)", pl.Target.Mode)
+		v.add("target.mode", "target.mode must be start, running or remote (got %q)", t.Mode)
 	}
 	if len(pl.EnvironmentProfiles) == 0 {
 		v.add("environment_profiles", "environment_profiles must name at least one profile")
@@ -620,6 +654,49 @@ func ValidateLinkKeys(pl *LinkKeysPlan, opts LinkKeysValidateOptions) (Environme
 		return "", errors.Join(v.problems...)
 	}
 	return EnvLocal, nil
+}
+
+// remoteTarget checks a remote target: its address, pinned key and domain, an optional metrics
+// URL, and the host rules on both.
+func (v *validator) remoteTarget(t LinkKeysTarget, rules hostrule.Rules) {
+	if t.InfoFile != "" || t.ServerLog != "" {
+		v.add("target", "target mode remote takes no info_file or server_log: it names the server by addr, fingerprint, domain and metrics_url")
+	}
+	host, port, err := net.SplitHostPort(t.Addr)
+	if n, perr := strconv.ParseUint(port, 10, 16); err != nil || host == "" || perr != nil || n == 0 {
+		v.add("target.addr", "target.addr %q must be HOST:PORT (an IPv4 address or a name, and a port from 1 to 65535)", t.Addr)
+	} else if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && !a.Unmap().Is4() {
+		v.add("target.addr", "target.addr %q is IPv6: the LinkKeys clients bind IPv4 source addresses; give the server's IPv4 address", t.Addr)
+	} else if err := rules.AuthorizeAddr(t.Addr); err != nil {
+		v.add("target.addr", "target.addr %s: %v", t.Addr, err)
+	}
+	if !isLowerHex64(t.Fingerprint) {
+		v.add("target.fingerprint", "target.fingerprint must be the server key's SHA-256 as 64 lowercase hex characters (its info file's fingerprint)")
+	}
+	if strings.TrimSpace(t.Domain) == "" || strings.ContainsAny(t.Domain, " \t\r\n/") {
+		v.add("target.domain", "target.domain %q must be the server's domain name", t.Domain)
+	}
+	if t.MetricsURL != "" {
+		u, err := url.Parse(t.MetricsURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			v.add("target.metrics_url", "target.metrics_url %q must be an http(s)://HOST:PORT/metrics URL without credentials, query or fragment", t.MetricsURL)
+		} else if err := rules.AuthorizeURL(t.MetricsURL); err != nil {
+			v.add("target.metrics_url", "target.metrics_url %s: %v", t.MetricsURL, err)
+		}
+	}
+}
+
+func isLowerHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func (v *validator) profile(name string, prof EnvironmentProfile, opts LinkKeysValidateOptions) {
@@ -680,7 +757,7 @@ func (v *validator) linkKeysPhase(i int, ph *LinkKeysPhase, pl *LinkKeysPlan, se
 	if ph.DurationSeconds == 0 {
 		v.add(path+".duration_seconds", "phase %q must have a non-zero duration", ph.Name)
 	}
-	names, kinds := v.workload(path+".workload", ph)
+	names, kinds := v.workload(path+".workload", ph, pl)
 	kindOf := map[string]string{StreamKindServer: StreamKindServer}
 	for j, n := range names {
 		if _, taken := kindOf[n]; !taken { // a wave named like another stream is reported by workload
@@ -722,8 +799,10 @@ func (v *validator) linkKeysPhase(i int, ph *LinkKeysPhase, pl *LinkKeysPlan, se
 	}
 }
 
-// workload checks a phase's streams and returns their names and kinds.
-func (v *validator) workload(path string, ph *LinkKeysPhase) (names, kinds []string) {
+// workload checks a phase's streams and returns their names and kinds. Source ranges are inside
+// 127.0.0.0/8 unless the target is remote (then any of this machine's addresses, checked at run
+// time).
+func (v *validator) workload(path string, ph *LinkKeysPhase, pl *LinkKeysPlan) (names, kinds []string) {
 	w := &ph.Workload
 	names, kinds = w.Streams()
 	if len(names) == 0 {
@@ -743,12 +822,12 @@ func (v *validator) workload(path string, ph *LinkKeysPhase) (names, kinds []str
 		b := a.As4()
 		first := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 		n := max(count, 1)
-		if b[0] != 127 {
-			v.add(p+".client_ip_base", "client_ip_base %s is outside 127.0.0.0/8, which the harness binds on loopback", base)
+		if b[0] != 127 && pl.Target.Mode != TargetRemote {
+			v.add(p+".client_ip_base", "client_ip_base %s is outside 127.0.0.0/8, which the harness binds on loopback (a remote target may use this machine's own addresses)", base)
 			return
 		}
 		if uint64(first&0xFFFFFF)+uint64(n) > 1<<24 {
-			v.add(p, "%d source addresses from %s run past 127.255.255.255", n, base)
+			v.add(p, "%d source addresses from %s run past %d.255.255.255", n, base, b[0])
 			return
 		}
 		ranges = append(ranges, rng{name, first, first + n - 1})

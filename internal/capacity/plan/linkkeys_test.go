@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/hostrule"
 )
 
 const linkKeysExamplePath = "../../../docs/linkkeys-capacity-plan.example.json"
@@ -144,6 +146,70 @@ func TestValidateLinkKeysAsksTheServer(t *testing.T) {
 	}
 }
 
+// TestLinkKeysRemoteTarget: a remote target names the server by addr, fingerprint, domain and an
+// optional metrics URL, each checked, with the host rules on both addresses; its source ranges may
+// leave 127.0.0.0/8. Parsing is strict about the target's members.
+func TestLinkKeysRemoteTarget(t *testing.T) {
+	fp := strings.Repeat("ab", 32)
+	remote := func(target map[string]any, base string) []byte {
+		return mutateLinkKeys(t, func(m map[string]any) {
+			m["target"] = target
+			for i := range m["phases"].([]any) {
+				if h, ok := phaseMap(m, i)["workload"].(map[string]any)["held"].(map[string]any); ok && base != "" {
+					h["client_ip_base"] = base
+				}
+			}
+		})
+	}
+	good := map[string]any{"mode": "remote", "addr": "198.18.0.1:4433", "fingerprint": fp, "domain": "loadtest.local", "metrics_url": "http://198.18.0.1:9100/metrics"}
+	p, err := ParseLinkKeysPlan(remote(good, "198.18.1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Target.Addr != "198.18.0.1:4433" || p.Target.MetricsURL != "http://198.18.0.1:9100/metrics" {
+		t.Fatalf("target %+v", p.Target)
+	}
+	if _, err := ValidateLinkKeys(p, LinkKeysValidateOptions{Rules: hostrule.Rules{AllowHost: "198.18.0.1"}}); err != nil {
+		t.Fatalf("a remote target with its --allow-host: %v", err)
+	}
+	_, err = ValidateLinkKeys(p, LinkKeysValidateOptions{})
+	for _, want := range []string{"target.addr 198.18.0.1:4433: hostrule: target not allowed: non-local target 198.18.0.1 needs the exact --allow-host 198.18.0.1",
+		"target.metrics_url http://198.18.0.1:9100/metrics: hostrule: target not allowed"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("without --allow-host: %v; want %q", err, want)
+		}
+	}
+	bad := map[string]any{"mode": "remote", "addr": "198.18.0.1", "fingerprint": "AB", "domain": "", "metrics_url": "ftp://198.18.0.1/metrics", "info_file": "x"}
+	p, err = ParseLinkKeysPlan(remote(bad, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ValidateLinkKeys(p, LinkKeysValidateOptions{Rules: hostrule.Rules{AllowHost: "198.18.0.1"}})
+	for _, want := range []string{`target.addr "198.18.0.1" must be HOST:PORT`, "target.fingerprint must be the server key's SHA-256 as 64 lowercase hex characters",
+		`target.domain "" must be the server's domain name`, `target.metrics_url "ftp://198.18.0.1/metrics" must be an http(s)://HOST:PORT/metrics URL`,
+		"target mode remote takes no info_file or server_log"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validation lacks %q:\n%v", want, err)
+		}
+	}
+	// Loopback targets need no flag; start mode refuses the remote fields; the sources of a
+	// start plan stay inside 127.0.0.0/8.
+	p, _ = ParseLinkKeysPlan(remote(map[string]any{"mode": "remote", "addr": "127.0.0.1:4433", "fingerprint": fp, "domain": "d"}, ""))
+	if _, err := ValidateLinkKeys(p, LinkKeysValidateOptions{}); err != nil {
+		t.Errorf("a loopback remote target without metrics_url: %v", err)
+	}
+	p, _ = ParseLinkKeysPlan(remote(map[string]any{"mode": "start", "addr": "127.0.0.1:4433"}, "198.18.1.0"))
+	_, err = ValidateLinkKeys(p, LinkKeysValidateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "target mode start takes no info_file, server_log, addr") || !strings.Contains(err.Error(), "client_ip_base 198.18.1.0 is outside 127.0.0.0/8") {
+		t.Errorf("start with remote fields: %v", err)
+	}
+	// Strict parsing: wrong types and unknown members of the target are named.
+	_, err = ParseLinkKeysPlan(remote(map[string]any{"mode": "remote", "addr": 4433, "fingerprint": fp, "domain": "d", "metrics": "x"}, ""))
+	if err == nil || !strings.Contains(err.Error(), "target.addr: expected a string, found a number") || !strings.Contains(err.Error(), `target.metrics: unknown field "metrics"`) {
+		t.Errorf("parse: %v", err)
+	}
+}
+
 func FuzzParseLinkKeysPlan(f *testing.F) {
 	small := `{"profile_name":"p","revisions":{"code":"c","image":"i","infrastructure":"x"},"environment_parity":"e",` +
 		`"target":{"mode":"start"},"environment_profiles":{"s":{"processes":2,"variables":{"TCP_HANDSHAKE_BURST":"5"}}},` +
@@ -157,6 +223,9 @@ func FuzzParseLinkKeysPlan(f *testing.F) {
 	f.Add([]byte(`{"phases":[{"workload":{"ddos":[]}}]}`))
 	f.Add([]byte(`{"environment_profiles":{"a":{"variables":{"x":1}}}}`))
 	f.Add([]byte(`{"target":{"mode":"running","info_file":"","server_log":null}}`))
+	f.Add([]byte(strings.Replace(small, `"target":{"mode":"start"}`, `"target":{"mode":"remote","addr":"198.18.0.1:4433","fingerprint":"`+
+		strings.Repeat("ab", 32)+`","domain":"loadtest.local","metrics_url":"http://198.18.0.1:9100/metrics"}`, 1)))
+	f.Add([]byte(`{"target":{"mode":"remote","addr":"[::1]:1","fingerprint":7,"domain":null,"metrics_url":"ftp://x","Addr":"y"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParseLinkKeysPlan(b)
 		if err != nil {
