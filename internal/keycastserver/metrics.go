@@ -63,6 +63,7 @@ type metrics struct {
 	revokedEvictions                     prometheus.Counter
 	openConns                            func() int
 	connsShedLimit, connsShedFD          prometheus.Counter
+	tls                                  tlsMetrics // tls.go
 }
 
 func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots, openConns func() int) *metrics {
@@ -127,6 +128,7 @@ func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots, openConns func() int)
 	m.connsShedFD = shed.WithLabelValues("fd_exhausted")
 	reg.MustRegister(hist, m.rejections, m.rateLimited, active, waiting, slots, m.handlerLoads, m.handlerLoadFailures, m.revokedEvictions,
 		conns, shed)
+	m.tls.register(reg)
 	m.registry = reg
 	return m
 }
