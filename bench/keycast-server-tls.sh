@@ -5,7 +5,7 @@
 # kept-alive connection, TLS with --ca-cert).
 #
 # Usage: bench/keycast-server-tls.sh [rounds] [duration_seconds] [connections]
-#   defaults: 2 rounds of 8 s, 50 connections; each round runs plain then TLS, so the machine's
+#   defaults: 2 rounds of 5 s, 50 connections; each round runs plain then TLS, so the machine's
 #   noise hits both alike. Under a minute with the defaults.
 # Layout as bench/keycast-server-rpc.sh "pinned": the server on core 1 (GOMAXPROCS=1), the client
 # on core 0. The TLS server is `server --tls-self-signed 127.0.0.1 --tls-cert-out ca.pem` (ECDSA
@@ -16,7 +16,7 @@
 set -euo pipefail
 
 ROUNDS=${1:-2}
-DUR=${2:-8}
+DUR=${2:-5}
 CONN=${3:-50}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
