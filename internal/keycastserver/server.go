@@ -274,7 +274,8 @@ func (s *Server) MasterKey() keycast.MasterKey { return s.master }
 // Config returns the configuration with defaults filled in.
 func (s *Server) Config() Config { return s.cfg }
 
-// Serve answers HTTP/1.1 on ln until Shutdown; it then returns ErrServerClosed. The hot request
+// Serve answers HTTP/1.1 on ln until Shutdown; it then returns ErrServerClosed (ServeTLS, tls.go,
+// does the same over TLS). The hot request
 // shape is answered by the fast path (fastpath.go), everything else by net/http; connections are
 // accepted, counted and shed past MaxConnections by acceptLoop (accept.go).
 func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
