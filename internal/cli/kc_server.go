@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ import (
 func newKeycastServerCmd(env *Env) *cobra.Command {
 	var (
 		addr, dataDir, pprofAddr string
+		tlsOpts                  keycastserver.TLSOptions
 	)
 	c := &cobra.Command{
 		Use:   "server",
@@ -31,7 +33,10 @@ func newKeycastServerCmd(env *Env) *cobra.Command {
 			"TOKEN_EXPIRY_SECONDS, BUNKER_RELAYS, HTTP_BODY_LIMIT, KEYCAST_MAX_CONNECTIONS,\n" +
 			"KEYCAST_MAX_CONNECTIONS_PER_SOURCE, KEYCAST_HEADER_TIMEOUT_MS, KEYCAST_BODY_TIMEOUT_MS, KEYCAST_MAX_TENANTS,\n" +
 			"KEYCAST_FAST_PATH, PORT) and the flags below.\n" +
-			"SIGINT or SIGTERM drains in-flight requests and stops.",
+			"SIGINT or SIGTERM drains in-flight requests and stops.\n\n" +
+			"With --tls-cert and --tls-key (PEM files) it serves https: TLS 1.2 or later, ALPN http/1.1, the\n" +
+			"fast path and net/http alike. --tls-self-signed HOST[,HOST…] makes a certificate for those names\n" +
+			"and addresses in memory instead; --tls-cert-out FILE writes it for the clients' --ca-cert.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := keycastserver.ConfigFromEnv(env.Getenv)
@@ -42,18 +47,35 @@ func newKeycastServerCmd(env *Env) *cobra.Command {
 				cfg.Addr = addr
 			}
 			cfg.DataDir = dataDir
-			return runKeycastServer(cmd.Context(), env, cfg, pprofAddr)
+			if err := tlsOpts.Validate(); err != nil {
+				return usageError("server: %s", strings.TrimPrefix(err.Error(), "keycastserver: "))
+			}
+			return runKeycastServer(cmd.Context(), env, cfg, pprofAddr, tlsOpts)
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&addr, "addr", keycastserver.DefaultAddr, "listen address (env PORT sets the port of the default)")
 	f.StringVar(&dataDir, "data-dir", keycastserver.DefaultDataDir, "directory for the SQLite database, the server key and the master key")
 	f.StringVar(&pprofAddr, "pprof-addr", "", "serve net/http/pprof on this address (off when empty), e.g. 127.0.0.1:6060")
+	f.StringVar(&tlsOpts.CertFile, "tls-cert", "", "serve https with this PEM certificate (chain, leaf first); needs --tls-key")
+	f.StringVar(&tlsOpts.KeyFile, "tls-key", "", "the PEM private key of --tls-cert")
+	f.StringVar(&tlsOpts.SelfSigned, "tls-self-signed", "", "serve https with a self-signed certificate made at start for these comma-separated DNS names and IP addresses, e.g. 127.0.0.1,localhost")
+	f.StringVar(&tlsOpts.CertOut, "tls-cert-out", "", "write the --tls-self-signed certificate (PEM) here, for the clients' --ca-cert")
 	return c
 }
 
-func runKeycastServer(ctx context.Context, env *Env, cfg keycastserver.Config, pprofAddr string) error {
+func runKeycastServer(ctx context.Context, env *Env, cfg keycastserver.Config, pprofAddr string, tlsOpts keycastserver.TLSOptions) error {
 	log := env.Logger
+	tlsConf, warnings, err := tlsOpts.Load(time.Now())
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	for _, w := range warnings {
+		log.Warn("keycast server: " + w)
+	}
+	if tlsOpts.CertOut != "" {
+		log.Info("wrote the self-signed certificate; give it to clients as --ca-cert", "path", tlsOpts.CertOut, "hosts", tlsOpts.SelfSigned)
+	}
 	srv, err := keycastserver.New(cfg, log)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
@@ -81,10 +103,20 @@ func runKeycastServer(ctx context.Context, env *Env, cfg keycastserver.Config, p
 		go pprofSrv.Serve(pln)
 		log.Info("pprof listening", "addr", "http://"+pln.Addr().String()+"/debug/pprof/")
 	}
-	fmt.Fprintf(env.Stdout, "keycast server listening on http://%s (pid %d)\n", ln.Addr(), os.Getpid())
+	scheme := "http"
+	if tlsConf != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(env.Stdout, "keycast server listening on %s://%s (pid %d)\n", scheme, ln.Addr(), os.Getpid())
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsConf != nil {
+			errc <- srv.ServeTLS(ln, tlsConf)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		srv.Shutdown(context.Background())

@@ -6,10 +6,16 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/keycastresult"
 )
 
 // lineWriter collects output and signals the first complete line.
@@ -102,5 +108,113 @@ func TestKeycastServerBadEnvironment(t *testing.T) {
 	}
 	if outBuf.Len() != 0 {
 		t.Errorf("printed %q on stdout before failing", outBuf.String())
+	}
+}
+
+// startServerCmd runs the server command with args until the test ends and returns its base URL
+// (from the startup line) and its stderr.
+func startServerCmd(t *testing.T, args ...string) (string, *bytes.Buffer) {
+	t.Helper()
+	out := &lineWriter{first: make(chan string, 1)}
+	errBuf := &bytes.Buffer{}
+	env := &Env{Stdout: out, Stderr: errBuf,
+		Getenv: func(k string) string {
+			if k == "KEYCAST_BCRYPT_COST" {
+				return "4"
+			}
+			return ""
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(ctx, Keycast, append([]string{"server", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, args...), env)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if c := <-code; c != ExitOK {
+			t.Errorf("server exit %d: %s", c, errBuf.String())
+		}
+	})
+	select {
+	case line := <-out.first:
+		m := regexp.MustCompile(`^keycast server listening on (https?://127\.0\.0\.1:\d+) \(pid \d+\)$`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("startup line %q", line)
+		}
+		return m[1], errBuf
+	case c := <-code:
+		code <- c
+		t.Fatalf("server exited with %d before listening: %s", c, errBuf.String())
+	}
+	return "", nil
+}
+
+// TestKeycastServerCommandTLS: `server --tls-self-signed … --tls-cert-out` serves https, and
+// setup, run (both request methods) and profile --url work against it with --ca-cert; without
+// the CA the run refuses the certificate.
+func TestKeycastServerCommandTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	base, _ := startServerCmd(t, "--tls-self-signed", "127.0.0.1,localhost", "--tls-cert-out", ca)
+	if !strings.HasPrefix(base, "https://") {
+		t.Fatalf("base URL %s, want https", base)
+	}
+	users := filepath.Join(dir, "users.json")
+	code, _, errs := kcRun(t, "setup", "--url", base, "--ca-cert", ca, "--mode", "http", "-n", "3", "-c", "3", "-o", users)
+	if code != ExitOK {
+		t.Fatalf("setup over https: exit %d\n%s", code, errs)
+	}
+	for _, m := range []string{"get-public-key", "sign-event"} {
+		results := filepath.Join(dir, m+".json")
+		code, _, errs = kcRun(t, "run", "--url", base, "--ca-cert", ca, "--users-file", users, "-d", "0", "-n", "30", "-c", "3",
+			"--ramp-up", "0", "-m", m, "-o", results)
+		if code != ExitOK {
+			t.Fatalf("run %s over https: exit %d\n%s", m, code, errs)
+		}
+		r, err := keycastresult.Read(results)
+		if err != nil || r.Summary.SuccessfulRequests != 30 || r.ServerMetrics == nil ||
+			r.ServerMetrics.Deltas.HTTPRPCRequestsTotal != 30 || r.ServerMetrics.Deltas.HTTPRPCSuccess != 30 {
+			t.Fatalf("run %s: results %+v server %+v %v", m, r.Summary, r.ServerMetrics, err)
+		}
+	}
+	// profile --url: the test process stands in for the server's pprof endpoint (the server
+	// command runs in it), as in TestKeycastProfileAgainstARunningServer.
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	pp := httptest.NewServer(mux)
+	defer pp.Close()
+	code, _, errs = kcRun(t, "profile", "--url", base, "--ca-cert", ca, "--pprof-url", pp.URL, "--users", "2", "--concurrency", "2",
+		"--duration", "1", "--output", filepath.Join(dir, "prof"))
+	if code != ExitOK {
+		t.Fatalf("profile --url over https: exit %d\n%s", code, errs)
+	}
+	code, _, errs = kcRun(t, "run", "--url", base, "--users-file", users, "-d", "0", "-n", "2", "--ramp-up", "0", "-o", filepath.Join(dir, "x.json"))
+	if code != ExitCouldNotRun || !strings.Contains(errs, "certificate") {
+		t.Fatalf("run without --ca-cert: exit %d\n%s", code, errs)
+	}
+}
+
+func TestKeycastServerTLSFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pem")
+	os.WriteFile(junk, []byte("not a certificate"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert", junk}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-cert-out", filepath.Join(dir, "ca.pem")}, "give --tls-self-signed"},
+		{[]string{"--tls-self-signed", "127.0.0.1:3000"}, "--tls-self-signed: host"},
+		{[]string{"--tls-cert", junk, "--tls-key", junk}, "holds no PEM certificate"},
+	} {
+		var outBuf, errBuf bytes.Buffer
+		env := &Env{Stdout: &outBuf, Stderr: &errBuf, Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)}
+		c := Run(context.Background(), Keycast, append([]string{"server", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, tc.args...), env)
+		if c != ExitUsage || !strings.Contains(errBuf.String(), tc.want) || outBuf.Len() != 0 {
+			t.Errorf("%v: exit %d stderr %q stdout %q; want exit %d naming %q", tc.args, c, errBuf.String(), outBuf.String(), ExitUsage, tc.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package keycastload_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -257,5 +258,58 @@ func TestTwoSetupsInOneSecondDoNotCollide(t *testing.T) {
 			}
 			t.Skip("could not start and finish two setups within one second")
 		})
+	}
+}
+
+// TestSetupThenRunOverTLS: against the reference server serving https with a self-signed
+// certificate, setup registers users over the OAuth flow (its redirect URI https on the target's
+// own host) and timed runs of both request methods go through the fast client over TLS with
+// --ca-cert; the server counts exactly what the client counted, and its fast path served the
+// TLS connections.
+func TestSetupThenRunOverTLS(t *testing.T) {
+	srv := kctest.StartTLS(t, keycastserver.Config{})
+	tlsOpts := keycastload.TLSOptions{CACertFile: srv.CAFile}
+	res := setupUsers(t, keycastload.SetupConfig{URL: srv.URL, Users: 4, Concurrency: 2, Mode: keycastload.ModeHTTP, TLS: tlsOpts})
+	for _, u := range res.File.Users {
+		tok, err := keycast.ParseUCAN(u.UcanToken)
+		if err != nil || tok.Facts.RedirectOrigin != srv.URL {
+			t.Fatalf("user %s: redirect_origin %q (%v), want the target's own https origin %s", u.Email, tok.Facts.RedirectOrigin, err, srv.URL)
+		}
+	}
+	for _, m := range []keycast.Method{keycast.MethodGetPublicKey, keycast.MethodSignEvent} {
+		t.Run(string(m), func(t *testing.T) {
+			r, err := keycastload.Run(context.Background(), keycastload.RunConfig{
+				URL: srv.URL, Concurrency: 4, Duration: 1500 * time.Millisecond, Method: m, Users: res.File.Users, TLS: tlsOpts,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, sm := r.Summary, r.ServerMetrics
+			if s.TotalRequests == 0 || s.SuccessfulRequests != s.TotalRequests {
+				t.Fatalf("summary %+v causes %v", s, r.FailureCauses())
+			}
+			if sm == nil || sm.Deltas.HTTPRPCRequestsTotal != uint64(s.TotalRequests) || sm.Deltas.HTTPRPCSuccess != uint64(s.SuccessfulRequests) {
+				t.Fatalf("server counted %+v; the client %d requests, %d successful", sm, s.TotalRequests, s.SuccessfulRequests)
+			}
+			if r.Metadata.TLS == nil || r.Metadata.TLS.CACert != srv.CAFile {
+				t.Fatalf("metadata tls %+v", r.Metadata.TLS)
+			}
+		})
+	}
+	res2, err := http.DefaultClient.Get(srv.URL + keycast.PathMetrics)
+	if err == nil {
+		res2.Body.Close()
+		t.Fatalf("metrics fetched without trusting the self-signed certificate")
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.CertPool}}}
+	mr, err := hc.Get(srv.URL + keycast.PathMetrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(mr.Body)
+	mr.Body.Close()
+	v := keycast.ParsePrometheusValues(body)
+	if n := v[`keycast_http_fastpath_connections_total{transport="tls"}`]; n < 4 {
+		t.Fatalf("fast path served %d TLS connections; the two runs opened at least 4", n)
 	}
 }

@@ -10,6 +10,7 @@
 //	cfg, err := keycastserver.ConfigFromEnv(os.Getenv) // every bad variable reported at once
 //	srv, err := keycastserver.New(cfg, logger)
 //	err = srv.Serve(ln)                                // until Shutdown
+//	err = srv.ServeTLS(ln, keycastserver.TLSConfig(cert)) // or https (tls.go)
 //
 // Serve answers well-formed "POST /api/nostr HTTP/1.1" requests on a small per-connection loop
 // (fastpath.go), because that path is what a generator measures and net/http's per-request cost

@@ -154,7 +154,7 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 	var bodyBuf []byte
 	var memo tokenMemo
 	var heads headMemo
-	handed := false
+	handed, counted := false, false
 	// yield: the answers just written include one that took signing or encryption (see below).
 	yield := false
 	defer func() {
@@ -231,6 +231,10 @@ func (s *Server) serveFastConn(fc *fastConn, hand *handoffListener) {
 		if !ok {
 			handed = s.handoff(c, br, hand, wbuf, node)
 			return
+		}
+		if !counted {
+			counted = true
+			s.fastConnServed(c)
 		}
 		start := time.Now()
 		br.Discard(end)

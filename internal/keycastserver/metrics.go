@@ -65,6 +65,7 @@ type metrics struct {
 	connsShedLimit, connsShedFD          prometheus.Counter
 	connsShedSource                      prometheus.Counter
 	connsEvicted                         map[string]prometheus.Counter // by evictReasons
+	tls                                  tlsMetrics                    // tls.go
 }
 
 func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots, openConns func() int) *metrics {
@@ -140,6 +141,7 @@ func newMetrics(cacheSize, cpuInUse, cpuWaiting, cpuSlots, openConns func() int)
 	}
 	reg.MustRegister(hist, m.rejections, m.rateLimited, active, waiting, slots, m.handlerLoads, m.handlerLoadFailures, m.revokedEvictions,
 		conns, shed, evicted)
+	m.tls.register(reg)
 	m.registry = reg
 	return m
 }

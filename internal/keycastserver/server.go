@@ -3,6 +3,7 @@ package keycastserver
 import (
 	"context"
 	"crypto/cipher"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -275,10 +276,14 @@ func (s *Server) MasterKey() keycast.MasterKey { return s.master }
 // Config returns the configuration with defaults filled in.
 func (s *Server) Config() Config { return s.cfg }
 
-// Serve answers HTTP/1.1 on ln until Shutdown; it then returns ErrServerClosed. The hot request
+// Serve answers HTTP/1.1 on ln until Shutdown; it then returns ErrServerClosed (ServeTLS, tls.go,
+// does the same over TLS). The hot request
 // shape is answered by the fast path (fastpath.go), everything else by net/http; connections are
 // accepted, counted and shed past MaxConnections by acceptLoop (accept.go).
-func (s *Server) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
+
+// serve is Serve, and ServeTLS when tlsConf is set (tls.go).
+func (s *Server) serve(ln net.Listener, tlsConf *tls.Config) error {
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
@@ -313,7 +318,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 		}
 	}
+	stopHandshakes := func() {}
+	if tlsConf != nil {
+		serve, stopHandshakes = s.withTLS(tlsConf, serve)
+	}
 	err := s.acceptLoop(ln, serve)
+	stopHandshakes()
 	hand.Close()
 	if herr := <-errc; err == nil && !errors.Is(herr, http.ErrServerClosed) {
 		err = herr
