@@ -119,6 +119,12 @@ func Additions(r *keycastresult.Results) string {
 	if s.ConnectFailures != 0 {
 		add("  Connect failures:          %d (no connection could be opened; not requests, but failed attempts in the rates)", s.ConnectFailures)
 	}
+	if r.Envelope != nil {
+		if hl := HostLines(r.Machines); len(hl) > 0 {
+			add("  Kernel counters and CPU over the run, per host:")
+			lines = append(lines, hl...)
+		}
+	}
 	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses()) == 0 {
 		return ""
 	}
