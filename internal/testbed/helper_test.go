@@ -1,6 +1,7 @@
 package testbed_test
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/machine"
 )
 
@@ -58,6 +60,8 @@ func helper(mode, arg string) error {
 		n, _ := c.Read(buf)
 		fmt.Print(string(buf[:n]))
 		return nil
+	case "tls-dial": // arg "ADDR|INFOFILE[|FINGERPRINT]": a TLS handshake pinned to the info file's fingerprint
+		return tlsDial(arg)
 	case "overflow": // a listener with a backlog of 0 that never accepts, arg connects; print the kernel delta
 		return overflow(arg)
 	}
@@ -102,4 +106,29 @@ func overflow(arg string) error {
 	wg.Wait()
 	rs := machine.Judge(machine.Delta(before, machine.ReadKernel(), 1))
 	return json.NewEncoder(os.Stdout).Encode(rs)
+}
+
+// tlsDial dials a LinkKeys server with the info file's domain and fingerprint pin (or the pin
+// given third), completes the TLS handshake and prints its version.
+func tlsDial(arg string) error {
+	parts := strings.Split(arg, "|")
+	if len(parts) < 2 {
+		return fmt.Errorf("tls-dial wants ADDR|INFOFILE[|FINGERPRINT], got %q", arg)
+	}
+	info, err := linkkeys.ReadInfo(parts[1])
+	if err != nil {
+		return err
+	}
+	pin := info.Fingerprint
+	if len(parts) > 2 {
+		pin = parts[2]
+	}
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	c, err := tls.DialWithDialer(d, "tcp", parts[0], linkkeys.ClientTLSConfig(info.Domain, pin))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Printf("handshake ok %s from %s\n", tls.VersionName(c.ConnectionState().Version), c.LocalAddr())
+	return nil
 }
