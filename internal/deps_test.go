@@ -45,6 +45,9 @@ var forbidden = map[string][]string{
 	// Flame graphs read profile files; the browser driver is for tests.
 	"profiling": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	"browser":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
+	// The multi-host test bed runs the real binaries in network namespaces: it links no server or
+	// load code (tests only use it).
+	"testbed": {"linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysmain", "capacity", "engine", "coord", "report", "cli"},
 	// Which targets may be loaded: a leaf every loading layer uses.
 	"hostrule": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "result", "hist", "machine", "admit", "capacity", "coord", "report", "cli"},
 	// The guard of the tool's own web servers (dashboard, pprof UI) sits below both and knows no

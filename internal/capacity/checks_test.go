@@ -193,6 +193,15 @@ func TestConclude(t *testing.T) {
 		t.Fatalf("all passed with shedding declared: %+v", c)
 	}
 
+	// A phase whose generator saturated passes its checks but is not evidence of the server.
+	limited := all()
+	limited[2].GeneratorLimited = []string{"load-2: client CPU 95% of 2 cores (limit 90%)"}
+	c = Conclude(plan, limited, "")
+	if !c.Passed || c.CertificationReady || len(c.Blockers) != 1 ||
+		!strings.HasPrefix(c.Blockers[0], `phase "`+limited[2].Name+`" was generator-limited`) || !strings.Contains(c.Blockers[0], "load-2: client CPU 95%") {
+		t.Fatalf("generator-limited phase: %+v", c)
+	}
+
 	noShed := testPlan()
 	noShed.Phases[1].IntentionalShedding = nil
 	c = Conclude(noShed, all(), "")

@@ -77,6 +77,9 @@ type PhaseEvidence struct {
 	LiveStop *keycastresult.StopEvent `json:"live_stop,omitempty"`
 	// Interrupted says SIGINT/SIGTERM ended the phase before its planned end.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// GeneratorLimited says, host by host, why the load generator saturated during the phase
+	// (absent when it did not); certification is then not ready.
+	GeneratorLimited []string `json:"generator_limited,omitempty"`
 }
 
 // Conclusion is upstream's verdict (docs/protocol-keycast.md, Verdict) with the reasons
@@ -89,7 +92,7 @@ type Conclusion struct {
 
 // Conclude applies upstream's verdict: passed when every planned phase has an entry and every
 // entry passed; certification_ready when passed, at least one phase declares intentional shedding,
-// and no intentional_rejection_rate check failed. Blockers lists, in plain words, everything that
+// no intentional_rejection_rate check failed, and no phase was generator-limited. Blockers lists, in plain words, everything that
 // keeps certification_ready false (it is empty exactly when certification_ready is true). stopReason
 // is Evidence.StopReason.
 func Conclude(plan *Plan, phases []PhaseEvidence, stopReason string) Conclusion {
@@ -104,7 +107,7 @@ func Conclude(plan *Plan, phases []PhaseEvidence, stopReason string) Conclusion 
 	vs := make([]verdictPhase, len(phases))
 	for i, ph := range phases {
 		vs[i] = verdictPhase{Name: ph.Name, Passed: ph.Passed, Error: ph.Error, Interrupted: ph.Interrupted, Checks: ph.Checks,
-			StopChecks: ph.StopChecks, LiveStop: ph.LiveStop}
+			StopChecks: ph.StopChecks, LiveStop: ph.LiveStop, GeneratorLimited: ph.GeneratorLimited}
 	}
 	return conclude(planned, vs, stopReason, certification{
 		Declared:   declared,

@@ -213,7 +213,8 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	phases := make([]PhaseEvidence, 0, len(out.Phases))
 	for _, r := range out.Phases {
 		pe := PhaseEvidence{Name: r.Name, Kind: Kind(r.Kind), Passed: r.Passed, Checks: r.Checks, StopBreached: r.StopBreached,
-			StopChecks: r.StopChecks, Error: r.Error, ResultsFile: r.ResultsFile, LiveStop: r.LiveStop, Interrupted: r.Interrupted}
+			StopChecks: r.StopChecks, Error: r.Error, ResultsFile: r.ResultsFile, LiveStop: r.LiveStop, Interrupted: r.Interrupted,
+			GeneratorLimited: r.GeneratorLimited}
 		if r.HasResults {
 			pe.Results = r.Results
 		}

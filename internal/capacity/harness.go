@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/evidence"
+	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -135,6 +136,9 @@ type phaseRecord[R any] struct {
 	ResultsFile  string
 	LiveStop     *result.StopEvent
 	Interrupted  bool
+	// GeneratorLimited holds, host by host, why the load generator saturated in this phase (empty
+	// when it did not): such a phase measured the generator, so certification is not ready.
+	GeneratorLimited []string
 }
 
 // verdictPhase is the part of a phase's evidence the verdict reads.
@@ -146,11 +150,13 @@ type verdictPhase struct {
 	Checks      []Check
 	StopChecks  []Check
 	LiveStop    *result.StopEvent
+	// GeneratorLimited says why the generator saturated (machine.GeneratorLimited), if it did.
+	GeneratorLimited []string
 }
 
 func (r *phaseRecord[R]) verdict() verdictPhase {
 	return verdictPhase{Name: r.Name, Passed: r.Passed, Error: r.Error, Interrupted: r.Interrupted, Checks: r.Checks,
-		StopChecks: r.StopChecks, LiveStop: r.LiveStop}
+		StopChecks: r.StopChecks, LiveStop: r.LiveStop, GeneratorLimited: r.GeneratorLimited}
 }
 
 // runOutcome is what the executor hands back to the harness that assembles the evidence.
@@ -225,6 +231,11 @@ func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Wr
 			}
 		}
 		rec.Results, rec.HasResults, rec.Metrics = res.Results, true, res.Metrics
+		if res.Envelope != nil {
+			if limited, why := machine.GeneratorLimited(res.Envelope.Machines); limited {
+				rec.GeneratorLimited = why
+			}
+		}
 		checks, stopChecks := h.Checks(i)
 		rec.Checks, rec.StopChecks = EvaluateAll(checks, res.Metrics), EvaluateAll(stopChecks, res.Metrics)
 		rec.Passed, rec.StopBreached = PhaseOutcome(rec.Checks, rec.StopChecks)
@@ -324,7 +335,11 @@ func conclude(planned []string, phases []verdictPhase, stopReason string, cert c
 			}
 		}
 	}
-	c.CertificationReady = c.Passed && cert.Declared && !sheddingFailed
+	generatorLimited := false
+	for _, ph := range phases {
+		generatorLimited = generatorLimited || len(ph.GeneratorLimited) > 0
+	}
+	c.CertificationReady = c.Passed && cert.Declared && !sheddingFailed && !generatorLimited
 
 	var b []string
 	for _, ph := range phases {
@@ -346,6 +361,10 @@ func conclude(planned []string, phases []verdictPhase, stopReason string, cert c
 		}
 		if s := ph.LiveStop; s != nil {
 			b = append(b, fmt.Sprintf("phase %q was ended early by a live stop condition: %s", ph.Name, describeStop(s)))
+		}
+		if len(ph.GeneratorLimited) > 0 {
+			b = append(b, fmt.Sprintf("phase %q was generator-limited (the load generator saturated, so its figures understate the server; add load hosts or cores): %s",
+				ph.Name, strings.Join(ph.GeneratorLimited, "; ")))
 		}
 	}
 	if len(phases) < len(planned) {

@@ -72,6 +72,9 @@ type LinkKeysPhaseEvidence struct {
 	ResultsFile  string                 `json:"results_file,omitempty"`
 	LiveStop     *result.StopEvent      `json:"live_stop,omitempty"`
 	Interrupted  bool                   `json:"interrupted,omitempty"`
+	// GeneratorLimited says, host by host, why the load generator saturated during the phase
+	// (absent when it did not); certification is then not ready.
+	GeneratorLimited []string `json:"generator_limited,omitempty"`
 	// Harness is the phase's harness ("linkkeys").
 	Harness string `json:"harness"`
 	// Server is the phase's server: the declared profile and what the server was verified to run.
@@ -265,7 +268,7 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 	for i, r := range out.Phases {
 		pe := LinkKeysPhaseEvidence{Name: r.Name, Kind: r.Kind, Passed: r.Passed, Checks: r.Checks, StopBreached: r.StopBreached,
 			StopChecks: r.StopChecks, Error: r.Error, ResultsFile: r.ResultsFile, LiveStop: r.LiveStop, Interrupted: r.Interrupted,
-			Harness: plan.HarnessLinkKeys, Server: servers[i]}
+			Harness: plan.HarnessLinkKeys, Server: servers[i], GeneratorLimited: r.GeneratorLimited}
 		if r.HasResults {
 			pe.Results = r.Results
 			pe.Metrics = map[string]Number{}

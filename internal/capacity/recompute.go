@@ -166,7 +166,7 @@ func recomputeLinkKeys(b *evidence.Bundle) []string {
 		p, d := recomputePhase(in, rc)
 		diffs = append(diffs, d...)
 		vs = append(vs, verdictPhase{Name: pe.Name, Passed: p.Passed, Error: pe.Error, Interrupted: pe.Interrupted,
-			Checks: p.Checks, StopChecks: p.StopChecks, LiveStop: pe.LiveStop})
+			Checks: p.Checks, StopChecks: p.StopChecks, LiveStop: pe.LiveStop, GeneratorLimited: pe.GeneratorLimited})
 		if b := unverifiedServer(pe.Name, pe.Server, rc.has); b != "" {
 			unverified = append(unverified, b)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -269,6 +270,10 @@ type Run struct {
 	Stop *result.StopEvent
 	// Open holds the open model's schedule figures (nil in the closed model).
 	Open *OpenFigures
+	// Kernel is what the kernel and this process counted from the run's start to its end (network
+	// counters of this namespace, CPU, the open model's late and dropped starts), not yet judged:
+	// the driver knows whether the target shares this host's stack and calls machine.Judge.
+	Kernel *machine.RunStats
 }
 
 // OpenFigures are the open model's schedule figures.
@@ -352,6 +357,7 @@ type engine struct {
 	stop                    *result.StopEvent
 	start                   time.Time
 	late                    time.Duration
+	kernelBefore            machine.Kernel
 	pacer                   Pacer
 	progMu                  sync.Mutex
 	progCounts              []int64
@@ -478,6 +484,7 @@ func (e *engine) run(ctx context.Context) *Run {
 			workers[i].State = e.cfg.NewState(i)
 		}
 	}
+	e.kernelBefore = machine.ReadKernel()
 	e.start = time.Now()
 	var sched <-chan Ticket
 	if e.open {
@@ -732,6 +739,10 @@ func (e *engine) finish(total *Totals, intervals []result.Interval, end time.Tim
 		due = max(due, sent)
 		total.Counters[e.cSched] = due
 		r.Open = &OpenFigures{Scheduled: due, Sent: sent, Late: total.Counters[e.cL], Dropped: due - sent}
+	}
+	r.Kernel = machine.Delta(e.kernelBefore, machine.ReadKernel(), runtime.NumCPU())
+	if r.Open != nil {
+		r.Kernel.Scheduled, r.Kernel.Late, r.Kernel.Dropped = r.Open.Scheduled, r.Open.Late, r.Open.Dropped
 	}
 	return r
 }

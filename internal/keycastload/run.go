@@ -321,6 +321,10 @@ func (r *runner) results(run *engine.Run, timeline []keycastresult.TimelinePoint
 	}
 	m := machine.Collect("KEYCAST_", "HANDLER_CACHE_SIZE")
 	m.Target = cfg.URL
+	if rs := run.Kernel; rs != nil {
+		rs.SharedStack = machine.OnThisStack(cfg.URL)
+		m.Run = machine.Judge(rs)
+	}
 	env.Machines = []machine.Record{m}
 	res := &keycastresult.Results{
 		Metadata: keycastresult.Metadata{

@@ -109,8 +109,20 @@ func segmentResult(command string, t Target, seg engine.Segment, run *engine.Run
 	r.Command = command
 	r.Target = t.Addr.String()
 	r.Segments = []engine.Segment{seg}
-	r.Machines = append(r.Machines[:0:0], collectMachine())
+	m := collectMachine()
+	m.Run = judgeRun(run.Kernel, r.Target)
+	r.Machines = append(r.Machines[:0:0], m)
 	return r
+}
+
+// judgeRun marks a run's kernel and CPU figures generator-limited or not (machine.Judge); the
+// TCP counters are the client's own only when the target is not on this host's stack.
+func judgeRun(rs *machine.RunStats, target string) *machine.RunStats {
+	if rs == nil {
+		return nil
+	}
+	rs.SharedStack = machine.OnThisStack(target)
+	return machine.Judge(rs)
 }
 
 // attemptsOf reads the attempt counts of a run of attempts from its envelope.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -288,6 +290,7 @@ func runCombinedSegment(ctx context.Context, cfg CombinedConfig, seg engine.Segm
 		start = time.Now()
 	}
 	sleepUntil(ctx, start)
+	kernel0 := machine.ReadKernel()
 	timeout := cfg.AttemptTimeout
 	if timeout <= 0 {
 		timeout = time.Duration(DefaultAttemptTimeoutSecs) * time.Second
@@ -354,6 +357,9 @@ func runCombinedSegment(ctx context.Context, cfg CombinedConfig, seg engine.Segm
 		return Result{}, err
 	}
 	res.ClientCPU = Duration(processCPU() - cpu0)
+	if len(res.Machines) == 1 {
+		res.Machines[0].Run = judgeRun(machine.Delta(kernel0, machine.ReadKernel(), runtime.NumCPU()), res.Target)
+	}
 	if res.Stop == nil && ctx.Err() != nil {
 		now := time.Now()
 		res.Stop = &result.StopEvent{Reason: engine.StopSignal, ElapsedSecs: now.Sub(start).Seconds(), At: now.UTC().Format(time.RFC3339Nano)}

@@ -41,7 +41,10 @@ type Record struct {
 	LoadproofVersion string            `json:"loadproof_version"`
 	Settings         map[string]string `json:"settings,omitempty"`
 	Target           string            `json:"target,omitempty"`
-	CollectedAt      time.Time         `json:"collected_at"`
+	// Run holds what the kernel and this process counted over the run this record belongs to, and
+	// whether the generator saturated (nil where no run was measured, or in files from before it).
+	Run         *RunStats `json:"run,omitempty"`
+	CollectedAt time.Time `json:"collected_at"`
 }
 
 // Collect reads the record of the machine this process runs on. Settings holds every environment

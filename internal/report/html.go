@@ -199,7 +199,7 @@ func BuildModel(srcs []Source, opt HTMLOptions) (*Model, error) {
 		rv := runView(label, merged, []part{{env: merged}}, stop)
 		if ls[0].keycast != nil {
 			if kr, err := keycastMerged(ls); err == nil {
-				rv.Extra = keycastExtra(kr)
+				rv.Extra = append(keycastExtra(kr), rv.Extra...)
 			}
 		}
 		m.Runs = []*RunView{rv}
@@ -231,7 +231,7 @@ func keycastMerged(ls []*loaded) (*keycastresult.Results, error) {
 func singleRun(l *loaded) *RunView {
 	rv := runView(filepath.Base(l.name), l.env, []part{{env: l.env}}, l.stop)
 	if l.keycast != nil {
-		rv.Extra = keycastExtra(l.keycast)
+		rv.Extra = append(keycastExtra(l.keycast), rv.Extra...)
 	}
 	return rv
 }

@@ -769,6 +769,7 @@ func runView(label string, env *result.Envelope, parts []part, stop *result.Stop
 	for _, s := range env.Segments {
 		rv.Segments = append(rv.Segments, s.String())
 	}
+	rv.Extra = append(rv.Extra, validityExtra(env.Machines)...)
 	n := 0
 	for _, p := range parts {
 		n += len(p.env.Intervals)

@@ -71,6 +71,7 @@ func LinkKeysDone(w io.Writer, command string, p lkr.Params, r *lkr.Result) {
 	case lkr.CmdDDoS:
 		ddosDone(w, p, r)
 	}
+	writeHosts(w, r.Machines)
 }
 
 // connectionsDone prints the DONE line, the failure reasons (seed classes, then our detailed

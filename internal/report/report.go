@@ -124,6 +124,10 @@ func Additions(r *keycastresult.Results) string {
 		if n := r.CounterTotal(result.CounterServerSeriesDropped); n > 0 {
 			add("  Server series dropped:     %d readings (the target exposes more distinct series than a run keeps)", n)
 		}
+		if hl := HostLines(r.Machines); len(hl) > 0 {
+			add("  Kernel counters and CPU over the run, per host:")
+			lines = append(lines, hl...)
+		}
 	}
 	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses()) == 0 {
 		return ""

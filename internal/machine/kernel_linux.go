@@ -1,0 +1,74 @@
+package machine
+
+import (
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ReadKernel reads the kernel counters of this process's network namespace, the machine's CPU
+// steal and this process's CPU time. What cannot be read is named in Missing.
+func ReadKernel() Kernel {
+	k := Kernel{At: time.Now(), ConntrackCount: -1, ConntrackMax: -1, ProcessCPU: ProcessCPU()}
+	miss := func(what string, err error) { k.Missing = append(k.Missing, what+": "+err.Error()) }
+	if b, err := readBounded("/proc/net/netstat"); err != nil {
+		miss("TcpExt", err)
+	} else if ns, err := ParseNetstat(b); err != nil {
+		miss("TcpExt", err)
+	} else {
+		ext := ns["TcpExt"]
+		k.ListenOverflows, k.ListenDrops = ext["ListenOverflows"], ext["ListenDrops"]
+		k.TCPTimeouts, k.SyncookiesSent = ext["TCPTimeouts"], ext["SyncookiesSent"]
+	}
+	if b, err := readBounded("/proc/net/snmp"); err != nil {
+		miss("Tcp", err)
+	} else if ns, err := ParseNetstat(b); err != nil {
+		miss("Tcp", err)
+	} else {
+		k.RetransSegs = ns["Tcp"]["RetransSegs"]
+	}
+	if b, err := readBounded("/proc/net/sockstat"); err != nil {
+		miss("sockstat", err)
+	} else if s, err := ParseSockstat(b); err != nil {
+		miss("sockstat", err)
+	} else {
+		k.Sockstat = s
+	}
+	if b, err := readBounded("/proc/stat"); err != nil {
+		miss("steal", err)
+	} else if steal, total, err := ParseProcStatCPU(b); err != nil {
+		miss("steal", err)
+	} else {
+		k.StealTicks, k.TotalTicks = steal, total
+	}
+	// Connection tracking is a module: absent files mean it is not loaded, which is not a fault.
+	if n, ok := readInt("/proc/sys/net/netfilter/nf_conntrack_count"); ok {
+		k.ConntrackCount = n
+	}
+	if n, ok := readInt("/proc/sys/net/netfilter/nf_conntrack_max"); ok {
+		k.ConntrackMax = n
+	}
+	k.Netns, _ = os.Readlink("/proc/self/ns/net")
+	return k
+}
+
+// readBounded reads a /proc file, at most one byte more than the parsers accept (so they refuse it).
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxKernelFileBytes+1))
+}
+
+func readInt(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
+}
