@@ -114,3 +114,7 @@ func checkIn(allowed [][]string, args []string) error {
 	}
 	return fmt.Errorf("%w: %q is not a client command that can be spread (allowed: %s)", ErrRefused, strings.Join(args[:min(len(args), 2)], " "), strings.Join(names, ", "))
 }
+
+// MaxSegments bounds the segment count of a task (and of --segment): beyond it a share is no
+// longer a meaningful piece of a run, and a huge count only costs memory.
+const MaxSegments = 10000

@@ -34,27 +34,73 @@ func TestWireIntervalMergesExactly(t *testing.T) {
 	}
 }
 
-func TestSignerRejectsForgery(t *testing.T) {
-	s := signer{[]byte("k")}
-	m, err := s.msg("lp.r.abort", Abort{Task: -1, Reason: "x"})
+// TestSignerRejectsForgeryAndReplay: a forged body, a forged steering header, an unsigned message,
+// a repeat, another run's message and a stale one are refused and counted; reordered messages
+// within the window are taken.
+func TestSignerRejectsForgeryAndReplay(t *testing.T) {
+	send := newSigner("k", "w0")
+	send.bind("run1", "")
+	recv := newSigner("k", "c")
+	recv.bind("run1", "c")
+	m, err := send.msg("lp.r.abort", Abort{Task: -1, Reason: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var a Abort
-	if err := s.open(m, &a); err != nil || a.Reason != "x" {
+	if err := recv.open(m, &a); err != nil || a.Reason != "x" {
 		t.Fatalf("open: %v %+v", err, a)
 	}
-	m.Data = []byte(`{"task":-1,"reason":"forged"}`)
-	if err := s.open(m, &a); err != errBadSignature {
+	if err := recv.open(m, &a); err != errReplay {
+		t.Errorf("replayed message: %v", err)
+	}
+	forged := send.raw("lp.r.chunk", []byte("x"), map[string]string{hdrSeq: "1"})
+	forged.Header.Set(hdrSeq, "9999")
+	if err := recv.check(forged); err != errBadSignature {
+		t.Errorf("forged header accepted: %v", err)
+	}
+	body, _ := send.msg("lp.r.abort", Abort{Task: -1, Reason: "x"})
+	body.Data = []byte(`{"task":-1,"reason":"forged"}`)
+	if err := recv.open(body, &a); err != errBadSignature {
 		t.Errorf("forged body accepted: %v", err)
 	}
 	plain := nats.NewMsg("lp.r.abort")
 	plain.Data = []byte(`{}`)
-	if err := s.check(plain); err != errBadSignature {
+	if err := recv.check(plain); err != errBadSignature {
 		t.Errorf("unsigned message accepted: %v", err)
 	}
-	if err := (signer{}).check(plain); err != nil {
-		t.Errorf("no secret: %v", err)
+	other := newSigner("k", "w0")
+	other.bind("run0", "")
+	old, _ := other.msg("lp.r.abort", Abort{})
+	if err := recv.check(old); err != errWrongRun {
+		t.Errorf("another run's message: %v", err)
+	}
+	stale := send.raw("lp.r.abort", []byte("{}"), map[string]string{hdrT: "1"})
+	if err := recv.check(stale); err != errStale {
+		t.Errorf("stale message: %v", err)
+	}
+	a1, _ := send.msg("s", 1)
+	a2, _ := send.msg("s", 2)
+	if recv.check(a2) != nil || recv.check(a1) != nil {
+		t.Errorf("reordered messages refused")
+	}
+	got := recv.refusals()
+	if got[RefusedReplay] != 1 || got[RefusedSignature] != 3 || got[RefusedWrongRun] != 1 || got[RefusedStale] != 1 {
+		t.Errorf("refusals %v", got)
+	}
+	if err := newSigner("", "c").check(plain); err == nil {
+		t.Errorf("no secret: a message without sequence or time was taken")
+	}
+}
+
+func TestSeqWindow(t *testing.T) {
+	var w seqWindow
+	for _, c := range []struct {
+		n  uint64
+		ok bool
+	}{{0, false}, {5, true}, {5, false}, {3, true}, {3, false}, {5 + replayWindow, true}, {5, false}, {6, true}, {6 + 2*replayWindow, true}, {6 + replayWindow, false}, {7 + replayWindow, true}} {
+		if got := w.accept(c.n); got != c.ok {
+			t.Errorf("accept(%d) = %v; want %v", c.n, got, c.ok)
+		}
 	}
 }
 
