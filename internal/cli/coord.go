@@ -101,14 +101,14 @@ func (n *natsFlags) conn(name string) coord.ConnConfig {
 // record (machine, clock offset, state, last snapshot), every task with its start instant and the
 // measured start skew, and a lost worker, if any.
 type coordManifest struct {
-	Format      string              `json:"format"`
-	Run         string              `json:"run"`
+	Format string `json:"format"`
+	Run    string `json:"run"`
 	// InsecureUnsigned records a run whose control messages were not signed (--insecure-unsigned).
 	InsecureUnsigned bool `json:"insecure_unsigned,omitempty"`
 	// Refused counts the control messages refused, by reason (replay, bad-signature, stale, …).
 	Refused map[string]int64 `json:"refused_messages"`
 	// Partial says a merged result lacks a worker's part.
-	Partial string `json:"partial,omitempty"`
+	Partial     string              `json:"partial,omitempty"`
 	Command     []string            `json:"command"`
 	NATS        string              `json:"nats"`
 	Embedded    bool                `json:"embedded_nats"`
@@ -422,10 +422,10 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			err := coord.RunWorker(cmd.Context(), coord.WorkerConfig{
 				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, InsecureUnsigned: nf.insecure, Name: name, Index: index, JoinTimeout: joinTimeout,
 				MetricsFiles: metricsFile, ClientIPBase: ipBase, ClientIPCount: ipCount, SetSources: setSources,
-				Exec:   func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
+				Exec:    func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
 				Targets: func(args []string) ([]string, error) { return clientTargets(env, args) },
-				Hosts:  hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
-				Logger: env.Logger,
+				Hosts:   hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
+				Logger:  env.Logger,
 			})
 			if errors.Is(err, coord.ErrCoordinatorLost) {
 				return &ExitError{Code: ExitWorkerLost, Err: err}

@@ -126,8 +126,8 @@ type Coordinator struct {
 	chunkBytes int
 	joinIDs    map[string]bool
 	partial    error
-	stopHB  chan struct{}
-	closeMu sync.Once
+	stopHB     chan struct{}
+	closeMu    sync.Once
 }
 
 // NewCoordinator connects (or embeds NATS), opens the run and starts accepting workers.
