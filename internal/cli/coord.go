@@ -166,9 +166,10 @@ func newCoordinateCmd(env *Env) *cobra.Command {
 			if err := nf.resolve(); err != nil {
 				return err
 			}
-			if nf.secret == "" && nf.url == "" {
-				// The embedded server's run is always signed: workers get the secret from the
-				// environment (spawned) or from the join files (--listen).
+			if nf.secret == "" && (nf.url == "" || spawn) {
+				// A run whose workers this coordinator starts, or whose NATS it embeds, is always
+				// signed: workers get the secret from the environment (spawned) or from the join
+				// files (--listen).
 				nf.secret = coord.RandomSecret()
 			}
 			return runCoordinate(cmd.Context(), env, cmd, coordinateOpts{nf: nf, workers: workers, listen: listen, token: embToken,
