@@ -339,7 +339,7 @@ func spawnWorkers(env *Env, co *coord.Coordinator, o coordinateOpts) (*localWork
 	l := &localWorkers{}
 	for i := range o.workers {
 		args := []string{"worker", "--nats", co.URL(), "--index", strconv.Itoa(i), "--name", fmt.Sprintf("local-%d", i), "--prefix", o.nf.prefix,
-			"--allow-metrics-file"}
+			"--allow-metrics-file", "--task-files", "*"}
 		if o.allowHost != "" {
 			args = append(args, "--allow-host", o.allowHost)
 		}
@@ -375,6 +375,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		allowHost   string
 		refuseHosts []string
 		metricsFile bool
+		taskFiles   []string
 		ipBase      string
 		ipCount     int
 	)
@@ -422,7 +423,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			}
 			err := coord.RunWorker(cmd.Context(), coord.WorkerConfig{
 				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, InsecureUnsigned: nf.insecure, Name: name, Index: index, JoinTimeout: joinTimeout,
-				MetricsFiles: metricsFile, ClientIPBase: ipBase, ClientIPCount: ipCount, SetSources: setSources,
+				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount, SetSources: setSources,
 				Exec:    func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
 				Targets: func(args []string) ([]string, error) { return clientTargets(env, args) },
 				Hosts:   hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
@@ -444,6 +445,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	f.DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "how long to keep trying to join a coordinator")
 	f.StringVar(&allowHost, "allow-host", "", "authorize this exact non-local target host")
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
+	f.StringArrayVar(&taskFiles, "task-files", nil, "a directory a task may name files in (--users-file, --ca-cert; repeatable); without it a task names no file")
 	f.BoolVar(&metricsFile, "allow-metrics-file", false, "let a LinkKeys task name a server METRICS log file on this machine (workers beside the server; others take only URLs)")
 	f.StringVar(&ipBase, "client-ip-base", env.Getenv("LOADPROOF_CLIENT_IP_BASE"), "LinkKeys tasks: take source addresses from here instead of the task's range (this machine's own; env LOADPROOF_CLIENT_IP_BASE)")
 	f.IntVar(&ipCount, "client-ip-count", envInt(env, "LOADPROOF_CLIENT_IP_COUNT"), "LinkKeys tasks: how many source addresses from --client-ip-base (env LOADPROOF_CLIENT_IP_COUNT)")
@@ -508,17 +510,16 @@ func execClient(ctx context.Context, env *Env, args []string) error {
 	return runClient(ctx, env, args)
 }
 
+// The command's own error is returned as it is: nothing is scraped from its output.
 func runClient(ctx context.Context, env *Env, args []string) error {
-	var errb strings.Builder
 	wenv := *env
 	wenv.Stdout = io.Discard
-	wenv.Stderr = io.MultiWriter(env.Stderr, &errb)
-	if code := Run(ctx, Loadproof, args, &wenv); code != ExitOK {
-		msg := strings.TrimSpace(errb.String())
-		if i := strings.LastIndex(msg, "error: "); i >= 0 {
-			msg = msg[i+len("error: "):]
-		}
-		return fmt.Errorf("exit status %d: %s", code, msg)
+	root := NewRoot(Loadproof, &wenv)
+	root.SetArgs(args)
+	root.SetOut(io.Discard)
+	root.SetErr(env.Stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(args[:min(2, len(args))], " "), err)
 	}
 	return nil
 }

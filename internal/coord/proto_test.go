@@ -2,6 +2,7 @@ package coord
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,5 +150,75 @@ func TestKeycastArgsCarryTLS(t *testing.T) {
 	skip.TLS.InsecureSkipVerify = true
 	if a := KeycastArgs(skip); !has(a, "--insecure-skip-verify") {
 		t.Errorf("--insecure-skip-verify missing from %v", a)
+	}
+}
+
+// TestTaskFlagAllowList (finding 7): a task carries only the run's own load settings; a
+// dashboard, an output path or an unknown flag is refused, and the files named are returned for
+// the worker's file rule.
+func TestTaskFlagAllowList(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		files []string
+		bad   string
+	}{
+		{args: []string{"keycast", "run", "--url", "http://127.0.0.1:1", "--users-file", "/runs/u.json", "--insecure-skip-verify"}, files: []string{"/runs/u.json"}},
+		{args: []string{"linkkeys", "worker", "--spec", "{}"}},
+		{args: []string{"keycast", "run", "--dashboard", "0.0.0.0:1"}, bad: "--dashboard"},
+		{args: []string{"keycast", "run", "--output", "/x/a/b/c.json"}, bad: "--output"},
+		{args: []string{"keycast", "run", "-o", "/x"}, bad: "-o"},
+		{args: []string{"keycast", "run", "--url=http://x"}, bad: "--url=http://x"},
+		{args: []string{"keycast", "run", "--url"}, bad: "needs a value"},
+		{args: []string{"linkkeys", "worker", "--spec", "{}", "--json", "/tmp/x"}, bad: "--json"},
+		{args: []string{"keycast", "server"}, bad: "not a client command"},
+	} {
+		files, err := CheckTaskFlags(c.args)
+		if c.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), c.bad) {
+				t.Errorf("%q: %v; want a refusal naming %s", c.args, err, c.bad)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(files, c.files) {
+			t.Errorf("%q: files %q, %v", c.args, files, err)
+		}
+	}
+}
+
+func TestWorkerTaskFiles(t *testing.T) {
+	dir := t.TempDir()
+	w := &worker{cfg: WorkerConfig{TaskFiles: []string{dir}}}
+	for _, c := range []struct {
+		f  string
+		ok bool
+	}{{dir + "/u.json", true}, {"/etc/shadow", false}, {dir + "/../x", false}, {"u.json", false}} {
+		if err := w.fileAllowed(c.f); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.f, err)
+		}
+	}
+	if err := (&worker{}).fileAllowed(dir + "/u.json"); err == nil {
+		t.Error("a worker without --task-files took a task file")
+	}
+}
+
+// TestWorkerAuthorizesEveryReach (finding 1): TCP targets go through AuthorizeAddr, metrics URLs
+// through AuthorizeURL, and a METRICS log file only on a worker that allows one.
+func TestWorkerAuthorizesEveryReach(t *testing.T) {
+	w := &worker{cfg: WorkerConfig{Hosts: hostrule.Rules{AllowHost: "198.18.0.9"}}}
+	for _, c := range []struct {
+		target string
+		ok     bool
+	}{
+		{"tcp://127.0.0.9:443", true}, {"tcp://198.18.0.9:443", true}, {"tcp://198.18.0.10:443", false},
+		{"http://198.18.0.9/metrics", true}, {"http://169.254.169.254/latest", false},
+		{"/tmp/server.log", false}, {"ftp://x", false},
+	} {
+		if err := w.authorize(c.target); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.target, err)
+		}
+	}
+	w.cfg.MetricsFiles = true
+	if err := w.authorize("/tmp/server.log"); err != nil {
+		t.Errorf("metrics file with MetricsFiles: %v", err)
 	}
 }

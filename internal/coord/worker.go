@@ -58,6 +58,9 @@ type WorkerConfig struct {
 	// MetricsFiles lets a task name a server METRICS log file on this machine (a worker the
 	// coordinator started beside the server); otherwise a task reaches only URLs and addresses.
 	MetricsFiles bool
+	// TaskFiles are the directories a task may name files in (--users-file, --ca-cert); "*" allows
+	// any path (workers the coordinator started on its own machine). Empty: a task names no file.
+	TaskFiles []string
 	// Hosts are this worker's own target authorization.
 	Hosts hostrule.Rules
 	// Logger receives the worker's log; nil discards.
@@ -314,8 +317,14 @@ func (w *worker) onTask(m *nats.Msg) {
 
 // check applies the allow list and the host rules to a task.
 func (w *worker) check(t Task) error {
-	if err := CheckCommand(t.Args); err != nil {
+	files, err := CheckTaskFlags(t.Args)
+	if err != nil {
 		return err
+	}
+	for _, f := range files {
+		if err := w.fileAllowed(f); err != nil {
+			return fmt.Errorf("%w: %v", ErrRefused, err)
+		}
 	}
 	if err := t.Segment.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
@@ -333,6 +342,33 @@ func (w *worker) check(t Task) error {
 		}
 	}
 	return nil
+}
+
+// fileAllowed reports whether a task may name file f: an absolute, clean path inside one of
+// TaskFiles (symbolic links resolved), or anything with "*".
+func (w *worker) fileAllowed(f string) error {
+	for _, d := range w.cfg.TaskFiles {
+		if d == "*" {
+			return nil
+		}
+	}
+	if !filepath.IsAbs(f) || filepath.Clean(f) != f {
+		return fmt.Errorf("coord: task file %q: want an absolute, clean path inside this worker's --task-files directories", f)
+	}
+	real, err := filepath.EvalSymlinks(f)
+	if err != nil {
+		real = f // a missing file fails in the command, inside the directory checked here
+	}
+	for _, d := range w.cfg.TaskFiles {
+		rd, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(rd, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return nil
+		}
+	}
+	return fmt.Errorf("coord: task file %q is outside this worker's --task-files directories", f)
 }
 
 // AddrTarget marks a TCP address for WorkerConfig.Targets.
