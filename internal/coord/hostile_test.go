@@ -153,7 +153,7 @@ func TestHostileReplaysEveryMessageType(t *testing.T) {
 	var runs atomic.Int64
 	exec := func(ctx context.Context, args []string) error {
 		runs.Add(1)
-		return fakeExec(ChunkSize + 10)(ctx, args)
+		return fakeExec(ChunkSize+10)(ctx, args)
 	}
 	c, h, emb := hostileRun(t, 2, true, exec)
 	defer c.Close()
