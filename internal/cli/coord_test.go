@@ -306,7 +306,8 @@ func TestCoordinateWorkerKilled(t *testing.T) {
 	var werr safeBuf
 	var victim *exec.Cmd
 	for i := range 4 {
-		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--secret", secret, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("w%d", i))
+		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--secret", secret, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("w%d", i),
+			"--task-files", filepath.Dir(users))
 		if i == 2 {
 			victim = c
 		}
@@ -354,7 +355,7 @@ func TestWorkerStopsWithoutCoordinator(t *testing.T) {
 	prefix := "lpcoord" + fmt.Sprint(time.Now().UnixNano())
 	var werr safeBuf
 	sf := secretFile(t)
-	w := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", "0", "--secret-file", sf)
+	w := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", "0", "--secret-file", sf, "--task-files", filepath.Dir(users))
 	co := exec.Command(os.Args[0], "coordinate", "--workers", "1", "--nats", url, "--nats-token", token, "--prefix", prefix, "--start-lead", "200ms", "--secret-file", sf,
 		"--manifest", filepath.Join(t.TempDir(), "m.json"), "--", "keycast", "run", "--url", srv.URL, "--users-file", users, "-d", "60", "-c", "2",
 		"-m", "get-public-key", "--ramp-up", "0", "-o", filepath.Join(t.TempDir(), "r.json"))
@@ -426,7 +427,8 @@ func TestCoordinateCapacityWorkerKilled(t *testing.T) {
 	var victim *exec.Cmd
 	sf := secretFile(t)
 	for i := range 3 {
-		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("cw%d", i), "--secret-file", sf)
+		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("cw%d", i), "--secret-file", sf,
+			"--task-files", filepath.Dir(users))
 		if i == 1 {
 			victim = c
 		}
