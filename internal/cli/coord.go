@@ -445,11 +445,23 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	f.DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "how long to keep trying to join a coordinator")
 	f.StringVar(&allowHost, "allow-host", "", "authorize this exact non-local target host")
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
-	f.StringArrayVar(&taskFiles, "task-files", nil, "a directory a task may name files in (--users-file, --ca-cert; repeatable); without it a task names no file")
+	f.StringArrayVar(&taskFiles, "task-files", splitList(env.Getenv("LOADPROOF_TASK_FILES")),
+		"a directory a task may name files in (--users-file, --ca-cert; repeatable; env LOADPROOF_TASK_FILES, colon-separated); without it a task names no file")
 	f.BoolVar(&metricsFile, "allow-metrics-file", false, "let a LinkKeys task name a server METRICS log file on this machine (workers beside the server; others take only URLs)")
 	f.StringVar(&ipBase, "client-ip-base", env.Getenv("LOADPROOF_CLIENT_IP_BASE"), "LinkKeys tasks: take source addresses from here instead of the task's range (this machine's own; env LOADPROOF_CLIENT_IP_BASE)")
 	f.IntVar(&ipCount, "client-ip-count", envInt(env, "LOADPROOF_CLIENT_IP_COUNT"), "LinkKeys tasks: how many source addresses from --client-ip-base (env LOADPROOF_CLIENT_IP_COUNT)")
 	return c
+}
+
+// splitList splits a colon-separated list, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ":") {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // envInt reads an integer environment variable; unset or malformed is 0 (the flag's check then

@@ -402,6 +402,8 @@ func (c *Config) workerJob() *batchv1.Job {
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
 	}
 	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "LOADPROOF_CLIENT_IP_COUNT", Value: strconv.Itoa(max(c.ClientIPCount, 1))})
+	// Tasks may name files only under /config (the --config-secret mount).
+	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "LOADPROOF_TASK_FILES", Value: "/config"})
 	if c.CPU != "" || c.Memory != "" {
 		rl := corev1.ResourceList{}
 		if c.CPU != "" {
