@@ -170,12 +170,14 @@ func NewCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator, e
 	c.sig.bind(c.run, "c")
 	c.subj = subjects{cfg.Prefix, c.run}
 	if cfg.Conn.URL == "" {
-		emb, err := StartEmbedded(cfg.Embedded)
+		ecfg := cfg.Embedded
+		ecfg.Run, ecfg.Prefix = c.run, cfg.Prefix
+		emb, err := StartEmbedded(ecfg)
 		if err != nil {
 			return nil, err
 		}
 		c.emb = emb
-		cfg.Conn.URL, cfg.Conn.Token = emb.URL, emb.Token
+		cfg.Conn.URL, cfg.Conn.Token = emb.URL, emb.CoordToken
 		c.cfg.Conn = cfg.Conn
 	}
 	if cfg.Conn.Name == "" {
@@ -255,7 +257,7 @@ func (c *Coordinator) openBucket(ctx context.Context) {
 	}
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	name := "loadproof_" + c.run
+	name := bucketName(c.run)
 	obs, err := js.CreateObjectStore(bctx, jetstream.ObjectStoreConfig{Bucket: name, Storage: jetstream.MemoryStorage, TTL: time.Hour})
 	if err != nil {
 		c.log.Info("no JetStream object store; results travel in chunks", "err", err)

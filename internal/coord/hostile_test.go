@@ -416,3 +416,58 @@ func TestObjectStoreDeletedAtClose(t *testing.T) {
 		t.Fatalf("the run's object store %s after Close: %v", bucket, err)
 	}
 }
+
+// TestEmbeddedPerRunUsers: on the coordinator's own embedded server the workers' token is a user
+// with the run's subject permissions (NATS's own): results travel through the object store under
+// them, and a client holding that token cannot send a worker a task, read the results subject or
+// touch another bucket.
+func TestEmbeddedPerRunUsers(t *testing.T) {
+	c, err := NewCoordinator(context.Background(), CoordinatorConfig{Secret: "s", Workers: 1, JoinTimeout: 20 * time.Second, StartLead: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	startWorkers(t, c.URL(), c.Token(), 1, fakeExec(ChunkSize+10))
+	if err := c.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.RunTask(context.Background(), []string{"keycast", "run"}, TaskOptions{Describe: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Parts[0] == nil || c.Transport() != "object-store" {
+		t.Fatalf("result %q over %s", tr.Errors[0], c.Transport())
+	}
+	violations := make(chan error, 8)
+	nc, err := Connect(ConnConfig{URL: c.URL(), Token: c.Token()}, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// The worker's object store upload itself passes the permissions (not a fallback to chunks).
+	w := &worker{nc: nc, bucket: c.bucket, index: 0}
+	if err := w.putObject(&ResultMsg{Task: 99}, []byte("x")); err != nil {
+		t.Fatalf("object store upload with the worker token: %v", err)
+	}
+	for _, try := range []func() error{
+		func() error { return nc.Publish(c.subj.worker(0, "task"), []byte("{}")) },
+		func() error { _, err := nc.SubscribeSync(c.subj.sub("result")); return err },
+		func() error { return nc.Publish("$JS.API.STREAM.DELETE.OBJ_"+c.bucket, nil) },
+	} {
+		if err := try(); err != nil {
+			continue
+		}
+		_ = nc.Flush()
+		select {
+		case err := <-violations:
+			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+				t.Errorf("error %v; want a permissions violation", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("the server allowed a worker-token client outside the run's worker subjects")
+		}
+	}
+	if _, err := Connect(ConnConfig{URL: c.URL(), Token: "wrong"}); err == nil {
+		t.Error("the embedded server accepted a wrong token")
+	}
+}
