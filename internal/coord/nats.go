@@ -117,14 +117,14 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("coord: embedded NATS store: %w", err)
 	}
 	opts := &server.Options{
-		ServerName:    "loadproof-coordinator",
-		Host:          host,
-		Port:          port,
-		JetStream:     !cfg.NoJetStream,
-		StoreDir:      dir,
-		NoSigs:        true,
-		NoLog:         true,
-		MaxPayload:    8 << 20,
+		ServerName: "loadproof-coordinator",
+		Host:       host,
+		Port:       port,
+		JetStream:  !cfg.NoJetStream,
+		StoreDir:   dir,
+		NoSigs:     true,
+		NoLog:      true,
+		MaxPayload: 8 << 20,
 	}
 	coordToken := ""
 	if cfg.Run != "" {
