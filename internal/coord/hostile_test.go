@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // hostile is a peer on the run's NATS server: it holds the server's token (any client of a shared
@@ -469,5 +471,31 @@ func TestEmbeddedPerRunUsers(t *testing.T) {
 	}
 	if _, err := Connect(ConnConfig{URL: c.URL(), Token: "wrong"}); err == nil {
 		t.Error("the embedded server accepted a wrong token")
+	}
+}
+
+// TestWorkerTakesOnlyNewerFutureTasks: even a correctly sealed task is refused when its start has
+// passed or its id is not above the last task the worker took.
+func TestWorkerTakesOnlyNewerFutureTasks(t *testing.T) {
+	c, h, _ := hostileRun(t, 1, false, fakeExec(10))
+	defer c.Close()
+	forger := newSigner("s", "c")
+	forger.bind(c.Run(), "c")
+	send := func(id int, start time.Time) bool {
+		m, err := forger.msg(c.subj.worker(0, "task"), Task{ID: id, Args: []string{"keycast", "run"}, Segment: result.Segment{Index: 0, Count: 1}, StartAt: start})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h.nc.RequestMsg(m, 500*time.Millisecond)
+		return err == nil && strings.Contains(string(resp.Data), `"accepted":true`)
+	}
+	if send(7, time.Now().Add(-time.Second)) {
+		t.Error("a task whose start has passed was taken")
+	}
+	if !send(7, time.Now().Add(time.Second)) {
+		t.Fatal("a fresh task was not taken")
+	}
+	if send(6, time.Now().Add(time.Second)) {
+		t.Error("a task older than the last was taken")
 	}
 }

@@ -222,3 +222,46 @@ func TestWorkerAuthorizesEveryReach(t *testing.T) {
 		t.Errorf("metrics file with MetricsFiles: %v", err)
 	}
 }
+
+// FuzzSignerCheck feeds arbitrary envelope headers and bodies to a receiver: it never panics and
+// takes nothing unsigned.
+func FuzzSignerCheck(f *testing.F) {
+	f.Add("lp.r.snap", "r", "w0", "123", "1700000000000000000", "sig", []byte(`{"index":0}`))
+	f.Add("lp.r.chunk", "", "", "x", "-1", "", []byte{})
+	f.Fuzz(func(t *testing.T, subj, run, from, n, ts, sig string, body []byte) {
+		recv := newSigner("k", "c")
+		recv.bind("r", "c")
+		m := nats.NewMsg(subj)
+		m.Data = body
+		m.Header.Set(hdrRun, run)
+		m.Header.Set(hdrFrom, from)
+		m.Header.Set(hdrN, n)
+		m.Header.Set(hdrT, ts)
+		m.Header.Set(sigHeader, sig)
+		if recv.check(m) == nil {
+			t.Fatalf("an unsigned message was taken: %v", m.Header)
+		}
+	})
+}
+
+// FuzzCheckTaskFlags: any argument list is refused or yields only files named by file flags.
+func FuzzCheckTaskFlags(f *testing.F) {
+	f.Add("keycast run --url http://127.0.0.1:1 --users-file /x")
+	f.Add("linkkeys worker --spec {} --json /x")
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Fields(line)
+		files, err := CheckTaskFlags(args)
+		if err != nil {
+			return
+		}
+		for _, fl := range files {
+			named := false
+			for i := 1; i < len(args); i++ {
+				named = named || (args[i] == fl && taskFileFlags[args[i-1]])
+			}
+			if !named {
+				t.Fatalf("file %q not named by a file flag in %q", fl, args)
+			}
+		}
+	})
+}
