@@ -79,7 +79,7 @@ func (h *hostile) replay(m *nats.Msg, d time.Duration) bool {
 
 // hostileRun is a coordinator with n workers on an embedded server reached as an external one, and
 // a hostile peer that was listening from the start.
-func hostileRun(t *testing.T, n int, noJS bool, exec func(context.Context, []string) error) (*Coordinator, *hostile, *Embedded) {
+func hostileRun(t *testing.T, n int, noJS bool, exec func(context.Context, []string) error, tweak ...func(*CoordinatorConfig)) (*Coordinator, *hostile, *Embedded) {
 	t.Helper()
 	emb, err := StartEmbedded(EmbeddedConfig{NoJetStream: noJS})
 	if err != nil {
@@ -87,8 +87,12 @@ func hostileRun(t *testing.T, n int, noJS bool, exec func(context.Context, []str
 	}
 	t.Cleanup(emb.Close)
 	h := newHostile(t, emb.URL, emb.Token)
-	c, err := NewCoordinator(context.Background(), CoordinatorConfig{Conn: ConnConfig{URL: emb.URL, Token: emb.Token}, Secret: "s", Workers: n,
-		JoinTimeout: 20 * time.Second, StartLead: 300 * time.Millisecond})
+	cfg := CoordinatorConfig{Conn: ConnConfig{URL: emb.URL, Token: emb.Token}, Secret: "s", Workers: n,
+		JoinTimeout: 20 * time.Second, StartLead: 300 * time.Millisecond}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	c, err := NewCoordinator(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,5 +501,73 @@ func TestWorkerTakesOnlyNewerFutureTasks(t *testing.T) {
 	}
 	if send(6, time.Now().Add(time.Second)) {
 		t.Error("a task older than the last was taken")
+	}
+}
+
+// TestChunksHeldAreCapped: a party with the secret that floods well-formed chunks for the running
+// task, as both workers, gets at most MaxResultBytes held; the rest is refused, and the chunks
+// are dropped when the task ends. (A holder of the secret can also speak as a worker with higher
+// sequence numbers, so the real workers' messages are then refused: the task is interrupted.)
+func TestChunksHeldAreCapped(t *testing.T) {
+	hold := make(chan struct{})
+	exec := func(ctx context.Context, args []string) error {
+		hk := HookFrom(ctx)
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return hk.Deliver(map[string]int{"i": hk.Segment.Index})
+	}
+	c, h, _ := hostileRun(t, 2, true, exec, func(cfg *CoordinatorConfig) { cfg.ResultWait = time.Second })
+	defer c.Close()
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, err := c.RunTask(ctx, []string{"keycast", "run"}, TaskOptions{Describe: "t"})
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		running := c.cur != nil && c.cur.startAt.Before(time.Now())
+		c.mu.Unlock()
+		if running {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	part := make([]byte, ChunkSize)
+	of := MaxResultBytes / ChunkSize
+	accepted := 0
+	for w := range 2 {
+		insider := newSigner("s", workerFrom(w))
+		insider.bind(c.Run(), "")
+		for seq := range of {
+			hdr := map[string]string{hdrIndex: strconv.Itoa(w), hdrTask: "1", hdrSeq: strconv.Itoa(seq), hdrOf: strconv.Itoa(of)}
+			resp, err := h.nc.RequestMsg(insider.raw(c.subj.sub("chunk"), part, hdr), 10*time.Second)
+			if err != nil {
+				t.Fatalf("chunk %d of worker %d: %v", seq, w, err)
+			}
+			if strings.Contains(string(resp.Data), `"accepted":true`) {
+				accepted++
+			}
+		}
+	}
+	c.mu.Lock()
+	held := c.chunkBytes
+	c.mu.Unlock()
+	if held > MaxResultBytes || accepted != of {
+		t.Errorf("%d bytes held, %d chunks accepted; want at most %d bytes, %d chunks", held, accepted, MaxResultBytes, of)
+	}
+	close(hold)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.chunkBytes != 0 || len(c.chunks) != 0 {
+		t.Errorf("%d bytes in %d chunk sets left after the task", c.chunkBytes, len(c.chunks))
 	}
 }
