@@ -278,8 +278,12 @@ func (w *worker) onTask(m *nats.Msg) {
 		return
 	}
 	if last := w.lastTask.Load(); int64(t.ID) <= last || !t.StartAt.After(time.Now()) {
+		// The message itself is fresh (open refused replays): say why, so a late start is visible.
 		w.sig.count(RefusedTask)
-		w.log.Warn("ignoring a stale task", "task", t.ID, "last", last, "start_at", t.StartAt)
+		reason := fmt.Sprintf("coord: task %d is not newer than task %d, or its start %s has passed; a worker takes only newer tasks that start in the future (raise --start-lead if starts arrive late)",
+			t.ID, last, t.StartAt.Format(time.RFC3339Nano))
+		w.log.Warn("refusing a stale task", "task", t.ID, "last", last, "start_at", t.StartAt)
+		_ = w.sig.reply(w.nc, m, TaskReply{Reason: reason})
 		return
 	}
 	if err := w.check(t); err != nil {
