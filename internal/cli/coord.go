@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,23 +42,54 @@ func parseSegment(s string) (result.Segment, error) {
 	if !ok || err1 != nil || err2 != nil || b < 1 || a < 1 || a > b {
 		return result.Segment{}, usageError("--segment %q: want I/N with 1 <= I <= N, e.g. 2/4", s)
 	}
+	if b > coord.MaxSegments {
+		return result.Segment{}, usageError("--segment %q: at most %d segments", s, coord.MaxSegments)
+	}
 	return result.Segment{Index: a - 1, Count: b}, nil
 }
 
 // natsFlags are the flags that say how to reach NATS, shared by coordinate, worker and kube.
 type natsFlags struct {
 	url, token, creds, nkey, ca, cert, key, secret, prefix string
+	tokenFile, secretFile                                  string
+	insecure                                               bool
+}
+
+// resolve reads the token and secret files: secrets come from the environment or from files, so
+// they never show in a process listing.
+func (n *natsFlags) resolve() error {
+	for _, f := range []struct {
+		flag, path string
+		dst        *string
+	}{{"--nats-token-file", n.tokenFile, &n.token}, {"--secret-file", n.secretFile, &n.secret}} {
+		if f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return usageError("%s: %v", f.flag, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" || len(v) > 4096 || strings.ContainsAny(v, "\r\n") {
+			return usageError("%s %s: want one line holding the value", f.flag, f.path)
+		}
+		*f.dst = v
+	}
+	return nil
 }
 
 func (n *natsFlags) bind(f *pflag.FlagSet, env *Env) {
 	f.StringVar(&n.url, "nats", env.Getenv("LOADPROOF_NATS"), "NATS server or cluster URL(s), comma-separated (env LOADPROOF_NATS)")
-	f.StringVar(&n.token, "nats-token", env.Getenv("LOADPROOF_NATS_TOKEN"), "NATS authorization token (env LOADPROOF_NATS_TOKEN)")
+	f.StringVar(&n.token, "nats-token", env.Getenv("LOADPROOF_NATS_TOKEN"), "NATS authorization token (env LOADPROOF_NATS_TOKEN; on the command line it shows in ps: prefer the env or --nats-token-file)")
+	f.StringVar(&n.tokenFile, "nats-token-file", "", "file holding the NATS authorization token")
+	f.StringVar(&n.secretFile, "secret-file", "", "file holding the run secret")
+	f.BoolVar(&n.insecure, "insecure-unsigned", false, "run without a run secret on a NATS this process does not embed: anyone who can publish there can forge tasks, results and stops")
 	f.StringVar(&n.creds, "nats-creds", "", "NATS credentials file (JWT and nkey seed)")
 	f.StringVar(&n.nkey, "nats-nkey", "", "NATS nkey seed file")
 	f.StringVar(&n.ca, "nats-ca", "", "CA certificate (PEM) that signs the NATS server's TLS certificate")
 	f.StringVar(&n.cert, "nats-cert", "", "client certificate (PEM) for NATS TLS")
 	f.StringVar(&n.key, "nats-key", "", "client key (PEM) for NATS TLS")
-	f.StringVar(&n.secret, "secret", env.Getenv("LOADPROOF_SECRET"), "run secret: every control message is signed with it (HMAC-SHA256) (env LOADPROOF_SECRET)")
+	f.StringVar(&n.secret, "secret", env.Getenv("LOADPROOF_SECRET"), "run secret: every control message is signed with it (HMAC-SHA256) (env LOADPROOF_SECRET; on the command line it shows in ps: prefer the env or --secret-file)")
 	f.StringVar(&n.prefix, "prefix", coord.DefaultPrefix, "subject prefix (one coordinator per prefix at a time)")
 }
 
@@ -68,8 +101,14 @@ func (n *natsFlags) conn(name string) coord.ConnConfig {
 // record (machine, clock offset, state, last snapshot), every task with its start instant and the
 // measured start skew, and a lost worker, if any.
 type coordManifest struct {
-	Format      string              `json:"format"`
-	Run         string              `json:"run"`
+	Format string `json:"format"`
+	Run    string `json:"run"`
+	// InsecureUnsigned records a run whose control messages were not signed (--insecure-unsigned).
+	InsecureUnsigned bool `json:"insecure_unsigned,omitempty"`
+	// Refused counts the control messages refused, by reason (replay, bad-signature, stale, …).
+	Refused map[string]int64 `json:"refused_messages"`
+	// Partial says a merged result lacks a worker's part.
+	Partial     string              `json:"partial,omitempty"`
 	Command     []string            `json:"command"`
 	NATS        string              `json:"nats"`
 	Embedded    bool                `json:"embedded_nats"`
@@ -124,7 +163,13 @@ func newCoordinateCmd(env *Env) *cobra.Command {
 			if !cmd.Flags().Changed("spawn") {
 				spawn = nf.url == "" && listen == ""
 			}
-			if nf.secret == "" && spawn {
+			if err := nf.resolve(); err != nil {
+				return err
+			}
+			if nf.secret == "" && (nf.url == "" || spawn) {
+				// A run whose workers this coordinator starts, or whose NATS it embeds, is always
+				// signed: workers get the secret from the environment (spawned) or from the join
+				// files (--listen).
 				nf.secret = coord.RandomSecret()
 			}
 			return runCoordinate(cmd.Context(), env, cmd, coordinateOpts{nf: nf, workers: workers, listen: listen, token: embToken,
@@ -161,15 +206,27 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 	co, err := coord.NewCoordinator(ctx, coord.CoordinatorConfig{
 		Conn:     o.nf.conn("loadproof-coordinator"),
 		Embedded: coord.EmbeddedConfig{Listen: o.listen, Token: o.token},
-		Prefix:   o.nf.prefix, Secret: o.nf.secret, Workers: o.workers,
+		Prefix:   o.nf.prefix, Secret: o.nf.secret, InsecureUnsigned: o.nf.insecure, Workers: o.workers,
 		JoinTimeout: o.join, StartLead: o.lead, Progress: env.Stderr, Logger: log,
 	})
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
 	defer co.Close()
+	path := o.manifest
+	if path == "" {
+		path = outputOf(args) + ".coordination.json"
+	}
 	if o.listen != "" {
-		fmt.Fprintf(env.Stderr, "coordinate: embedded NATS at %s; workers join with: loadproof worker --nats %s --nats-token %s\n", co.URL(), co.URL(), co.Token())
+		// The token and the secret go to files (mode 0600), never to the terminal or the log.
+		tf, sf := path+".nats-token", path+".secret"
+		for _, f := range []struct{ path, v string }{{tf, co.Token()}, {sf, o.nf.secret}} {
+			if err := atomicfile.Write(f.path, []byte(f.v+"\n"), 0o600); err != nil {
+				return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("coordinate: writing the join file: %w", err)}
+			}
+		}
+		fmt.Fprintf(env.Stderr, "coordinate: embedded NATS at %s; copy %s and %s to the load machines (they hold the token and the run secret), then: loadproof worker --nats %s --nats-token-file %s --secret-file %s\n",
+			co.URL(), tf, sf, co.URL(), filepath.Base(tf), filepath.Base(sf))
 	}
 	var spawned *localWorkers
 	if o.spawn {
@@ -183,8 +240,7 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 	code := ExitOK
 	var runErr error
 	if err := co.WaitReady(ctx); err != nil {
-		code, runErr = ExitCouldNotRun, err
-		fmt.Fprintf(env.Stderr, "error: %v\n", err)
+		code, runErr = ExitCouldNotRun, err // printed once, by the caller
 	} else {
 		hook := &coord.Hook{KeycastRun: co.KeycastRun, LinkKeysRun: co.LinkKeysRun, Workers: co.Count()}
 		code = Run(coord.WithHook(ctx, hook), Loadproof, args, env)
@@ -193,10 +249,18 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 	if lost != nil {
 		code, runErr = ExitWorkerLost, lost
 	}
+	partial := co.Partial()
+	if partial != nil && (code == ExitOK || runErr == nil) {
+		// A merged result without every worker is partial: never exit 0.
+		code, runErr = ExitWorkerLost, partial
+	}
 	m := coordManifest{Format: "loadproof.coordination/v1", Run: co.Run(), Command: args, NATS: co.URL(), Embedded: o.nf.url == "",
 		Transport: co.Transport(), StartedAt: started, EndedAt: time.Now(), ExitCode: code, Workers: co.Workers(), Tasks: co.Tasks(),
-		Flags: lkFlags(cmd), Coordinator: machine.Collect()}
-	for _, k := range []string{"token", "nats-token", "secret"} {
+		Flags: lkFlags(cmd), Coordinator: machine.Collect(), Refused: co.Refusals(), InsecureUnsigned: o.nf.secret == ""}
+	if partial != nil {
+		m.Partial = partial.Error()
+	}
+	for _, k := range []string{"token", "nats-token", "secret", "nats-token-file", "secret-file"} {
 		delete(m.Flags, k)
 	}
 	if lost != nil {
@@ -204,10 +268,6 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 	}
 	if runErr != nil {
 		m.Error = runErr.Error()
-	}
-	path := o.manifest
-	if path == "" {
-		path = outputOf(args) + ".coordination.json"
 	}
 	if b, err := json.MarshalIndent(m, "", "  "); err == nil {
 		if err := atomicfile.Write(path, append(b, '\n'), 0o644); err != nil {
@@ -278,7 +338,8 @@ func spawnWorkers(env *Env, co *coord.Coordinator, o coordinateOpts) (*localWork
 	}
 	l := &localWorkers{}
 	for i := range o.workers {
-		args := []string{"worker", "--nats", co.URL(), "--index", strconv.Itoa(i), "--name", fmt.Sprintf("local-%d", i), "--prefix", o.nf.prefix}
+		args := []string{"worker", "--nats", co.URL(), "--index", strconv.Itoa(i), "--name", fmt.Sprintf("local-%d", i), "--prefix", o.nf.prefix,
+			"--allow-metrics-file", "--task-files", "*"}
 		if o.allowHost != "" {
 			args = append(args, "--allow-host", o.allowHost)
 		}
@@ -313,6 +374,10 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		joinTimeout time.Duration
 		allowHost   string
 		refuseHosts []string
+		metricsFile bool
+		taskFiles   []string
+		ipBase      string
+		ipCount     int
 	)
 	c := &cobra.Command{
 		Use:   "worker --nats URL",
@@ -327,6 +392,17 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nf.url == "" {
 				return usageError("worker: --nats is required: the URL of the coordinator's NATS")
+			}
+			if err := nf.resolve(); err != nil {
+				return err
+			}
+			if ipBase != "" {
+				if _, err := lkBase("--client-ip-base", ipBase); err != nil {
+					return err
+				}
+				if ipCount < 1 {
+					return usageError("worker: --client-ip-count %d: give the number of addresses from --client-ip-base (at least 1)", ipCount)
+				}
 			}
 			if !cmd.Flags().Changed("index") {
 				if v := env.Getenv("JOB_COMPLETION_INDEX"); v != "" {
@@ -346,11 +422,12 @@ func newWorkerCmd(env *Env) *cobra.Command {
 				}
 			}
 			err := coord.RunWorker(cmd.Context(), coord.WorkerConfig{
-				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, Name: name, Index: index, JoinTimeout: joinTimeout,
-				Exec:   func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
-				Target: func(args []string) (string, error) { return clientTarget(env, args) },
-				Hosts:  hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
-				Logger: env.Logger,
+				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, InsecureUnsigned: nf.insecure, Name: name, Index: index, JoinTimeout: joinTimeout,
+				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount, SetSources: setSources,
+				Exec:    func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
+				Targets: func(args []string) ([]string, error) { return clientTargets(env, args) },
+				Hosts:   hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
+				Logger:  env.Logger,
 			})
 			if errors.Is(err, coord.ErrCoordinatorLost) {
 				return &ExitError{Code: ExitWorkerLost, Err: err}
@@ -368,7 +445,67 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	f.DurationVar(&joinTimeout, "join-timeout", 10*time.Minute, "how long to keep trying to join a coordinator")
 	f.StringVar(&allowHost, "allow-host", "", "authorize this exact non-local target host")
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
+	f.StringArrayVar(&taskFiles, "task-files", splitList(env.Getenv("LOADPROOF_TASK_FILES")),
+		"a directory a task may name files in (--users-file, --ca-cert; repeatable; env LOADPROOF_TASK_FILES, colon-separated); without it a task names no file")
+	f.BoolVar(&metricsFile, "allow-metrics-file", false, "let a LinkKeys task name a server METRICS log file on this machine (workers beside the server; others take only URLs)")
+	f.StringVar(&ipBase, "client-ip-base", env.Getenv("LOADPROOF_CLIENT_IP_BASE"), "LinkKeys tasks: take source addresses from here instead of the task's range (this machine's own; env LOADPROOF_CLIENT_IP_BASE)")
+	f.IntVar(&ipCount, "client-ip-count", envInt(env, "LOADPROOF_CLIENT_IP_COUNT"), "LinkKeys tasks: how many source addresses from --client-ip-base (env LOADPROOF_CLIENT_IP_COUNT)")
 	return c
+}
+
+// splitList splits a colon-separated list, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ":") {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// envInt reads an integer environment variable; unset or malformed is 0 (the flag's check then
+// says what is wrong).
+func envInt(env *Env, k string) int {
+	n, _ := strconv.Atoi(env.Getenv(k))
+	return n
+}
+
+// setSources rewrites a `linkkeys worker --spec` task so its section takes its sources from this
+// worker's own range (worker --client-ip-base/--client-ip-count). Keycast tasks have no source
+// range and pass unchanged; a combined spec's per-stream prefixes are the server's accounting
+// keys, so it is refused rather than silently rewritten.
+func setSources(args []string, base string, count int) ([]string, error) {
+	i := slices.Index(args, "--spec")
+	if len(args) < 2 || args[0] != "linkkeys" || i < 0 || i+1 >= len(args) {
+		return args, nil
+	}
+	b, err := lkBase("--client-ip-base", base)
+	if err != nil {
+		return nil, err
+	}
+	var spec linkkeysload.WorkerSpec
+	if err := json.Unmarshal([]byte(args[i+1]), &spec); err != nil {
+		return nil, fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
+	}
+	src := linkkeysload.SourceAddrs{Base: b, Count: uint32(count)}
+	switch {
+	case spec.Connections != nil:
+		spec.Connections.Sources = src
+	case spec.Handshake != nil:
+		spec.Handshake.Sources = src
+	case spec.Requests != nil:
+		spec.Requests.Sources = src
+	case spec.DDoS != nil:
+		spec.DDoS.Base = b // one attempt per source: the count is the task's
+	case spec.Combined != nil:
+		return nil, errors.New("a combined task keeps its per-stream source prefixes (the server accounts by them); run this worker without --client-ip-base")
+	}
+	out, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(slices.Clone(args[:i+1]), string(out)), args[i+2:]...), nil
 }
 
 // hookLinkKeysRun is the coordinator's LinkKeysRun for a LinkKeys client, or nil.
@@ -385,61 +522,84 @@ func execClient(ctx context.Context, env *Env, args []string) error {
 	return runClient(ctx, env, args)
 }
 
+// The command's own error is returned as it is: nothing is scraped from its output.
 func runClient(ctx context.Context, env *Env, args []string) error {
-	var errb strings.Builder
 	wenv := *env
 	wenv.Stdout = io.Discard
-	wenv.Stderr = io.MultiWriter(env.Stderr, &errb)
-	if code := Run(ctx, Loadproof, args, &wenv); code != ExitOK {
-		msg := strings.TrimSpace(errb.String())
-		if i := strings.LastIndex(msg, "error: "); i >= 0 {
-			msg = msg[i+len("error: "):]
-		}
-		return fmt.Errorf("exit status %d: %s", code, msg)
+	root := NewRoot(Loadproof, &wenv)
+	root.SetArgs(args)
+	root.SetOut(io.Discard)
+	root.SetErr(env.Stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(args[:min(2, len(args))], " "), err)
 	}
 	return nil
 }
 
-// clientTarget parses a client command's flags with the real tree and returns its target URL.
-func clientTarget(env *Env, args []string) (string, error) {
+// clientTargets parses a client command's flags with the real tree and returns everything the
+// command will reach, for the worker's host rules: its target URL (Keycast), or for a LinkKeys
+// worker spec the TCP address of its one section ("tcp://host:port") and its server_metrics
+// location. A spec with more than one section is refused: the worker authorizes the section it
+// runs, and only that one.
+func clientTargets(env *Env, args []string) ([]string, error) {
 	quiet := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: env.Getenv, Logger: slog.New(slog.DiscardHandler)}
 	root := NewRoot(Loadproof, quiet)
 	cmd, rest, err := root.Find(args)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := cmd.ParseFlags(rest); err != nil {
-		return "", err
+		return nil, err
 	}
 	if f := cmd.Flags().Lookup("url"); f != nil {
-		return f.Value.String(), nil
+		return []string{f.Value.String()}, nil
 	}
 	if f := cmd.Flags().Lookup("spec"); f != nil {
 		var spec linkkeysload.WorkerSpec
 		if err := json.Unmarshal([]byte(f.Value.String()), &spec); err != nil {
-			return "", fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
+			return nil, fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
 		}
-		for _, t := range []*linkkeysload.Target{specTarget(spec)} {
-			if t != nil && t.Addr.IsValid() {
-				return "tls://" + t.Addr.String(), nil
-			}
+		t, err := specTarget(spec)
+		if err != nil {
+			return nil, err
 		}
-		return "", errors.New("the LinkKeys worker spec names no target")
+		out := []string{coord.AddrTarget(t.Addr.String())}
+		if spec.ServerMetrics != "" {
+			out = append(out, spec.ServerMetrics)
+		}
+		return out, nil
 	}
-	return "", fmt.Errorf("%s has no target flag a worker can check", cmd.CommandPath())
+	return nil, fmt.Errorf("%s has no target flag a worker can check", cmd.CommandPath())
 }
 
-// specTarget is the target of a LinkKeys worker spec's configuration.
-func specTarget(s linkkeysload.WorkerSpec) *linkkeysload.Target {
-	switch {
-	case s.Connections != nil:
-		return &s.Connections.Target
-	case s.DDoS != nil:
-		return &s.DDoS.Target
-	case s.Handshake != nil:
-		return &s.Handshake.Target
-	case s.Requests != nil:
-		return &s.Requests.Target
+// specTarget is the target of a LinkKeys worker spec's one section; a spec with none, or with
+// more than one, or whose section is not the one its command runs, is refused.
+func specTarget(s linkkeysload.WorkerSpec) (*linkkeysload.Target, error) {
+	var found []string
+	var t *linkkeysload.Target
+	for _, sec := range []struct {
+		name string
+		set  bool
+		tgt  func() *linkkeysload.Target
+	}{
+		{"connections", s.Connections != nil, func() *linkkeysload.Target { return &s.Connections.Target }},
+		{"ddos", s.DDoS != nil, func() *linkkeysload.Target { return &s.DDoS.Target }},
+		{"handshake", s.Handshake != nil, func() *linkkeysload.Target { return &s.Handshake.Target }},
+		{"requests", s.Requests != nil, func() *linkkeysload.Target { return &s.Requests.Target }},
+		{"combined", s.Combined != nil, func() *linkkeysload.Target { return &s.Combined.Target }},
+	} {
+		if sec.set {
+			found = append(found, sec.name)
+			t = sec.tgt()
+		}
 	}
-	return nil
+	switch {
+	case len(found) == 0:
+		return nil, errors.New("the LinkKeys worker spec names no target")
+	case len(found) > 1:
+		return nil, fmt.Errorf("the LinkKeys worker spec has %d sections (%s); a task runs exactly one", len(found), strings.Join(found, ", "))
+	case !t.Addr.IsValid():
+		return nil, fmt.Errorf("the LinkKeys worker spec's %s target has no address", found[0])
+	}
+	return t, nil
 }

@@ -73,6 +73,16 @@ func externalNATS(t *testing.T) (url, token string) {
 	return emb.URL, emb.Token
 }
 
+// secretFile writes a fresh run secret to a file (mode 0600) for --secret-file.
+func secretFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(coord.RandomSecret()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func kcUsers(t *testing.T, url string, n int) string {
 	t.Helper()
 	users := filepath.Join(t.TempDir(), "users.json")
@@ -100,12 +110,12 @@ func requestsDelta(t *testing.T, r *keycastresult.Results) uint64 {
 }
 
 func TestParseSegment(t *testing.T) {
-	for in, want := range map[string]result.Segment{"": {}, "1/1": {Index: 0, Count: 1}, "2/4": {Index: 1, Count: 4}, " 4 / 4 ": {Index: 3, Count: 4}} {
+	for in, want := range map[string]result.Segment{"": {}, "1/1": {Index: 0, Count: 1}, "2/4": {Index: 1, Count: 4}, " 4 / 4 ": {Index: 3, Count: 4}, "10000/10000": {Index: 9999, Count: 10000}} {
 		if got, err := parseSegment(in); err != nil || got != want {
 			t.Errorf("parseSegment(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"0/4", "5/4", "1/0", "a/b", "3"} {
+	for _, in := range []string{"0/4", "5/4", "1/0", "a/b", "3", "1/10001", "1/9223372036854775807"} {
 		if _, err := parseSegment(in); err == nil {
 			t.Errorf("parseSegment(%q) succeeded", in)
 		}
@@ -319,7 +329,8 @@ func TestCoordinateWorkerKilled(t *testing.T) {
 	var werr safeBuf
 	var victim *exec.Cmd
 	for i := range 4 {
-		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--secret", secret, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("w%d", i))
+		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--secret", secret, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("w%d", i),
+			"--task-files", filepath.Dir(users))
 		if i == 2 {
 			victim = c
 		}
@@ -366,8 +377,9 @@ func TestWorkerStopsWithoutCoordinator(t *testing.T) {
 	url, token := externalNATS(t)
 	prefix := "lpcoord" + fmt.Sprint(time.Now().UnixNano())
 	var werr safeBuf
-	w := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", "0")
-	co := exec.Command(os.Args[0], "coordinate", "--workers", "1", "--nats", url, "--nats-token", token, "--prefix", prefix, "--start-lead", "200ms",
+	sf := secretFile(t)
+	w := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", "0", "--secret-file", sf, "--task-files", filepath.Dir(users))
+	co := exec.Command(os.Args[0], "coordinate", "--workers", "1", "--nats", url, "--nats-token", token, "--prefix", prefix, "--start-lead", "200ms", "--secret-file", sf,
 		"--manifest", filepath.Join(t.TempDir(), "m.json"), "--", "keycast", "run", "--url", srv.URL, "--users-file", users, "-d", "60", "-c", "2",
 		"-m", "get-public-key", "--ramp-up", "0", "-o", filepath.Join(t.TempDir(), "r.json"))
 	var cerr safeBuf
@@ -436,8 +448,10 @@ func TestCoordinateCapacityWorkerKilled(t *testing.T) {
 	prefix := "lpcapkill" + fmt.Sprint(time.Now().UnixNano())
 	var werr safeBuf
 	var victim *exec.Cmd
+	sf := secretFile(t)
 	for i := range 3 {
-		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("cw%d", i))
+		c := startWorker(t, &werr, "--nats", url, "--nats-token", token, "--prefix", prefix, "--index", fmt.Sprint(i), "--name", fmt.Sprintf("cw%d", i), "--secret-file", sf,
+			"--task-files", filepath.Dir(users))
 		if i == 1 {
 			victim = c
 		}
@@ -449,7 +463,7 @@ func TestCoordinateCapacityWorkerKilled(t *testing.T) {
 	go func() {
 		defer close(done)
 		code, errs = umbrella(context.Background(), t, "coordinate", "--workers", "3", "--nats", url, "--nats-token", token, "--prefix", prefix,
-			"--start-lead", "500ms", "--", "keycast", "capacity", "--plan", planPath, "--output", out)
+			"--start-lead", "500ms", "--secret-file", sf, "--", "keycast", "capacity", "--plan", planPath, "--output", out)
 	}()
 	time.Sleep(5 * time.Second)
 	_ = victim.Process.Kill()

@@ -76,7 +76,8 @@ func TestKubeIndexedJobEmulated(t *testing.T) {
 	var werr safeBuf
 	for i := range int(*workers.Spec.Completions) {
 		c := exec.Command(os.Args[0], wctr.Command[1:]...)
-		c.Env = env(wctr, fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i), fmt.Sprintf("HOSTNAME=%s-workers-%d", name, i))
+		c.Env = env(wctr, fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i), fmt.Sprintf("HOSTNAME=%s-workers-%d", name, i),
+			"LOADPROOF_TASK_FILES="+filepath.Dir(users)) // the pod's /config
 		c.Stderr = &werr
 		if err := c.Start(); err != nil {
 			t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 
 // simulatedSnapshots returns one signed interval snapshot message per worker, each like a Keycast
 // worker's second: a few classes, two causes, two latency kinds of a thousand samples each.
-func simulatedSnapshots(b testing.TB, workers int, sig signer, subj string) []*nats.Msg {
+func simulatedSnapshots(b testing.TB, workers int, secret, run, subj string) []*nats.Msg {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	msgs := make([]*nats.Msg, workers)
@@ -31,6 +31,8 @@ func simulatedSnapshots(b testing.TB, workers int, sig signer, subj string) []*n
 			Causes:   map[string]int64{"http_503_admission_rejected": 8, "network_econnrefused": 2},
 			Counters: map[string]int64{"cache_hit_estimate": 700},
 			Latency:  map[string]*hist.Histogram{"latency": lat, "uncorrected": unc}}
+		sig := newSigner(secret, workerFrom(i))
+		sig.bind(run, "")
 		m, err := sig.msg(subj, Snapshot{Index: i, Task: 1, Seq: 0, Interval: ToWire(iv), State: "running"})
 		if err != nil {
 			b.Fatal(err)
@@ -46,15 +48,17 @@ func simulatedSnapshots(b testing.TB, workers int, sig signer, subj string) []*n
 // the fraction of a core the coordinator spends merging.
 func BenchmarkMergeSecond1000Workers(b *testing.B) {
 	const n = 1000
-	sig := signer{[]byte("secret")}
-	c := &Coordinator{sig: sig, log: slog.New(slog.DiscardHandler), subj: subjects{"lp", "r"}, cfg: CoordinatorConfig{Workers: n, Progress: io.Discard}}
-	msgs := simulatedSnapshots(b, n, sig, c.subj.sub("snap"))
+	c := &Coordinator{log: slog.New(slog.DiscardHandler), subj: subjects{"lp", "r"}, cfg: CoordinatorConfig{Workers: n, Progress: io.Discard}}
+	msgs := simulatedSnapshots(b, n, "secret", "r", c.subj.sub("snap"))
 	var size int
 	for _, m := range msgs {
 		size += len(m.Data)
 	}
 	b.ResetTimer()
 	for range b.N {
+		// A fresh receiver each second: the same messages are new to it.
+		c.sig = newSigner("secret", "c")
+		c.sig.bind("r", "c")
 		c.workers = make([]*WorkerInfo, n)
 		for i := range c.workers {
 			c.workers[i] = &WorkerInfo{Index: i}

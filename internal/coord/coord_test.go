@@ -49,7 +49,7 @@ func startWorkers(t *testing.T, url, token string, n int, exec func(context.Cont
 		go func() {
 			defer wg.Done()
 			errs[i] = RunWorker(ctx, WorkerConfig{Conn: ConnConfig{URL: url, Token: token}, Secret: "s", Name: "w" + string(rune('a'+i)), Index: -1,
-				Exec: exec, Target: func([]string) (string, error) { return "http://127.0.0.1:1", nil }})
+				Exec: exec, Targets: func([]string) ([]string, error) { return []string{"http://127.0.0.1:1"}, nil }})
 		}()
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -161,7 +161,7 @@ func TestJoinRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emb.Close()
-	c, err := NewCoordinator(context.Background(), CoordinatorConfig{Conn: ConnConfig{URL: emb.URL, Token: emb.Token}, Workers: 1,
+	c, err := NewCoordinator(context.Background(), CoordinatorConfig{Conn: ConnConfig{URL: emb.URL, Token: emb.Token}, Secret: "s", Workers: 1,
 		JoinTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +174,8 @@ func TestJoinRefusals(t *testing.T) {
 	run := func(name string, index int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return RunWorker(ctx, WorkerConfig{Conn: ConnConfig{URL: emb.URL, Token: emb.Token}, Name: name, Index: index, JoinTimeout: 3 * time.Second,
-			Exec: func(context.Context, []string) error { return nil }, Target: func([]string) (string, error) { return "", nil }})
+		return RunWorker(ctx, WorkerConfig{Conn: ConnConfig{URL: emb.URL, Token: emb.Token}, Secret: "s", Name: name, Index: index, JoinTimeout: 3 * time.Second,
+			Exec: func(context.Context, []string) error { return nil }, Targets: func([]string) ([]string, error) { return nil, nil }})
 	}
 	if err := run("x", 5); err == nil || !strings.Contains(err.Error(), "outside 0..0") {
 		t.Errorf("index 5: %v", err)

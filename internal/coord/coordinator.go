@@ -30,8 +30,12 @@ type CoordinatorConfig struct {
 	Embedded EmbeddedConfig
 	// Prefix is the subject prefix; empty means DefaultPrefix.
 	Prefix string
-	// Secret signs and checks every message; empty relies on the server's auth alone.
+	// Secret signs and checks every message. Empty is refused on any NATS but the embedded one
+	// unless InsecureUnsigned is set.
 	Secret string
+	// InsecureUnsigned allows an empty Secret on an external NATS: anyone who can publish there can
+	// then forge control messages. It is logged loudly and recorded in the manifest.
+	InsecureUnsigned bool
 	// Workers is the number of workers (segments) the run needs (at least 1).
 	Workers int
 	// JoinTimeout bounds the wait for the workers; 0 means 2 minutes.
@@ -104,7 +108,7 @@ type Coordinator struct {
 	log    *slog.Logger
 	nc     *nats.Conn
 	emb    *Embedded
-	sig    signer
+	sig    *signer
 	subj   subjects
 	run    string
 	bucket string
@@ -117,9 +121,13 @@ type Coordinator struct {
 	nextID  int
 	lost    *WorkerLostError
 	tasks   []TaskRecord
-	chunks  map[string][][]byte
-	stopHB  chan struct{}
-	closeMu sync.Once
+	chunks  map[string]*chunkSet
+	// chunkBytes is the size of every chunk held, bounded by MaxResultBytes.
+	chunkBytes int
+	joinIDs    map[string]bool
+	partial    error
+	stopHB     chan struct{}
+	closeMu    sync.Once
 }
 
 // NewCoordinator connects (or embeds NATS), opens the run and starts accepting workers.
@@ -148,17 +156,28 @@ func NewCoordinator(ctx context.Context, cfg CoordinatorConfig) (*Coordinator, e
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Coordinator{cfg: cfg, log: log, sig: signer{[]byte(cfg.Secret)}, workers: make([]*WorkerInfo, cfg.Workers),
-		ready: make(chan struct{}), chunks: map[string][][]byte{}, stopHB: make(chan struct{})}
-	c.run = strconv.FormatInt(time.Now().UnixNano(), 36)
+	if cfg.Secret == "" && cfg.Conn.URL != "" {
+		if !cfg.InsecureUnsigned {
+			return nil, errors.New("coord: no run secret on an external NATS: anyone who can publish there could forge tasks and results; " +
+				"set LOADPROOF_SECRET or --secret-file (the same on every worker), or accept the risk with --insecure-unsigned")
+		}
+		log.Warn("INSECURE: control messages are not signed (--insecure-unsigned); anyone on this NATS can forge tasks, results and stops")
+	}
+	c := &Coordinator{cfg: cfg, log: log, sig: newSigner(cfg.Secret, "c"), workers: make([]*WorkerInfo, cfg.Workers),
+		ready: make(chan struct{}), chunks: map[string]*chunkSet{}, joinIDs: map[string]bool{}, stopHB: make(chan struct{})}
+	// The run identifier is random: it is the nonce every message of the run carries.
+	c.run = RandomSecret()[:24]
+	c.sig.bind(c.run, "c")
 	c.subj = subjects{cfg.Prefix, c.run}
 	if cfg.Conn.URL == "" {
-		emb, err := StartEmbedded(cfg.Embedded)
+		ecfg := cfg.Embedded
+		ecfg.Run, ecfg.Prefix = c.run, cfg.Prefix
+		emb, err := StartEmbedded(ecfg)
 		if err != nil {
 			return nil, err
 		}
 		c.emb = emb
-		cfg.Conn.URL, cfg.Conn.Token = emb.URL, emb.Token
+		cfg.Conn.URL, cfg.Conn.Token = emb.URL, emb.CoordToken
 		c.cfg.Conn = cfg.Conn
 	}
 	if cfg.Conn.Name == "" {
@@ -238,7 +257,7 @@ func (c *Coordinator) openBucket(ctx context.Context) {
 	}
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	name := "loadproof_" + c.run
+	name := bucketName(c.run)
 	obs, err := js.CreateObjectStore(bctx, jetstream.ObjectStoreConfig{Bucket: name, Storage: jetstream.MemoryStorage, TTL: time.Hour})
 	if err != nil {
 		c.log.Info("no JetStream object store; results travel in chunks", "err", err)
@@ -264,13 +283,23 @@ func (c *Coordinator) heartbeat() {
 
 func (c *Coordinator) onJoin(m *nats.Msg) {
 	var j JoinMsg
-	if err := c.sig.open(m, &j); err != nil {
+	if err := c.sig.openJoin(m, &j); err != nil {
 		c.log.Warn("ignoring a join", "err", err)
 		return
 	}
 	reply := JoinReply{Run: c.run, Workers: c.cfg.Workers, Bucket: c.bucket, Index: -1}
+	if j.Run != c.run {
+		// First contact, or a join of another run: hand out this run's nonce.
+		_ = c.sig.reply(c.nc, m, JoinReply{Challenge: true, Run: c.run, Index: -1})
+		return
+	}
 	c.mu.Lock()
 	switch {
+	case j.JoinID == "" || c.joinIDs[j.JoinID]:
+		c.mu.Unlock()
+		c.sig.count(RefusedJoin)
+		c.log.Warn("ignoring a repeated join", "name", j.Name)
+		return
 	case j.Version != ProtocolVersion:
 		reply.Reason = fmt.Sprintf("protocol version %d; this coordinator speaks %d (use the same loadproof build)", j.Version, ProtocolVersion)
 	case j.Index >= c.cfg.Workers:
@@ -293,6 +322,7 @@ func (c *Coordinator) onJoin(m *nats.Msg) {
 		}
 	}
 	if reply.Index >= 0 {
+		c.joinIDs[j.JoinID] = true
 		reply.Accepted = true
 		now := time.Now()
 		c.workers[reply.Index] = &WorkerInfo{Index: reply.Index, Name: j.Name, Machine: j.Machine, JoinedAt: now, LastSeen: now,
@@ -367,7 +397,7 @@ func (c *Coordinator) measureClocks(ctx context.Context) error {
 				}
 				ok++
 				var p PingReply
-				if c.sig.open(resp, &p) != nil {
+				if c.sig.open(resp, &p) != nil || sender(resp) != workerFrom(i) {
 					continue
 				}
 				if rtt := t1.Sub(t0); best < 0 || rtt < best {
@@ -472,13 +502,13 @@ func (c *Coordinator) pingOnce(i int, d time.Duration) bool {
 		return false
 	}
 	resp, err := c.nc.RequestMsg(m, d)
-	return err == nil && c.sig.check(resp) == nil
+	return err == nil && c.sig.check(resp) == nil && sender(resp) == workerFrom(i)
 }
 
 // onReady relays a worker's barrier message to the run's barrier.
 func (c *Coordinator) onReady(m *nats.Msg) {
 	var b BarrierMsg
-	if c.sig.open(m, &b) != nil {
+	if c.sig.open(m, &b) != nil || sender(m) != workerFrom(b.Index) {
 		return
 	}
 	c.mu.Lock()
@@ -513,7 +543,7 @@ func (c *Coordinator) onPing(m *nats.Msg) {
 
 func (c *Coordinator) onSnap(m *nats.Msg) {
 	var s Snapshot
-	if err := c.sig.open(m, &s); err != nil {
+	if err := c.sig.open(m, &s); err != nil || sender(m) != workerFrom(s.Index) {
 		return
 	}
 	c.mu.Lock()
@@ -557,11 +587,29 @@ func (c *Coordinator) Close() {
 			}
 			wg.Wait()
 			close(c.stopHB)
+			c.deleteBucket()
 			c.nc.Close()
 		}
 		c.closeEmbedded()
 	})
 }
+
+// deleteBucket removes the run's object store, so a shared NATS keeps nothing of the run.
+func (c *Coordinator) deleteBucket() {
+	if c.bucket == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if js, err := jetstream.New(c.nc); err == nil {
+		if err := js.DeleteObjectStore(ctx, c.bucket); err != nil {
+			c.log.Warn("could not delete the run's object store", "bucket", c.bucket, "err", err)
+		}
+	}
+}
+
+// objectName is the object store name of worker i's result of a task.
+func objectName(task, i int) string { return fmt.Sprintf("task-%d-worker-%d.json", task, i) }
 
 func (c *Coordinator) closeEmbedded() {
 	if c.emb != nil {
@@ -626,7 +674,7 @@ func (c *Coordinator) RunTask(ctx context.Context, args []string, opts TaskOptio
 	}
 	c.nextID++
 	n := c.cfg.Workers
-	ts := &taskState{id: c.nextID, opts: opts, seen: make([]int, n), finished: make([]bool, n),
+	ts := &taskState{id: c.nextID, opts: opts, seen: make([]int, n), finished: make([]bool, n), good: make([]bool, n),
 		results: make(chan arrival, n), events: make(chan any, 4), progress: c.cfg.Progress}
 	c.cur = ts
 	offsets := make([]time.Duration, n)
@@ -643,6 +691,10 @@ func (c *Coordinator) RunTask(ctx context.Context, args []string, opts TaskOptio
 	defer func() {
 		c.mu.Lock()
 		c.cur = nil
+		for k, cs := range c.chunks { // chunks of a finished task are never fetched
+			c.chunkBytes -= cs.bytes
+			delete(c.chunks, k)
+		}
 		c.mu.Unlock()
 	}()
 
@@ -736,10 +788,17 @@ func (c *Coordinator) await(ctx context.Context, ts *taskState) (*TaskResult, er
 		}
 		select {
 		case a := <-ts.results:
-			if res.Parts[a.index] == nil && res.Errors[a.index] == "" {
+			if res.Parts[a.index] != nil {
+				continue // the first good result of an index is kept
+			}
+			if res.Errors[a.index] == "" {
 				got++
 			}
-			res.Parts[a.index], res.Errors[a.index] = a.data, a.err
+			if a.data != nil {
+				res.Parts[a.index], res.Errors[a.index] = a.data, ""
+			} else {
+				res.Errors[a.index] = a.err
+			}
 			c.mu.Lock()
 			ts.finish(c, a.index)
 			c.mu.Unlock()
@@ -775,10 +834,53 @@ func (c *Coordinator) await(ctx context.Context, ts *taskState) (*TaskResult, er
 			got = n
 		}
 	}
+	var missing []string
+	for i, p := range res.Parts {
+		if p == nil {
+			missing = append(missing, strconv.Itoa(i))
+		}
+	}
 	c.mu.Lock()
 	res.Intervals = slices.Clone(ts.merged)
+	if len(missing) > 0 {
+		// A merged result without every worker's part is partial, whatever else happened.
+		err := fmt.Errorf("coord: task %d merged without the result of worker(s) %s; the result is partial", ts.id, strings.Join(missing, ", "))
+		if c.partial == nil {
+			c.partial = err
+		}
+		if res.Stop == nil {
+			now := time.Now()
+			res.Stop = &result.StopEvent{Reason: result.StopWorkerLost, Metric: "no result from worker " + strings.Join(missing, ", "),
+				ElapsedSecs: max(now.Sub(ts.startAt).Seconds(), 0), At: now.UTC().Format(time.RFC3339Nano)}
+		}
+	}
 	c.mu.Unlock()
 	return res, nil
+}
+
+// Partial returns the first task of the session whose merged result lacks a worker's part, or
+// nil: such a run must not exit 0.
+func (c *Coordinator) Partial() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.partial
+}
+
+// Refusals counts the messages the coordinator refused, by reason (RefusedReplay, …): the
+// coordination manifest records them.
+func (c *Coordinator) Refusals() map[string]int64 { return c.sig.refusals() }
+
+// workerFrom is worker i's sender name.
+func workerFrom(i int) string { return "w" + strconv.Itoa(i) }
+
+// MaxResultBytes bounds one worker's result, and every chunk the coordinator holds at once.
+const MaxResultBytes = 64 << 20
+
+// chunkSet is one worker's result chunks of the current task.
+type chunkSet struct {
+	parts [][]byte
+	have  int
+	bytes int
 }
 
 // arrival is one worker's delivered result.
@@ -792,27 +894,75 @@ func (c *Coordinator) onChunk(m *nats.Msg) {
 	if c.sig.check(m) != nil {
 		return
 	}
-	idx, _ := strconv.Atoi(m.Header.Get("Lp-Index"))
-	task, _ := strconv.Atoi(m.Header.Get("Lp-Task"))
-	seq, err := strconv.Atoi(m.Header.Get("Lp-Seq"))
-	if err != nil || seq < 0 || seq > 1<<16 {
+	if err := c.takeChunk(m); err != nil {
+		c.sig.count(RefusedChunk)
+		c.log.Warn("refusing a result chunk", "err", err)
+		_ = c.sig.reply(c.nc, m, TaskReply{Reason: err.Error()})
 		return
 	}
-	key := fmt.Sprintf("%d/%d", task, idx)
-	c.mu.Lock()
-	parts := c.chunks[key]
-	for len(parts) <= seq {
-		parts = append(parts, nil)
-	}
-	parts[seq] = slices.Clone(m.Data)
-	c.chunks[key] = parts
-	c.mu.Unlock()
 	_ = c.sig.reply(c.nc, m, TaskReply{Accepted: true})
+}
+
+// takeChunk keeps an authenticated chunk: only of the current task, from the joined worker that
+// sent it, numbered below the count it announced, and within MaxResultBytes of chunks held.
+func (c *Coordinator) takeChunk(m *nats.Msg) error {
+	idx, err1 := strconv.Atoi(m.Header.Get(hdrIndex))
+	task, err2 := strconv.Atoi(m.Header.Get(hdrTask))
+	seq, err3 := strconv.Atoi(m.Header.Get(hdrSeq))
+	of, err4 := strconv.Atoi(m.Header.Get(hdrOf))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return fmt.Errorf("coord: chunk headers: %w", err)
+	}
+	if sender(m) != workerFrom(idx) {
+		return fmt.Errorf("coord: chunk for worker %d sent by %q", idx, sender(m))
+	}
+	if of < 1 || of > MaxResultBytes/ChunkSize || seq < 0 || seq >= of || len(m.Data) > ChunkSize {
+		return fmt.Errorf("coord: chunk %d of %d (%d bytes) is out of bounds (at most %d chunks of %d bytes)", seq, of, len(m.Data), MaxResultBytes/ChunkSize, ChunkSize)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ts := c.cur; ts == nil || ts.id != task || idx < 0 || idx >= len(c.workers) || c.workers[idx] == nil || ts.good[idx] {
+		return fmt.Errorf("coord: chunk of task %d for worker %d: no such task is waiting for that worker's result", task, idx)
+	}
+	key := fmt.Sprintf("%d/%d", task, idx)
+	cs := c.chunks[key]
+	if cs == nil {
+		cs = &chunkSet{parts: make([][]byte, of)}
+		c.chunks[key] = cs
+	}
+	if len(cs.parts) != of {
+		return fmt.Errorf("coord: chunk announces %d chunks; worker %d announced %d", of, idx, len(cs.parts))
+	}
+	if cs.parts[seq] != nil {
+		return nil // the worker resent it after a slow acknowledgement
+	}
+	if c.chunkBytes+len(m.Data) > MaxResultBytes {
+		return fmt.Errorf("coord: result chunks held would pass %d bytes", MaxResultBytes)
+	}
+	cs.parts[seq] = slices.Clone(m.Data)
+	cs.have++
+	cs.bytes += len(m.Data)
+	c.chunkBytes += len(m.Data)
+	return nil
 }
 
 func (c *Coordinator) onResult(m *nats.Msg) {
 	var r ResultMsg
 	if err := c.sig.open(m, &r); err != nil {
+		return
+	}
+	if sender(m) != workerFrom(r.Index) || r.Index < 0 || r.Index >= c.cfg.Workers {
+		c.sig.count(RefusedSender)
+		return
+	}
+	c.mu.Lock()
+	ts := c.cur
+	current := ts != nil && ts.id == r.Task && c.workers[r.Index] != nil
+	repeat := current && ts.good[r.Index]
+	c.mu.Unlock()
+	if !current || repeat {
+		// A result of another task, or a repeat of one already kept: acknowledged, not fetched.
+		_ = c.sig.reply(c.nc, m, TaskReply{Accepted: true})
 		return
 	}
 	a := arrival{index: r.Index, err: r.Err}
@@ -826,16 +976,15 @@ func (c *Coordinator) onResult(m *nats.Msg) {
 	}
 	_ = c.sig.reply(c.nc, m, TaskReply{Accepted: true})
 	c.mu.Lock()
-	ts := c.cur
-	if r.Index >= 0 && r.Index < len(c.workers) && c.workers[r.Index] != nil && a.err != "" {
+	if a.err != "" {
 		c.workers[r.Index].Error = a.err
+	} else {
+		ts.good[r.Index] = true
 	}
 	c.mu.Unlock()
-	if ts != nil && ts.id == r.Task && r.Index >= 0 && r.Index < c.cfg.Workers {
-		select {
-		case ts.results <- a:
-		default: // a repeat of a result already counted (its acknowledgement was lost)
-		}
+	select {
+	case ts.results <- a:
+	default: // await holds one arrival per worker; a later error for a counted index is dropped
 	}
 }
 
@@ -843,13 +992,25 @@ func (c *Coordinator) onResult(m *nats.Msg) {
 func (c *Coordinator) fetch(r ResultMsg) ([]byte, error) {
 	var b []byte
 	switch {
+	case r.Size < 0 || r.Size > MaxResultBytes:
+		return nil, fmt.Errorf("coord: result of worker %d announces %d bytes; at most %d are taken", r.Index, r.Size, MaxResultBytes)
 	case r.Object != "":
 		if c.obs == nil {
 			return nil, errors.New("coord: result in an object store this coordinator did not open")
 		}
+		if r.Object != objectName(r.Task, r.Index) {
+			return nil, fmt.Errorf("coord: worker %d names object %q; its result of task %d is %s", r.Index, r.Object, r.Task, objectName(r.Task, r.Index))
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		var err error
+		info, err := c.obs.GetInfo(ctx, r.Object)
+		if err != nil {
+			return nil, fmt.Errorf("coord: reading result %s from the object store: %w", r.Object, err)
+		}
+		if info.Size != uint64(r.Size) {
+			_ = c.obs.Delete(ctx, r.Object)
+			return nil, fmt.Errorf("coord: result of worker %d holds %d bytes in the object store; its announcement says %d", r.Index, info.Size, r.Size)
+		}
 		if b, err = c.obs.GetBytes(ctx, r.Object); err != nil {
 			return nil, fmt.Errorf("coord: reading result %s from the object store: %w", r.Object, err)
 		}
@@ -857,13 +1018,20 @@ func (c *Coordinator) fetch(r ResultMsg) ([]byte, error) {
 	default:
 		key := fmt.Sprintf("%d/%d", r.Task, r.Index)
 		c.mu.Lock()
-		parts := c.chunks[key]
+		cs := c.chunks[key]
 		delete(c.chunks, key)
-		c.mu.Unlock()
-		if len(parts) != r.Chunks {
-			return nil, fmt.Errorf("coord: result of worker %d arrived in %d of %d chunks", r.Index, len(parts), r.Chunks)
+		if cs != nil {
+			c.chunkBytes -= cs.bytes
 		}
-		for _, p := range parts {
+		c.mu.Unlock()
+		if cs == nil || cs.have != r.Chunks || len(cs.parts) != r.Chunks {
+			have := 0
+			if cs != nil {
+				have = cs.have
+			}
+			return nil, fmt.Errorf("coord: result of worker %d arrived in %d of %d chunks", r.Index, have, r.Chunks)
+		}
+		for _, p := range cs.parts {
 			b = append(b, p...)
 		}
 	}

@@ -18,9 +18,20 @@
 //     the partial evidence of the others.
 //
 // A worker runs only task specifications (a client command of the loadproof tree from an allow
-// list, never a shell command), checks the command's target against its own host authorization
-// (the capacity rules: local hosts, an exact --allow-host, production hosts always refused), and
-// stops its load within WatchdogAfter when the coordinator goes quiet.
+// list, with an allow list of flags, never a shell command), checks everything the command will
+// reach against its own host authorization (the capacity rules, package hostrule: a URL's host,
+// the one TCP address a LinkKeys spec dials, its metrics location), takes a task only when it is
+// newer than the last and starts in the future, and stops its load within WatchdogAfter (plus a
+// one-second ping) when the coordinator goes quiet.
+//
+// Every message is sealed (signer): bound to the run (a random run identifier handed out in the
+// join exchange), to its sender and that sender's sequence number and clock, with an HMAC-SHA256
+// under the run secret over the subject, those headers, the chunk headers and the body. Replays,
+// other runs' messages, stale and forged ones are refused and counted (Coordinator.Refusals). A
+// coordinator or worker without a secret refuses to start on a NATS the coordinator does not embed
+// unless told InsecureUnsigned. The embedded server gives the run per-run users with NATS subject
+// permissions (EmbeddedConfig.Run). Result chunks are bounded (MaxResultBytes), the first good
+// result of a worker is kept, and a merge that lacks a worker is partial (Coordinator.Partial).
 //
 // The wire protocol (subjects, messages, signatures) is in proto.go; docs/distributed.md is the
 // user's guide. The client commands are reached through the cli package's cobra tree with a Hook

@@ -114,3 +114,51 @@ func checkIn(allowed [][]string, args []string) error {
 	}
 	return fmt.Errorf("%w: %q is not a client command that can be spread (allowed: %s)", ErrRefused, strings.Join(args[:min(len(args), 2)], " "), strings.Join(names, ", "))
 }
+
+// MaxSegments bounds the segment count of a task (and of --segment): beyond it a share is no
+// longer a meaningful piece of a run, and a huge count only costs memory.
+const MaxSegments = 10000
+
+// taskFlags are the only flags a task's command may carry, as KeycastArgs and LinkKeysRun write
+// them: each flag with its value as the next argument (true: the flag takes a value; false: a
+// switch). A worker refuses anything else, so a task cannot open a dashboard, write an output
+// file or read a file the worker did not offer (see WorkerConfig.TaskFiles).
+var taskFlags = map[string]map[string]bool{
+	"keycast run": {
+		"--url": true, "--concurrency": true, "--requests": true, "--duration": true, "--ramp-up": true, "--seed": true,
+		"--report-interval": true, "--scenario": true, "--method": true, "--users-file": true, "--rate": true,
+		"--rate-from": true, "--timeout": true, "--ca-cert": true, "--insecure-skip-verify": false,
+	},
+	"linkkeys worker": {"--spec": true},
+}
+
+// taskFileFlags are the task flags that name a file on the worker's machine.
+var taskFileFlags = map[string]bool{"--users-file": true, "--ca-cert": true}
+
+// CheckTaskFlags applies the task flag allow list to args (an allowed command, CheckCommand) and
+// returns the files the task would read, for the worker's file rule.
+func CheckTaskFlags(args []string) (files []string, err error) {
+	if err := CheckCommand(args); err != nil {
+		return nil, err
+	}
+	cmd := strings.Join(args[:2], " ")
+	allowed := taskFlags[cmd]
+	for i := 2; i < len(args); i++ {
+		a := args[i]
+		takes, ok := allowed[a]
+		if !ok {
+			return nil, fmt.Errorf("%w: %q is not a flag a %s task may carry (allowed: the run's own load settings)", ErrRefused, a, cmd)
+		}
+		if !takes {
+			continue
+		}
+		if i+1 >= len(args) {
+			return nil, fmt.Errorf("%w: %s needs a value", ErrRefused, a)
+		}
+		i++
+		if taskFileFlags[a] {
+			files = append(files, args[i])
+		}
+	}
+	return files, nil
+}

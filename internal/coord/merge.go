@@ -21,6 +21,7 @@ type taskState struct {
 	merged   []result.Interval
 	seen     []int  // per worker: intervals received
 	finished []bool // per worker: result delivered
+	good     []bool // per worker: a good result was fetched (repeats are ignored)
 	next     int    // first interval not yet complete
 	stopped  bool
 	proxies  []net.Conn // hold barrier relays, by worker

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"crypto/rand"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
@@ -25,8 +26,12 @@ type Embedded struct {
 	dir string
 	// URL is the client URL workers connect to.
 	URL string
-	// Token is the authorization token every client must present.
+	// Token is the authorization token every client must present (the workers' token when the
+	// server was started for a run, see EmbeddedConfig.Run).
 	Token string
+	// CoordToken is the coordinator's own token when the server was started for a run; it is never
+	// handed out.
+	CoordToken string
 }
 
 // EmbeddedConfig configures StartEmbedded. The zero value listens on 127.0.0.1 on a free port with
@@ -40,7 +45,52 @@ type EmbeddedConfig struct {
 	// NoJetStream runs the server without JetStream, so results travel in chunks (tests of that
 	// path; a cluster whose NATS lacks JetStream).
 	NoJetStream bool
+	// Run and Prefix, when Run is set, give the server per-run users (NATS's own subject
+	// permissions): the coordinator connects with its own token and may do anything; a client
+	// with Token is a worker of that run and may publish only its subjects (join, snapshots,
+	// chunks, results, pings, barrier, its result objects), subscribe only to what a worker
+	// receives, and answer requests it received.
+	Run, Prefix string
 }
+
+// runAuth is the embedded server's per-run authentication: two tokens, two users.
+type runAuth struct {
+	coord, worker string
+	perms         *server.Permissions
+}
+
+// Check maps a client's token to the coordinator or the worker user.
+func (a *runAuth) Check(c server.ClientAuthentication) bool {
+	tok := []byte(c.GetOpts().Token)
+	switch {
+	case subtle.ConstantTimeCompare(tok, []byte(a.coord)) == 1:
+		c.RegisterUser(&server.User{Username: "coordinator"})
+	case subtle.ConstantTimeCompare(tok, []byte(a.worker)) == 1:
+		c.RegisterUser(&server.User{Username: "worker", Permissions: a.perms})
+	default:
+		return false
+	}
+	return true
+}
+
+// workerPermissions are a run's worker rights on the embedded server.
+func workerPermissions(prefix, run string) *server.Permissions {
+	s := subjects{prefix, run}
+	bucket := "OBJ_" + bucketName(run)
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			s.join(), s.sub("snap"), s.sub("chunk"), s.sub("result"), s.sub("cping"), s.sub("ready"),
+			// The object store of the run, and only it.
+			"$JS.API.INFO", "$JS.API.STREAM.INFO." + bucket, "$JS.API.STREAM.MSG.GET." + bucket, "$JS.API.DIRECT.GET." + bucket + ".>",
+			"$JS.API.STREAM.PURGE." + bucket, "$O." + bucketName(run) + ".>",
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{s.sub("w.>"), s.sub("abort"), s.sub("coord"), "_INBOX.>"}},
+		Response:  &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},
+	}
+}
+
+// bucketName is the run's object store bucket.
+func bucketName(run string) string { return "loadproof_" + run }
 
 // StartEmbedded starts the embedded server and waits until it accepts connections.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
@@ -69,15 +119,21 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("coord: embedded NATS store: %w", err)
 	}
 	opts := &server.Options{
-		ServerName:    "loadproof-coordinator",
-		Host:          host,
-		Port:          port,
-		Authorization: token,
-		JetStream:     !cfg.NoJetStream,
-		StoreDir:      dir,
-		NoSigs:        true,
-		NoLog:         true,
-		MaxPayload:    8 << 20,
+		ServerName: "loadproof-coordinator",
+		Host:       host,
+		Port:       port,
+		JetStream:  !cfg.NoJetStream,
+		StoreDir:   dir,
+		NoSigs:     true,
+		NoLog:      true,
+		MaxPayload: 8 << 20,
+	}
+	coordToken := ""
+	if cfg.Run != "" {
+		coordToken = RandomSecret()
+		opts.CustomClientAuthentication = &runAuth{coord: coordToken, worker: token, perms: workerPermissions(cfg.Prefix, cfg.Run)}
+	} else {
+		opts.Authorization = token
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -90,7 +146,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		os.RemoveAll(dir)
 		return nil, errors.New("coord: the embedded NATS server did not start within 10s")
 	}
-	return &Embedded{srv: srv, dir: dir, URL: srv.ClientURL(), Token: token}, nil
+	return &Embedded{srv: srv, dir: dir, URL: srv.ClientURL(), Token: token, CoordToken: coordToken}, nil
 }
 
 // Close shuts the server down and removes its store.

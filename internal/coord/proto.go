@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,15 +57,22 @@ type JoinMsg struct {
 	// or -1 for any free one.
 	Index   int            `json:"index"`
 	Machine machine.Record `json:"machine"`
+	// Run is the run nonce the coordinator handed out in its challenge (empty on the first try): a
+	// join captured in an earlier run names that run and is refused.
+	Run string `json:"run,omitempty"`
+	// JoinID is random per worker process: a join seen once is not taken again.
+	JoinID string `json:"join_id,omitempty"`
 }
 
 // JoinReply is the coordinator's answer.
 type JoinReply struct {
 	Accepted bool   `json:"accepted"`
 	Reason   string `json:"reason,omitempty"`
-	Run      string `json:"run,omitempty"`
-	Index    int    `json:"index"`
-	Workers  int    `json:"workers"`
+	// Challenge says the join named no run (or another one): ask again with Run.
+	Challenge bool   `json:"challenge,omitempty"`
+	Run       string `json:"run,omitempty"`
+	Index     int    `json:"index"`
+	Workers   int    `json:"workers"`
 	// Bucket is the JetStream object store bucket for results; empty means chunks.
 	Bucket string `json:"bucket,omitempty"`
 }
@@ -226,42 +236,177 @@ type Bye struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// signer signs and checks messages with the run secret (HMAC-SHA256 over subject and body). An empty
-// secret signs nothing and accepts everything: the NATS server's own authentication is then the
-// only guard.
-type signer struct{ key []byte }
+// Envelope headers. Every control message carries them; the MAC covers the subject, each of
+// signedHeaders (a steering header absent from a message is covered as empty) and the body, so no
+// header that changes what a receiver does can be altered, and a message is bound to its run, its
+// sender and its place in that sender's sequence.
+const (
+	hdrRun  = "Lp-Run"  // the run it belongs to (the nonce handed out in the join exchange)
+	hdrFrom = "Lp-From" // the sender: "c" for the coordinator, "w<i>" for worker i, "j:<name>" for a joining worker
+	hdrN    = "Lp-N"    // the sender's sequence number (strictly increasing per sender process)
+	hdrT    = "Lp-T"    // the sender's clock, unix nanoseconds
+	// Chunk headers: the worker, task, chunk number and the number of chunks announced.
+	hdrIndex = "Lp-Index"
+	hdrTask  = "Lp-Task"
+	hdrSeq   = "Lp-Seq"
+	hdrOf    = "Lp-Of"
+)
 
-// errBadSignature is returned for a message whose signature does not match.
-var errBadSignature = errors.New("coord: message signature does not match the run secret; check --secret on coordinator and workers")
+var signedHeaders = []string{hdrRun, hdrFrom, hdrN, hdrT, hdrIndex, hdrTask, hdrSeq, hdrOf}
 
-func (s signer) mac(subject string, data []byte) string {
+// Freshness limits.
+const (
+	// MaxClockSkew is how far a message's send time may lie from the receiver's clock. It bounds
+	// the life of a captured message whose sequence number the receiver has not seen (a join); the
+	// sequence window refuses every other replay.
+	MaxClockSkew = 2 * time.Minute
+	// replayWindow is how many sequence numbers below a sender's highest are still tracked: a
+	// message reordered by more than that is refused as a replay.
+	replayWindow = 4096
+	// maxSenders bounds the senders a receiver tracks (a joining worker is one until it joins).
+	maxSenders = 4096
+)
+
+// Refusal reasons a receiver counts (RefusalCounts).
+const (
+	RefusedSignature = "bad-signature"
+	RefusedReplay    = "replay"
+	RefusedStale     = "stale"
+	RefusedWrongRun  = "wrong-run"
+	RefusedSender    = "wrong-sender"
+	RefusedChunk     = "chunk"
+	RefusedJoin      = "join"
+	RefusedTask      = "task"
+)
+
+var (
+	// errBadSignature is returned for a message whose signature does not match.
+	errBadSignature = errors.New("coord: message signature does not match the run secret; check --secret on coordinator and workers")
+	errReplay       = errors.New("coord: message replayed (its sequence number was seen or is too old)")
+	errStale        = errors.New("coord: message sent outside the time window; check the machines' clocks")
+	errWrongRun     = errors.New("coord: message of another run")
+)
+
+// seqWindow is one sender's anti-replay window (the IPsec scheme): the highest sequence number
+// seen and a bitmap of the replayWindow numbers below it.
+type seqWindow struct {
+	top  uint64
+	bits [replayWindow / 64]uint64
+}
+
+// accept reports whether n is new, and records it.
+func (w *seqWindow) accept(n uint64) bool {
+	switch {
+	case n == 0:
+		return false
+	case n > w.top:
+		shift := n - w.top
+		if shift >= replayWindow {
+			w.bits = [replayWindow / 64]uint64{}
+		} else {
+			for i := uint64(0); i < shift; i++ { // clear the numbers the window moves past
+				k := (w.top + 1 + i) % replayWindow
+				w.bits[k/64] &^= 1 << (k % 64)
+			}
+		}
+		w.top = n
+	case w.top-n >= replayWindow:
+		return false
+	}
+	k := n % replayWindow
+	if w.bits[k/64]&(1<<(k%64)) != 0 {
+		return false
+	}
+	w.bits[k/64] |= 1 << (k % 64)
+	return true
+}
+
+// signer seals and opens the messages of one party (coordinator or worker) with the run secret.
+// Sealing stamps run, sender, sequence number and time; opening checks the MAC (when there is a
+// secret), the run, the time window and the sender's sequence window, and counts each refusal. An
+// empty secret (--insecure-unsigned) still stamps and checks freshness, but anyone on the NATS
+// server can forge messages.
+type signer struct {
+	key  []byte
+	from string
+	// only, when set, is the one sender this party takes messages from (a worker: "c").
+	only string
+	n    atomic.Uint64
+
+	mu      sync.Mutex
+	run     string
+	seen    map[string]*seqWindow
+	refused map[string]int64
+}
+
+func newSigner(secret, from string) *signer {
+	s := &signer{key: []byte(secret), from: from, seen: map[string]*seqWindow{}, refused: map[string]int64{}}
+	// Sequence numbers start at the clock, so a restarted sender continues above its old numbers.
+	s.n.Store(uint64(time.Now().UnixNano()))
+	return s
+}
+
+// bind sets the run (and this party's sender name) once the join exchange told it.
+func (s *signer) bind(run, from string) {
+	s.mu.Lock()
+	s.run = run
+	if from != "" {
+		s.from = from
+	}
+	s.mu.Unlock()
+}
+
+func (s *signer) current() (run, from string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.run, s.from
+}
+
+func (s *signer) mac(subject string, h nats.Header, data []byte) string {
 	m := hmac.New(sha256.New, s.key)
 	m.Write([]byte(subject))
 	m.Write([]byte{'\n'})
+	for _, k := range signedHeaders {
+		m.Write([]byte(k))
+		m.Write([]byte{':'})
+		if h != nil {
+			m.Write([]byte(h.Get(k)))
+		}
+		m.Write([]byte{'\n'})
+	}
 	m.Write(data)
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// msg builds a signed message of v on subject.
-func (s signer) msg(subject string, v any) (*nats.Msg, error) {
+// msg builds a sealed message of v on subject.
+func (s *signer) msg(subject string, v any) (*nats.Msg, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("coord: encoding %T: %w", v, err)
 	}
-	return s.raw(subject, b), nil
+	return s.raw(subject, b, nil), nil
 }
 
-func (s signer) raw(subject string, b []byte) *nats.Msg {
+// raw seals b on subject with the extra steering headers (chunk headers), which the MAC covers.
+func (s *signer) raw(subject string, b []byte, extra map[string]string) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data = b
+	run, from := s.current()
+	m.Header.Set(hdrRun, run)
+	m.Header.Set(hdrFrom, from)
+	m.Header.Set(hdrN, strconv.FormatUint(s.n.Add(1), 10))
+	m.Header.Set(hdrT, strconv.FormatInt(time.Now().UnixNano(), 10))
+	for k, v := range extra {
+		m.Header.Set(k, v)
+	}
 	if len(s.key) > 0 {
-		m.Header.Set(sigHeader, s.mac(subject, b))
+		m.Header.Set(sigHeader, s.mac(subject, m.Header, b))
 	}
 	return m
 }
 
-// open checks m's signature and decodes it into v.
-func (s signer) open(m *nats.Msg, v any) error {
+// open checks m and decodes it into v.
+func (s *signer) open(m *nats.Msg, v any) error {
 	if err := s.check(m); err != nil {
 		return err
 	}
@@ -271,22 +416,99 @@ func (s signer) open(m *nats.Msg, v any) error {
 	return nil
 }
 
-func (s signer) check(m *nats.Msg) error {
-	if len(s.key) == 0 {
-		return nil
+// check authenticates m and checks it is fresh: of this party's run (any run before it joined),
+// inside the time window, and new in its sender's sequence.
+func (s *signer) check(m *nats.Msg) error { return s.checkRun(m, true) }
+
+// openJoin is open for a join, which names its run in the body (JoinMsg.Run) since the worker
+// learns the run only in the exchange.
+func (s *signer) openJoin(m *nats.Msg, j *JoinMsg) error {
+	if err := s.checkRun(m, false); err != nil {
+		return err
 	}
-	got := ""
-	if m.Header != nil {
-		got = m.Header.Get(sigHeader)
-	}
-	if !hmac.Equal([]byte(got), []byte(s.mac(m.Subject, m.Data))) {
-		return errBadSignature
+	if err := json.Unmarshal(m.Data, j); err != nil {
+		return fmt.Errorf("coord: decoding a join: %w", err)
 	}
 	return nil
 }
 
-// reply answers a request with a signed message.
-func (s signer) reply(nc *nats.Conn, req *nats.Msg, v any) error {
+func (s *signer) checkRun(m *nats.Msg, bound bool) error {
+	h := m.Header
+	if h == nil {
+		h = nats.Header{}
+	}
+	if len(s.key) > 0 && !hmac.Equal([]byte(h.Get(sigHeader)), []byte(s.mac(m.Subject, h, m.Data))) {
+		return s.refuse(RefusedSignature, errBadSignature)
+	}
+	s.mu.Lock()
+	run := s.run
+	s.mu.Unlock()
+	if bound && run != "" && h.Get(hdrRun) != run {
+		return s.refuse(RefusedWrongRun, errWrongRun)
+	}
+	t, err := strconv.ParseInt(h.Get(hdrT), 10, 64)
+	if d := time.Since(time.Unix(0, t)); err != nil || d > MaxClockSkew || d < -MaxClockSkew {
+		return s.refuse(RefusedStale, errStale)
+	}
+	n, err := strconv.ParseUint(h.Get(hdrN), 10, 64)
+	from := h.Get(hdrFrom)
+	if err != nil || from == "" {
+		return s.refuse(RefusedReplay, errReplay)
+	}
+	if s.only != "" && from != s.only {
+		return s.refuse(RefusedSender, fmt.Errorf("coord: message from %q where only %q sends", from, s.only))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	win := s.seen[from]
+	if win == nil {
+		if len(s.seen) >= maxSenders {
+			s.refused[RefusedSender]++
+			return fmt.Errorf("coord: too many senders (%d) on this run's subjects", maxSenders)
+		}
+		win = &seqWindow{}
+		s.seen[from] = win
+	}
+	if !win.accept(n) {
+		s.refused[RefusedReplay]++
+		return errReplay
+	}
+	return nil
+}
+
+func (s *signer) refuse(reason string, err error) error {
+	s.count(reason)
+	return err
+}
+
+// count records one refused message.
+func (s *signer) count(reason string) {
+	s.mu.Lock()
+	s.refused[reason]++
+	s.mu.Unlock()
+}
+
+// refusals returns the counts of refused messages by reason.
+func (s *signer) refusals() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.refused))
+	for k, v := range s.refused {
+		out[k] = v
+	}
+	return out
+}
+
+// sender reports m's sender header.
+func sender(m *nats.Msg) string {
+	if m.Header == nil {
+		return ""
+	}
+	return m.Header.Get(hdrFrom)
+}
+
+// reply answers a request with a sealed message.
+func (s *signer) reply(nc *nats.Conn, req *nats.Msg, v any) error {
 	if req.Reply == "" {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +32,18 @@ type WorkerConfig struct {
 	Conn ConnConfig
 	// Prefix is the subject prefix; empty means DefaultPrefix.
 	Prefix string
-	// Secret signs and checks every message (HMAC-SHA256); empty relies on the server's auth alone.
+	// Secret signs and checks every message (HMAC-SHA256). Empty is refused unless
+	// InsecureUnsigned is set (a worker never runs the NATS server it uses).
 	Secret string
+	// InsecureUnsigned allows an empty Secret: anyone on the NATS server can then send this worker
+	// tasks. It is logged loudly.
+	InsecureUnsigned bool
+	// ClientIPBase and ClientIPCount, when set, replace the source range of every LinkKeys task
+	// this worker runs (the task's own range is another machine's): its share of sources or
+	// connections comes from its own addresses. SetSources applies them to a task's arguments.
+	ClientIPBase  string
+	ClientIPCount int
+	SetSources    func(args []string, base string, count int) ([]string, error)
 	// Name identifies the worker in the coordinator's messages (default: host name and pid).
 	Name string
 	// Index is the segment index to ask for (JOB_COMPLETION_INDEX), or -1 for any.
@@ -41,8 +52,15 @@ type WorkerConfig struct {
 	JoinTimeout time.Duration
 	// Exec runs a client command (loadproof tree, without the binary's name) with the hook in ctx.
 	Exec func(ctx context.Context, args []string) error
-	// Target returns the target URL of a client command, for the host rules.
-	Target func(args []string) (string, error)
+	// Targets returns everything a client command will reach, for the host rules: http(s) URLs
+	// and TCP addresses (AddrTarget); a METRICS log file path only with MetricsFiles.
+	Targets func(args []string) ([]string, error)
+	// MetricsFiles lets a task name a server METRICS log file on this machine (a worker the
+	// coordinator started beside the server); otherwise a task reaches only URLs and addresses.
+	MetricsFiles bool
+	// TaskFiles are the directories a task may name files in (--users-file, --ca-cert); "*" allows
+	// any path (workers the coordinator started on its own machine). Empty: a task names no file.
+	TaskFiles []string
 	// Hosts are this worker's own target authorization.
 	Hosts hostrule.Rules
 	// Logger receives the worker's log; nil discards.
@@ -57,7 +75,7 @@ type worker struct {
 	cfg    WorkerConfig
 	log    *slog.Logger
 	nc     *nats.Conn
-	sig    signer
+	sig    *signer
 	subj   subjects
 	index  int
 	bucket string
@@ -65,6 +83,7 @@ type worker struct {
 	lastCoord atomic.Int64 // unix nanos of the last coordinator heartbeat
 	state     atomic.Value // string
 	task      atomic.Int64 // current task id, -1 when idle
+	lastTask  atomic.Int64 // highest task id accepted: an older or repeated task is refused
 
 	mu         sync.Mutex
 	release    chan struct{} // closed when the coordinator releases the current task's barrier
@@ -77,8 +96,8 @@ type worker struct {
 // RunWorker joins a coordinator and runs the tasks it sends until it says goodbye (nil), ctx ends,
 // or the coordinator goes quiet (ErrCoordinatorLost).
 func RunWorker(ctx context.Context, cfg WorkerConfig) error {
-	if cfg.Exec == nil || cfg.Target == nil {
-		return errors.New("coord: worker needs Exec and Target")
+	if cfg.Exec == nil || cfg.Targets == nil {
+		return errors.New("coord: worker needs Exec and Targets")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
@@ -94,7 +113,15 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &worker{cfg: cfg, log: log, sig: signer{[]byte(cfg.Secret)}, done: make(chan error, 1)}
+	if cfg.Secret == "" {
+		if !cfg.InsecureUnsigned {
+			return errors.New("coord: worker: no run secret: anyone who can publish on this NATS could send it tasks; " +
+				"set LOADPROOF_SECRET or --secret-file (the coordinator's), or accept the risk with --insecure-unsigned")
+		}
+		log.Warn("INSECURE: control messages are not signed (--insecure-unsigned); anyone on this NATS can send this worker tasks and stops")
+	}
+	w := &worker{cfg: cfg, log: log, sig: newSigner(cfg.Secret, "j:"+cfg.Name), done: make(chan error, 1)}
+	w.sig.only = "c"
 	w.state.Store("idle")
 	w.task.Store(-1)
 	nc, err := Connect(cfg.Conn, nats.ClosedHandler(func(*nats.Conn) { w.finish(errors.New("coord: the NATS connection closed")) }))
@@ -108,6 +135,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	w.index, w.subj, w.bucket = reply.Index, subjects{cfg.Prefix, reply.Run}, reply.Bucket
+	w.sig.bind(reply.Run, workerFrom(reply.Index))
 	log.Info("joined the coordinator", "run", reply.Run, "index", reply.Index, "workers", reply.Workers)
 	w.lastCoord.Store(time.Now().UnixNano())
 	if err := w.subscribe(); err != nil {
@@ -137,11 +165,13 @@ func (w *worker) join(ctx context.Context) (*JoinReply, error) {
 	}
 	deadline := time.Now().Add(limit)
 	subj := subjects{prefix: w.cfg.Prefix}.join()
-	m, err := w.sig.msg(subj, JoinMsg{Version: ProtocolVersion, Name: w.cfg.Name, Index: w.cfg.Index, Machine: machine.Collect("KEYCAST_", "LINKKEYS_")})
-	if err != nil {
-		return nil, err
-	}
-	for {
+	j := JoinMsg{Version: ProtocolVersion, Name: w.cfg.Name, Index: w.cfg.Index, Machine: machine.Collect("KEYCAST_", "LINKKEYS_"), JoinID: RandomSecret()[:32]}
+	for challenges := 0; ; {
+		// Sealed afresh each try: a new sequence number, the run nonce once the coordinator gave it.
+		m, err := w.sig.msg(subj, j)
+		if err != nil {
+			return nil, err
+		}
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		resp, err := w.nc.RequestMsgWithContext(rctx, m)
 		cancel()
@@ -149,6 +179,11 @@ func (w *worker) join(ctx context.Context) (*JoinReply, error) {
 			var r JoinReply
 			if err := w.sig.open(resp, &r); err != nil {
 				return nil, err
+			}
+			if r.Challenge && r.Run != "" && challenges < 3 {
+				challenges++
+				j.Run = r.Run
+				continue
 			}
 			if r.Accepted {
 				return &r, nil
@@ -242,6 +277,15 @@ func (w *worker) onTask(m *nats.Msg) {
 		w.log.Warn("ignoring a task", "err", err)
 		return
 	}
+	if last := w.lastTask.Load(); int64(t.ID) <= last || !t.StartAt.After(time.Now()) {
+		// The message itself is fresh (open refused replays): say why, so a late start is visible.
+		w.sig.count(RefusedTask)
+		reason := fmt.Sprintf("coord: task %d is not newer than task %d, or its start %s has passed; a worker takes only newer tasks that start in the future (raise --start-lead if starts arrive late)",
+			t.ID, last, t.StartAt.Format(time.RFC3339Nano))
+		w.log.Warn("refusing a stale task", "task", t.ID, "last", last, "start_at", t.StartAt)
+		_ = w.sig.reply(w.nc, m, TaskReply{Reason: reason})
+		return
+	}
 	if err := w.check(t); err != nil {
 		w.log.Warn("refusing a task", "task", t.ID, "err", err)
 		_ = w.sig.reply(w.nc, m, TaskReply{Reason: err.Error()})
@@ -253,6 +297,20 @@ func (w *worker) onTask(m *nats.Msg) {
 		_ = w.sig.reply(w.nc, m, TaskReply{Reason: "coord: the worker is still running another task"})
 		return
 	}
+	if int64(t.ID) <= w.lastTask.Load() {
+		w.mu.Unlock()
+		return
+	}
+	if w.cfg.ClientIPBase != "" && w.cfg.SetSources != nil {
+		args, err := w.cfg.SetSources(t.Args, w.cfg.ClientIPBase, w.cfg.ClientIPCount)
+		if err != nil {
+			w.mu.Unlock()
+			_ = w.sig.reply(w.nc, m, TaskReply{Reason: fmt.Sprintf("coord: this worker's --client-ip-base: %v", err)})
+			return
+		}
+		t.Args = args
+	}
+	w.lastTask.Store(int64(t.ID))
 	ctx, cancel := context.WithCancel(context.Background())
 	w.busy, w.cancelTask = true, cancel
 	w.mu.Unlock()
@@ -263,20 +321,74 @@ func (w *worker) onTask(m *nats.Msg) {
 
 // check applies the allow list and the host rules to a task.
 func (w *worker) check(t Task) error {
-	if err := CheckCommand(t.Args); err != nil {
+	files, err := CheckTaskFlags(t.Args)
+	if err != nil {
 		return err
+	}
+	for _, f := range files {
+		if err := w.fileAllowed(f); err != nil {
+			return fmt.Errorf("%w: %v", ErrRefused, err)
+		}
 	}
 	if err := t.Segment.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	target, err := w.cfg.Target(t.Args)
+	if t.Segment.Count > MaxSegments {
+		return fmt.Errorf("%w: segment count %d is above %d", ErrRefused, t.Segment.Count, MaxSegments)
+	}
+	targets, err := w.cfg.Targets(t.Args)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	if err := w.cfg.Hosts.AuthorizeURL(target); err != nil {
-		return fmt.Errorf("%w: %v; a worker authorizes its targets with its own --allow-host", ErrRefused, err)
+	for _, target := range targets {
+		if err := w.authorize(target); err != nil {
+			return fmt.Errorf("%w: %v; a worker authorizes its targets with its own --allow-host", ErrRefused, err)
+		}
 	}
 	return nil
+}
+
+// fileAllowed reports whether a task may name file f: an absolute, clean path inside one of
+// TaskFiles (symbolic links resolved), or anything with "*".
+func (w *worker) fileAllowed(f string) error {
+	for _, d := range w.cfg.TaskFiles {
+		if d == "*" {
+			return nil
+		}
+	}
+	if !filepath.IsAbs(f) || filepath.Clean(f) != f {
+		return fmt.Errorf("coord: task file %q: want an absolute, clean path inside this worker's --task-files directories", f)
+	}
+	real, err := filepath.EvalSymlinks(f)
+	if err != nil {
+		real = f // a missing file fails in the command, inside the directory checked here
+	}
+	for _, d := range w.cfg.TaskFiles {
+		rd, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(rd, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return nil
+		}
+	}
+	return fmt.Errorf("coord: task file %q is outside this worker's --task-files directories", f)
+}
+
+// AddrTarget marks a TCP address for WorkerConfig.Targets.
+func AddrTarget(hostport string) string { return "tcp://" + hostport }
+
+// authorize applies the worker's host rules to one thing a task reaches.
+func (w *worker) authorize(target string) error {
+	switch {
+	case strings.HasPrefix(target, "tcp://"):
+		return w.cfg.Hosts.AuthorizeAddr(strings.TrimPrefix(target, "tcp://"))
+	case strings.HasPrefix(target, "http://"), strings.HasPrefix(target, "https://"):
+		return w.cfg.Hosts.AuthorizeURL(target)
+	case w.cfg.MetricsFiles && filepath.IsAbs(target) && filepath.Clean(target) == target:
+		return nil
+	}
+	return fmt.Errorf("coord: %q: a task may reach only http(s) URLs and TCP addresses (a METRICS log file only on a worker started with --allow-metrics-file)", target)
 }
 
 func (w *worker) runTask(ctx context.Context, t Task) {
@@ -330,11 +442,13 @@ func (w *worker) runTask(ctx context.Context, t Task) {
 			msg.Err = uerr.Error()
 		}
 	}
-	m, merr := w.sig.msg(w.subj.sub("result"), msg)
-	if merr != nil {
-		return
-	}
 	for attempt := 0; attempt < 5; attempt++ {
+		// Sealed afresh each try: the coordinator refuses a replayed message, and keeps the first
+		// good result of a worker whatever repeats follow.
+		m, merr := w.sig.msg(w.subj.sub("result"), msg)
+		if merr != nil {
+			return
+		}
 		if _, err := w.nc.RequestMsg(m, 30*time.Second); err == nil {
 			return
 		}
@@ -357,14 +471,18 @@ func (w *worker) upload(msg *ResultMsg, b []byte) error {
 	n := (len(b) + ChunkSize - 1) / ChunkSize
 	for i := 0; i < n; i++ {
 		part := b[i*ChunkSize : min(len(b), (i+1)*ChunkSize)]
-		m := w.sig.raw(w.subj.sub("chunk"), part)
-		m.Header.Set("Lp-Index", strconv.Itoa(w.index))
-		m.Header.Set("Lp-Task", strconv.Itoa(msg.Task))
-		m.Header.Set("Lp-Seq", strconv.Itoa(i))
+		hdr := map[string]string{hdrIndex: strconv.Itoa(w.index), hdrTask: strconv.Itoa(msg.Task), hdrSeq: strconv.Itoa(i), hdrOf: strconv.Itoa(n)}
 		var err error
 		for attempt := 0; attempt < 3; attempt++ {
-			if _, err = w.nc.RequestMsg(m, 10*time.Second); err == nil {
-				break
+			var resp *nats.Msg
+			if resp, err = w.nc.RequestMsg(w.sig.raw(w.subj.sub("chunk"), part, hdr), 10*time.Second); err == nil {
+				var r TaskReply
+				if err = w.sig.open(resp, &r); err == nil && !r.Accepted {
+					return fmt.Errorf("coord: the coordinator refused result chunk %d of %d: %s", i+1, n, r.Reason)
+				}
+				if err == nil {
+					break
+				}
 			}
 		}
 		if err != nil {
@@ -386,7 +504,7 @@ func (w *worker) putObject(msg *ResultMsg, b []byte) error {
 	if err != nil {
 		return err
 	}
-	name := fmt.Sprintf("task-%d-worker-%d.json", msg.Task, w.index)
+	name := objectName(msg.Task, w.index)
 	if _, err := obs.PutBytes(ctx, name, b); err != nil {
 		return err
 	}

@@ -11,13 +11,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,12 +62,47 @@ type Config struct {
 	ConfigSecret string
 	// AllowHost is passed to the workers' own host rules (a non-local target).
 	AllowHost string
+	// Deadline bounds each Job's run (activeDeadlineSeconds); 0 means DefaultDeadline.
+	Deadline time.Duration
+	// TTL is how long a finished Job and its pods stay (ttlSecondsAfterFinished); 0 means
+	// DefaultTTL. Copy the coordinator's /results out before.
+	TTL time.Duration
+	// NATSTLSSecret, when set, names a Secret (tls.crt, tls.key, ca.crt) that turns TLS on for the
+	// deployed NATS; every loadproof pod mounts it and checks the server against ca.crt.
+	NATSTLSSecret string
+	// ClientIPBase and ClientIPCount are each worker's own source range for LinkKeys tasks; an
+	// empty base gives each worker its pod's own IP (the downward API), count ClientIPCount or 1.
+	ClientIPBase  string
+	ClientIPCount int
 }
+
+// Defaults of the Jobs' lifetimes, the run's user and the containers' resources.
+const (
+	DefaultDeadline = 2 * time.Hour
+	DefaultTTL      = time.Hour
+	// runAsUser is the non-root user every container runs as.
+	runAsUser = 65532
+)
 
 func (c *Config) normalize() error {
 	var errs []error
 	if c.Name == "" {
 		c.Name = DefaultName
+	}
+	if c.Deadline <= 0 {
+		c.Deadline = DefaultDeadline
+	}
+	if c.TTL <= 0 {
+		c.TTL = DefaultTTL
+	}
+	// Object names are Name plus a suffix of up to 12 characters ("-coordinator"), each a DNS-1123
+	// label (a Service name must be one).
+	if errs := validation.IsDNS1123Label(c.Name); len(errs) > 0 || len(c.Name) > 50 {
+		errs = append(errs, "at most 50 characters (object names add up to 12)")
+		return fmt.Errorf("kube: --name %q is not a valid name: %s", c.Name, strings.Join(errs, "; "))
+	}
+	if c.ClientIPCount < 0 {
+		return fmt.Errorf("kube: --client-ip-count %d must not be negative", c.ClientIPCount)
 	}
 	if c.NATSImage == "" {
 		c.NATSImage = DefaultNATSImage
@@ -103,7 +141,18 @@ func (c *Config) natsURL() string {
 	if c.NATS != "" {
 		return c.NATS
 	}
+	if c.NATSTLSSecret != "" {
+		return "tls://" + c.Name + "-nats:4222"
+	}
 	return "nats://" + c.Name + "-nats:4222"
+}
+
+// natsTLSArgs are the loadproof flags that check the deployed NATS's certificate.
+func (c *Config) natsTLSArgs() []string {
+	if c.NATSTLSSecret == "" {
+		return nil
+	}
+	return []string{"--nats-ca", "/tls/ca.crt"}
 }
 
 func (c *Config) meta(name, component string) metav1.ObjectMeta {
@@ -124,7 +173,7 @@ func Objects(cfg Config) ([]any, error) {
 	}
 	objs := []any{cfg.secret()}
 	if cfg.NATS == "" {
-		objs = append(objs, cfg.natsService(), cfg.natsDeployment())
+		objs = append(objs, cfg.natsConfig(), cfg.natsService(), cfg.natsDeployment(), cfg.natsPolicy())
 	}
 	return append(objs, cfg.workerJob(), cfg.coordinatorJob()), nil
 }
@@ -141,6 +190,8 @@ func Render(cfg Config) ([]byte, error) {
 	b.WriteString("# Worker pods set net.ipv4.ip_local_port_range (a safe sysctl). The open-file limit (ulimit -n) is the\n")
 	b.WriteString("# container runtime's: loadproof raises its soft limit to the hard limit at start; where the node's hard\n")
 	b.WriteString("# limit is low, raise it in the runtime's configuration (containerd LimitNOFILE) or spread over more workers.\n")
+	b.WriteString("# Every container runs as a non-root user on a read-only root filesystem; the Jobs end by their\n")
+	b.WriteString("# activeDeadlineSeconds and are deleted ttlSecondsAfterFinished after they finish: copy /results out first.\n")
 	for _, o := range objs {
 		y, err := yaml.Marshal(o)
 		if err != nil {
@@ -182,17 +233,112 @@ func (c *Config) natsDeployment() *appsv1.Deployment {
 			Selector: &metav1.LabelSelector{MatchLabels: c.labels("nats")},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: c.labels("nats")},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name:  "nats",
-					Image: c.NATSImage,
-					// The token comes from the Secret; $(NATS_TOKEN) is expanded by the kubelet.
-					Args:  []string{"--jetstream", "--auth", "$(NATS_TOKEN)", "--max_payload", "8MB"},
-					Env:   []corev1.EnvVar{c.secretEnv("NATS_TOKEN", "nats-token")},
-					Ports: []corev1.ContainerPort{{Name: "client", ContainerPort: 4222}},
-				}}},
+				Spec:       c.natsPod(),
 			},
 		},
 	}
+}
+
+// natsConf is the deployed server's configuration. The token is read from the environment by the
+// server itself ($NATS_TOKEN), so it never appears in a command line.
+func (c *Config) natsConf() string {
+	conf := "port: 4222\nmax_payload: 8MB\njetstream {\n  store_dir: \"/data\"\n}\nauthorization {\n  token: $NATS_TOKEN\n}\n"
+	if c.NATSTLSSecret != "" {
+		conf += "tls {\n  cert_file: \"/tls/tls.crt\"\n  key_file: \"/tls/tls.key\"\n}\n"
+	}
+	return conf
+}
+
+func (c *Config) natsConfig() *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: c.meta(c.Name+"-nats", "nats"),
+		Data:       map[string]string{"nats.conf": c.natsConf()},
+	}
+}
+
+func (c *Config) natsPod() corev1.PodSpec {
+	ctr := corev1.Container{
+		Name:            "nats",
+		Image:           c.NATSImage,
+		Args:            []string{"-c", "/etc/nats/nats.conf"},
+		Env:             []corev1.EnvVar{c.secretEnv("NATS_TOKEN", "nats-token")},
+		Ports:           []corev1.ContainerPort{{Name: "client", ContainerPort: 4222}},
+		SecurityContext: containerSecurity(),
+		Resources:       resources("100m", "128Mi", "1Gi"),
+		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/nats", ReadOnly: true},
+			{Name: "data", MountPath: "/data"}},
+	}
+	pod := c.podSpec()
+	pod.Volumes = []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: c.Name + "-nats"}}}},
+		{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	c.tlsVolume(&pod, &ctr)
+	pod.RestartPolicy = corev1.RestartPolicyAlways
+	pod.Containers = []corev1.Container{ctr}
+	return pod
+}
+
+// natsPolicy admits only the run's own loadproof pods (workers and coordinator) to NATS.
+func (c *Config) natsPolicy() *networkingv1.NetworkPolicy {
+	port := intstr.FromInt32(4222)
+	tcp := corev1.ProtocolTCP
+	from := func(component string) networkingv1.NetworkPolicyPeer {
+		return networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: c.labels(component)}}
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: c.meta(c.Name+"-nats", "nats"),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: c.labels("nats")},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{from("worker"), from("coordinator")},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+			}},
+		},
+	}
+}
+
+// podSpec is the pod settings every pod of the run shares: no service-account token, a non-root
+// user, the runtime's default seccomp profile.
+func (c *Config) podSpec() corev1.PodSpec {
+	no, yes := false, true
+	uid := int64(runAsUser)
+	return corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: &no,
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+	}
+}
+
+// containerSecurity is every container's security context.
+func containerSecurity() *corev1.SecurityContext {
+	no, yes := false, true
+	return &corev1.SecurityContext{
+		RunAsNonRoot: &yes, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes, Privileged: &no,
+		Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// resources requests cpu and memory and limits memory.
+func resources(cpu, mem, limit string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
+	}
+}
+
+// tlsVolume mounts the NATS TLS Secret at /tls.
+func (c *Config) tlsVolume(pod *corev1.PodSpec, ctr *corev1.Container) {
+	if c.NATSTLSSecret == "" {
+		return
+	}
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "nats-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: c.NATSTLSSecret}}})
+	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "nats-tls", MountPath: "/tls", ReadOnly: true})
 }
 
 func (c *Config) secretEnv(name, key string) corev1.EnvVar {
@@ -207,7 +353,7 @@ func (c *Config) loadproofEnv() []corev1.EnvVar {
 
 // WorkerArgs is the worker's command line (after the binary); JOB_COMPLETION_INDEX picks its segment.
 func (c *Config) WorkerArgs() []string {
-	args := []string{"worker", "--nats", c.natsURL(), "--prefix", c.Name}
+	args := append([]string{"worker", "--nats", c.natsURL(), "--prefix", c.Name}, c.natsTLSArgs()...)
 	if c.AllowHost != "" {
 		args = append(args, "--allow-host", c.AllowHost)
 	}
@@ -216,8 +362,8 @@ func (c *Config) WorkerArgs() []string {
 
 // CoordinatorArgs is the coordinator's command line (after the binary).
 func (c *Config) CoordinatorArgs() []string {
-	args := []string{"coordinate", "--workers", strconv.Itoa(c.Workers), "--nats", c.natsURL(), "--prefix", c.Name, "--join-timeout", "10m", "--"}
-	return append(args, c.Client...)
+	args := append([]string{"coordinate", "--workers", strconv.Itoa(c.Workers), "--nats", c.natsURL(), "--prefix", c.Name, "--join-timeout", "10m"}, c.natsTLSArgs()...)
+	return append(append(args, "--"), c.Client...)
 }
 
 func (c *Config) volumes(pod *corev1.PodSpec, ctr *corev1.Container, results bool) {
@@ -229,6 +375,11 @@ func (c *Config) volumes(pod *corev1.PodSpec, ctr *corev1.Container, results boo
 		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "results", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "results", MountPath: "/results"})
 	}
+	// The root filesystem is read-only: temporary files (barrier sockets) go to an emptyDir.
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"})
+	c.tlsVolume(pod, ctr)
+	ctr.SecurityContext = containerSecurity()
 }
 
 func (c *Config) workerJob() *batchv1.Job {
@@ -241,7 +392,18 @@ func (c *Config) workerJob() *batchv1.Job {
 		Command: append([]string{"loadproof"}, c.WorkerArgs()...),
 		Env: append(c.loadproofEnv(), corev1.EnvVar{Name: "JOB_COMPLETION_INDEX", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + indexAnnotation + "']"}}}),
+		Resources: resources("500m", "256Mi", "2Gi"),
 	}
+	// Each worker's own source range for LinkKeys tasks: the given one, or the pod's own IP.
+	if c.ClientIPBase != "" {
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "LOADPROOF_CLIENT_IP_BASE", Value: c.ClientIPBase})
+	} else {
+		ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "LOADPROOF_CLIENT_IP_BASE", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
+	}
+	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "LOADPROOF_CLIENT_IP_COUNT", Value: strconv.Itoa(max(c.ClientIPCount, 1))})
+	// Tasks may name files only under /config (the --config-secret mount).
+	ctr.Env = append(ctr.Env, corev1.EnvVar{Name: "LOADPROOF_TASK_FILES", Value: "/config"})
 	if c.CPU != "" || c.Memory != "" {
 		rl := corev1.ResourceList{}
 		if c.CPU != "" {
@@ -252,9 +414,9 @@ func (c *Config) workerJob() *batchv1.Job {
 		}
 		ctr.Resources = corev1.ResourceRequirements{Requests: rl, Limits: rl.DeepCopy()}
 	}
-	pod := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever}
+	pod := c.podSpec()
 	if c.PortRange != "-" {
-		pod.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: c.PortRange}}}
+		pod.SecurityContext.Sysctls = []corev1.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: c.PortRange}}
 	}
 	if c.AntiAffinity != "" {
 		term := corev1.PodAffinityTerm{LabelSelector: &metav1.LabelSelector{MatchLabels: c.labels("worker")}, TopologyKey: "kubernetes.io/hostname"}
@@ -277,8 +439,10 @@ func (c *Config) workerJob() *batchv1.Job {
 			Parallelism:    &n,
 			// A lost worker fails the run (the coordinator says which); a retried pod would join a
 			// run whose start has passed.
-			BackoffLimit: &zero,
-			Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: c.labels("worker")}, Spec: pod},
+			BackoffLimit:            &zero,
+			ActiveDeadlineSeconds:   c.deadline(),
+			TTLSecondsAfterFinished: c.ttl(),
+			Template:                corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: c.labels("worker")}, Spec: pod},
 		},
 	}
 }
@@ -291,20 +455,33 @@ func (c *Config) coordinatorJob() *batchv1.Job {
 		Command:    append([]string{"loadproof"}, c.CoordinatorArgs()...),
 		Env:        c.loadproofEnv(),
 		WorkingDir: "/results",
+		Resources:  resources("250m", "256Mi", "2Gi"),
 	}
-	pod := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever}
+	pod := c.podSpec()
 	c.volumes(&pod, &ctr, true)
 	pod.Containers = []corev1.Container{ctr}
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: c.meta(c.Name+"-coordinator", "coordinator"),
 		Spec: batchv1.JobSpec{
-			Completions:  &one,
-			Parallelism:  &one,
-			BackoffLimit: &zero,
-			Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: c.labels("coordinator")}, Spec: pod},
+			Completions:             &one,
+			Parallelism:             &one,
+			BackoffLimit:            &zero,
+			ActiveDeadlineSeconds:   c.deadline(),
+			TTLSecondsAfterFinished: c.ttl(),
+			Template:                corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: c.labels("coordinator")}, Spec: pod},
 		},
 	}
+}
+
+func (c *Config) deadline() *int64 {
+	d := int64(c.Deadline / time.Second)
+	return &d
+}
+
+func (c *Config) ttl() *int32 {
+	t := int32(min(c.TTL/time.Second, 1<<31-1))
+	return &t
 }
 
 // SplitDocuments splits a YAML stream at its "---" lines, dropping comment-only documents.

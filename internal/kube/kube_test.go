@@ -2,14 +2,17 @@ package kube
 
 import (
 	"flag"
+	"github.com/nats-io/nats-server/v2/server"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -47,6 +50,10 @@ func decodeStrict(t *testing.T, b []byte) map[string]any {
 		switch tm.APIVersion + "/" + tm.Kind {
 		case "v1/Secret":
 			obj = &corev1.Secret{}
+		case "v1/ConfigMap":
+			obj = &corev1.ConfigMap{}
+		case "networking.k8s.io/v1/NetworkPolicy":
+			obj = &networkingv1.NetworkPolicy{}
 		case "v1/Service":
 			obj = &corev1.Service{}
 		case "apps/v1/Deployment":
@@ -71,9 +78,10 @@ func TestRenderGolden(t *testing.T) {
 		want []string
 	}{
 		{"deployed-nats.golden.yaml", Config{Workers: 4, Image: "registry.local/loadproof:dev", Token: "tok", Secret: "sec",
-			AntiAffinity: "required", CPU: "2", Memory: "1Gi", ConfigSecret: "loadproof-config", AllowHost: "keycast.staging.test",
+			AntiAffinity: "required", CPU: "2", Memory: "1Gi", ConfigSecret: "loadproof-config", AllowHost: "keycast.staging.test", NATSTLSSecret: "loadproof-nats-tls",
 			Client: []string{"keycast", "run", "--url", "http://keycast.staging.test:3000", "--users-file", "/config/users.json", "-o", "results.json"}},
-			[]string{"Secret/loadproof-secrets", "Service/loadproof-nats", "Deployment/loadproof-nats", "Job/loadproof-workers", "Job/loadproof-coordinator"}},
+			[]string{"Secret/loadproof-secrets", "ConfigMap/loadproof-nats", "Service/loadproof-nats", "Deployment/loadproof-nats", "NetworkPolicy/loadproof-nats",
+				"Job/loadproof-workers", "Job/loadproof-coordinator"}},
 		{"external-nats.golden.yaml", Config{Name: "run7", Namespace: "load", Workers: 2, Image: "loadproof:1", NATS: "nats://nats.infra:4222",
 			Token: "tok", Secret: "sec", AntiAffinity: "preferred", PortRange: "-",
 			Client: []string{"keycast", "capacity", "--plan", "/config/plan.json", "--output", "evidence"}},
@@ -118,12 +126,60 @@ func TestRenderGolden(t *testing.T) {
 			if s.Template.Spec.Affinity == nil || s.Template.Spec.Affinity.PodAntiAffinity == nil {
 				t.Error("worker pods lack the anti-affinity")
 			}
+			hardened(t, objs, cfg.Name)
 		})
+	}
+}
+
+// hardened checks finding 9 on every pod of the run: the pod and container security contexts,
+// no service-account token, resources on every container, the Jobs' deadline and TTL, no secret
+// in any command line, and the NetworkPolicy admitting only the run's pods to NATS.
+func hardened(t *testing.T, objs map[string]any, name string) {
+	t.Helper()
+	check := func(what string, pod corev1.PodSpec) {
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s: the service-account token is mounted", what)
+		}
+		psc := pod.SecurityContext
+		if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: pod security context %+v", what, psc)
+		}
+		for _, c := range pod.Containers {
+			sc := c.SecurityContext
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+				t.Errorf("%s/%s: container security context %+v", what, c.Name, sc)
+			}
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("%s/%s: resources %+v", what, c.Name, c.Resources)
+			}
+			for _, a := range append(slices.Clone(c.Command), c.Args...) {
+				if strings.Contains(a, "tok") || strings.Contains(a, "sec") || strings.Contains(a, "$(") {
+					t.Errorf("%s/%s: a secret or an expansion in the command line: %q", what, c.Name, a)
+				}
+			}
+		}
+	}
+	for _, j := range []string{"-workers", "-coordinator"} {
+		job := objs["Job/"+name+j].(*batchv1.Job)
+		if job.Spec.ActiveDeadlineSeconds == nil || *job.Spec.ActiveDeadlineSeconds <= 0 || job.Spec.TTLSecondsAfterFinished == nil {
+			t.Errorf("Job %s%s: deadline %v, ttl %v", name, j, job.Spec.ActiveDeadlineSeconds, job.Spec.TTLSecondsAfterFinished)
+		}
+		check("Job "+name+j, job.Spec.Template.Spec)
+	}
+	if d, ok := objs["Deployment/"+name+"-nats"].(*appsv1.Deployment); ok {
+		check("NATS", d.Spec.Template.Spec)
+		np, ok := objs["NetworkPolicy/"+name+"-nats"].(*networkingv1.NetworkPolicy)
+		if !ok || len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 2 || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "nats" {
+			t.Errorf("NetworkPolicy %+v", np)
+		}
 	}
 }
 
 func TestRenderRefusesBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
+		{Name: "Bad_Name", Workers: 2, Image: "x", Token: "t", Secret: "s", Client: []string{"keycast", "run"}},
+		{Name: strings.Repeat("a", 51), Workers: 2, Image: "x", Token: "t", Secret: "s", Client: []string{"keycast", "run"}},
 		{},
 		{Workers: 2, Image: "x", Token: "t", Secret: "s"},
 		{Workers: 2, Image: "x", Token: "t", Secret: "s", Client: []string{"keycast", "run"}, AntiAffinity: "always"},
@@ -131,6 +187,31 @@ func TestRenderRefusesBadConfig(t *testing.T) {
 	} {
 		if _, err := Render(cfg); err == nil {
 			t.Errorf("Render(%+v) succeeded", cfg)
+		}
+	}
+}
+
+// TestNATSConfReadsTokenFromEnv: the deployed server's configuration takes its token from the
+// environment (the Secret), so no command line holds it; the server's own parser says so.
+func TestNATSConfReadsTokenFromEnv(t *testing.T) {
+	for _, tlsSecret := range []string{"", "tls"} {
+		c := Config{Name: "x", NATSTLSSecret: tlsSecret}
+		path := filepath.Join(t.TempDir(), "nats.conf")
+		conf := c.natsConf()
+		if tlsSecret != "" {
+			// The certificate files are the Secret's, absent here: check the rest parses.
+			conf = conf[:strings.Index(conf, "tls {")]
+		}
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("NATS_TOKEN", "from-env-123")
+		opts, err := server.ProcessConfigFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.Authorization != "from-env-123" || !opts.JetStream || opts.StoreDir != "/data" || opts.MaxPayload != 8<<20 {
+			t.Errorf("parsed %q, jetstream %v, store %q, max payload %d", opts.Authorization, opts.JetStream, opts.StoreDir, opts.MaxPayload)
 		}
 	}
 }
