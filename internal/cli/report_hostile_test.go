@@ -57,9 +57,9 @@ func TestReportKeepsBundleMembersInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ member, msg string }{
-		{"../users.json", "leaves the bundle directory"},
-		{"/etc/passwd", "is absolute"},
-		{"../../../../dev/zero", "leaves the bundle directory"},
+		{"../users.json", "is not a plain file name in the bundle"},
+		{"/etc/passwd", "is not a plain file name in the bundle"},
+		{"../../../../dev/zero", "is not a plain file name in the bundle"},
 	} {
 		var ev map[string]any
 		if err := json.Unmarshal(orig, &ev); err != nil {
