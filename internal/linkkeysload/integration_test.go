@@ -310,9 +310,16 @@ func TestRequestBenchSamplesThePrometheusEndpoint(t *testing.T) {
 			t.Fatalf("sample %v", iv.Server)
 		}
 	}
+	// The last interval's sample is read while that interval runs, so the server has answered at
+	// least every request completed before the interval began (a fixed share of the whole run
+	// depends on when the read lands on a loaded machine).
 	last := res.Intervals[len(res.Intervals)-1].Server
-	if sampled < 2 || last["frames_processed"] < float64(res.Requests.Completed)/2 || last["snapshot_cache_hits"] <= 0 {
-		t.Fatalf("%d samples; last %v; completed %d", sampled, last, res.Requests.Completed)
+	var before int64
+	for _, iv := range res.Intervals[:len(res.Intervals)-1] {
+		before += iv.Counts["success"]
+	}
+	if sampled < 2 || before == 0 || last["frames_processed"] < float64(before) || last["snapshot_cache_hits"] <= 0 {
+		t.Fatalf("%d samples; last %v; completed %d, %d before the last interval", sampled, last, res.Requests.Completed, before)
 	}
 	if res.Histograms["request"].Count() != res.Requests.Latency.Count() || len(res.Machines) != 1 || res.Target != rs.target.Addr.String() {
 		t.Fatalf("envelope: %v %d machines target %q", res.Histograms, len(res.Machines), res.Target)
