@@ -112,10 +112,12 @@ func makeFixtures() error {
 	if err := keycast.WriteUsersFile(fix.usersPath, setup.File); err != nil {
 		return err
 	}
+	// Two segments of one run (a report merges only those), one after the other.
+	runID := result.NewRunID()
 	for i, name := range []string{"keycast-a.json", "keycast-b.json"} {
-		res, err := keycastload.Run(ctx, keycastload.RunConfig{URL: srv, Concurrency: 2 + 2*i, Duration: 3 * time.Second,
+		res, err := keycastload.Run(ctx, keycastload.RunConfig{URL: srv, Concurrency: 6, Duration: 3 * time.Second,
 			Scenario: keycast.ScenarioWarmCache, Method: keycast.MethodGetPublicKey, Users: setup.File.Users, UsersFile: fix.usersPath,
-			ReportInterval: time.Second})
+			ReportInterval: time.Second, Segment: engine.Segment{Index: i, Count: 2}, RunID: runID})
 		if err != nil {
 			return fmt.Errorf("keycast run: %w", err)
 		}
