@@ -55,11 +55,11 @@ func (e *Envelope) consistency() []error {
 		n := checkCounts(at+".counts", iv.Counts)
 		checkCounts(at+".causes", iv.Causes)
 		checkCounts(at+".counters", iv.Counters)
-		for _, k := range sortedKeys(iv.Latency) {
-			if h := iv.Latency[k]; h != nil && h.Count() > n {
-				bad("%s.latency[%q] holds %d samples, more than the interval's %d operations", at, k, h.Count(), n)
-			}
-		}
+		// An interval's histograms are not held to its counts: a driver may record a latency in the
+		// interval its operation ended while its outcome is counted in the next (a LinkKeys
+		// handshake stream's connect latency, one sample across a boundary in a real capacity
+		// run). The whole run's histograms are held to the totals above.
+		_ = n
 		for k, v := range iv.Counts {
 			if v > 0 && sums[k] <= MaxCount {
 				sums[k] += v
