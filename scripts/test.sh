@@ -107,7 +107,7 @@ fuzz() {
   local dir name bin t
   for dir in $(grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(' internal | xargs -n1 dirname | sort -u); do
     bin="$bindir/$(echo "$dir" | tr / _).test"
-    go test -c -o "$bin" "./$dir"
+    go test -c -fuzz=Fuzz -o "$bin" "./$dir"  # -fuzz builds the coverage instrumentation the fuzzer needs
     t=$FUZZTIME
     if grep -qx "$dir" <<<"$changed"; then t=$FUZZTIME_CHANGED; fi
     for name in $(grep -h -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$dir"/*_test.go | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/' | sort -u); do

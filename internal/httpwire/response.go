@@ -52,7 +52,11 @@ type head struct {
 	close         bool
 	contentLength int64 // -1: none
 	chunked       bool
-	size          int // bytes of the head, for the interim bound
+	// splitRisk: Transfer-Encoding beside Content-Length. The connection is not reused after a
+	// body framed so; a response that has no body (204, 304) is not framed at all, and net/http
+	// keeps its connection.
+	splitRisk bool
+	size      int // bytes of the head, for the interim bound
 }
 
 // ReadResponse reads one response to a request other than HEAD from br. Interim responses
@@ -89,6 +93,7 @@ func ReadResponse(br *bufio.Reader, body []byte, maxBody int, setCookie func([]b
 	case h.status == 204 || h.status == 304:
 		return r, nil
 	}
+	r.Close = r.Close || h.splitRisk
 	var err error
 	switch {
 	case h.chunked:
@@ -202,7 +207,7 @@ func readHead(br *bufio.Reader, first bool, setCookie func([]byte)) (head, error
 	if h.chunked {
 		// Transfer-Encoding overrides Content-Length (RFC 9112, section 6.3), but the pair may
 		// be an attempt at response splitting: the connection is not used again.
-		h.close = h.close || h.contentLength >= 0
+		h.splitRisk = h.contentLength >= 0
 		h.contentLength = -1
 	}
 	return h, nil
