@@ -30,7 +30,35 @@ const Format = "loadproof.result/v2"
 const (
 	ClassSuccess = "success"
 	ClassNetwork = "network"
+	// ClassRefused is an operation the server turned away by design: its limiter or its shedding
+	// contract, not a failure and not throughput. Its causes read "refused:REASON" where the reason
+	// is known.
+	ClassRefused = "refused"
 )
+
+// refusalClasses are the outcome classes that are refusals by design: loadproof's own, and Keycast's
+// rate-limited (429) and intended shedding (503 with its admission reason).
+var refusalClasses = []string{ClassRefused, "rate-limited", "intentional"}
+
+// IsRefusal reports whether an outcome class is a refusal by design (never a failure, never
+// throughput).
+func IsRefusal(class string) bool { return slices.Contains(refusalClasses, class) }
+
+// Refused returns the operations of the run refused by design.
+func (e *Envelope) Refused() int64 { return refusedIn(e.Totals) }
+
+// Refused returns the interval's operations refused by design.
+func (iv *Interval) Refused() int64 { return refusedIn(iv.Counts) }
+
+func refusedIn(counts map[string]int64) int64 {
+	var n int64
+	for k, v := range counts {
+		if IsRefusal(k) {
+			n += v
+		}
+	}
+	return n
+}
 
 // Envelope is the part of every result file that is the same for both harnesses. Harness result
 // types embed it, so its fields sit at the top level of the file next to the harness's own.
