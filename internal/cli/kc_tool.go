@@ -21,6 +21,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -207,17 +208,17 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.StringVarP(&fl.url, "url", "u", keycastload.DefaultURL, "target base URL")
 	f.IntVarP(&fl.concurrency, "concurrency", "c", keycastload.DefaultConcurrency, "workers (closed model) or most requests in flight (open model)")
 	f.Int64VarP(&fl.requests, "requests", "n", 0, "total requests (0 = unlimited, stop by duration)")
-	f.Uint64VarP(&fl.duration, "duration", "d", 60, "duration in seconds (0 = until --requests are done)")
-	f.Uint64Var(&fl.rampUp, "ramp-up", 5, "ramp-up in seconds")
+	f.VarP(durflag.NewSeconds(&fl.duration, 60), "duration", "d", "how long to run, as 60 or 60s (0 = until --requests are done)")
+	f.Var(durflag.NewSeconds(&fl.rampUp, 5), "ramp-up", "ramp-up, as 5 or 5s")
 	f.StringVarP(&fl.scenario, "scenario", "s", string(keycast.ScenarioMixed), "warm-cache, cold-start or mixed")
 	f.StringVarP(&fl.method, "method", "m", string(keycast.MethodSignEvent), "sign-event, get-public-key, nip44-encrypt or register")
 	f.StringVar(&fl.usersFile, "users-file", keycastload.DefaultUsersFile, "users file written by setup")
 	f.StringVarP(&fl.output, "output", "o", defaultResultsFile, "results file to write")
-	f.Uint64Var(&fl.reportInterval, "report-interval", 5, "seconds between progress lines and timeline points (at least 1)")
+	f.Var(durflag.NewSeconds(&fl.reportInterval, 5), "report-interval", "time between progress lines and timeline points, as 5 or 5s (at least 1 s)")
 	f.Uint64Var(&fl.seed, "seed", 0, "seed used to offset the deterministic user schedule")
 	f.Float64Var(&fl.rate, "rate", 0, "open model: arrival rate in requests per second (0 = closed model)")
 	f.Float64Var(&fl.rateFrom, "rate-from", 0, "open model: starting rate of the ramp to --rate over --ramp-up")
-	f.DurationVar(&fl.timeout, "timeout", keycastload.DefaultHTTPTimeout, "per-request timeout")
+	f.Var(durflag.NewDuration(&fl.timeout, keycastload.DefaultHTTPTimeout), "timeout", "per-request timeout, as 5 (seconds) or 5s, 500ms")
 	f.StringVar(&fl.httpClient, "http-client", keycastload.HTTPClientFast,
 		"fast (the hand-written HTTP/1.1 client) or std (the same load over net/http); recorded in metadata.http_client")
 	addTLSFlags(f, &fl.tls)
@@ -456,7 +457,7 @@ func newKeycastProfileCmd(env *Env) *cobra.Command {
 	addProfileFlameFlags(f)
 	f.IntVar(&fl.users, "users", 50, "number of test users to create")
 	f.IntVar(&fl.concurrency, "concurrency", 50, "concurrent requests")
-	f.Uint64Var(&fl.duration, "duration", 30, "test duration in seconds")
+	f.Var(durflag.NewSeconds(&fl.duration, 30), "duration", "test duration, as 30 or 30s")
 	f.StringVar(&fl.scenario, "scenario", string(keycast.ScenarioWarmCache), "warm-cache, cold-start or mixed")
 	f.StringVar(&fl.method, "method", string(keycast.MethodGetPublicKey), "get-public-key, sign-event or nip44-encrypt")
 	f.StringVar(&fl.output, "output", "./keycast-profile", "output directory")

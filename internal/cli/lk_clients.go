@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,9 +17,11 @@ import (
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // The LinkKeys load clients (docs/protocol-linkkeys.md, The seed's commands): flags and defaults
@@ -178,9 +181,10 @@ func lkSetupError(err error) error {
 }
 
 // lkCheckSources checks, before a local run, that this machine can bind the run's source addresses
-// (its segment's part) and states the ephemeral-port budget; a coordinated run's workers bind
-// theirs on their own machines.
-func lkCheckSources(env *Env, target linkkeysload.Target, run linkkeysload.Run, uses []linkkeysload.SourceUse) error {
+// (its segment's part), states the ephemeral-port budget, and makes one pinned connection to the
+// target (linkkeysload.Preflight) so a dead server or a stale info file fails at once; a
+// coordinated run's workers do this on their own machines.
+func lkCheckSources(cmd *cobra.Command, env *Env, target linkkeysload.Target, run linkkeysload.Run, uses []linkkeysload.SourceUse) error {
 	if run.Remote != nil {
 		return nil
 	}
@@ -198,7 +202,21 @@ func lkCheckSources(env *Env, target linkkeysload.Target, run linkkeysload.Run, 
 	if err != nil {
 		return lkSetupError(err)
 	}
+	if len(uses) > 0 {
+		ctx := cmd.Context()
+		if err := linkkeysload.Preflight(ctx, target, uses[0].Range.First); err != nil {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("before the run: %w", err)}
+		}
+	}
 	return nil
+}
+
+// bindDurationSecs adds the seed's --duration-secs and its alias --duration: whole seconds, given as
+// 10 or 10s.
+func bindDurationSecs(f *pflag.FlagSet, p *uint64, def uint64, usage string) {
+	v := durflag.NewSeconds(p, def)
+	f.Var(v, "duration-secs", usage+" (10 or 10s)")
+	f.Var(v, "duration", "the same as --duration-secs")
 }
 
 func lkBase(flag, s string) (linkkeysload.IPv4, error) {
@@ -238,6 +256,44 @@ func lkResult(err error) error {
 	return &ExitError{Code: ExitFailure, Err: err}
 }
 
+// lkVerdict is a finished client's exit status: lkResult's for an error or an interrupted run,
+// ExitNoSuccess when the run made attempts and not one succeeded (a dead server, a limiter that
+// refused everything: the counts above say which), as keycast run does.
+func lkVerdict(ctx context.Context, res linkkeysload.Result, err error) error {
+	if err := lkResult(interrupted(ctx, err)); err != nil {
+		return err
+	}
+	if total := res.Total(); total > 0 && res.Totals[result.ClassSuccess] == 0 {
+		return &ExitError{Code: ExitNoSuccess, Err: fmt.Errorf("%s: not one of %d operations succeeded (%s)", res.Command, total, topCauses(res.Causes, 3))}
+	}
+	return nil
+}
+
+// topCauses names the n most frequent causes with their counts.
+func topCauses(causes map[string]int64, n int) string {
+	keys := make([]string, 0, len(causes))
+	for k := range causes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if causes[keys[i]] != causes[keys[j]] {
+			return causes[keys[i]] > causes[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	if len(keys) > n {
+		keys = keys[:n]
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", causes[k], k)
+	}
+	if len(parts) == 0 {
+		return "no cause recorded"
+	}
+	return strings.Join(parts, ", ")
+}
+
 func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	var (
 		common               lkCommon
@@ -269,7 +325,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := lkCheckSources(env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdConnections,
+			if err := lkCheckSources(cmd, env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdConnections,
 				First: b, Count: ipCount}, Sockets: int64(count), MustHold: true}}); err != nil {
 				return err
 			}
@@ -279,8 +335,8 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			cfg := linkkeysload.ConnectionsConfig{Target: target, Count: count, Concurrency: conc, HoldSecs: hold,
 				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
 				ProgressEvery: progressEvery, KeepTLS: keepTLS, WorkersInTurn: inTurn}
-			_, err = linkkeysload.Connections(cmd.Context(), cfg, run)
-			return lkResult(interrupted(cmd.Context(), err))
+			res, err := linkkeysload.Connections(cmd.Context(), cfg, run)
+			return lkVerdict(cmd.Context(), res, err)
 		},
 	}
 	f := c.Flags()
@@ -288,8 +344,10 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	common.bind(f)
 	f.Uint32Var(&count, "count", 1000, "target number of established connections to open and hold")
 	f.Uint32Var(&conc, "concurrency", 2000, "maximum connection attempts in flight (does not bound how many are held)")
-	f.Uint64Var(&hold, "hold-secs", 20, "how long to hold the established connections idle, from the moment the last attempt finished")
-	f.Uint64Var(&timeout, "attempt-timeout-secs", 10, "per-attempt (connect + TLS handshake) timeout")
+	holdFlag := durflag.NewSeconds(&hold, 20)
+	f.Var(holdFlag, "hold-secs", "how long to hold the established connections idle, from the moment the last attempt finished (10 or 10s)")
+	f.Var(holdFlag, "hold", "the same as --hold-secs")
+	f.Var(durflag.NewSeconds(&timeout, 10), "attempt-timeout-secs", "per-attempt (connect + TLS handshake) timeout")
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultConnectionsBase, "first source address (loopback, or this machine's own addresses for a remote target); attempts round-robin over --client-ip-count addresses")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
@@ -328,22 +386,22 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := lkCheckSources(env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdHandshakeBench,
+			if err := lkCheckSources(cmd, env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdHandshakeBench,
 				First: b, Count: ipCount}, Sockets: int64(conc)}}); err != nil {
 				return err
 			}
 			cfg := linkkeysload.HandshakeConfig{Target: target, DurationSecs: duration, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
-			_, err = linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
-			return lkResult(interrupted(cmd.Context(), err))
+			res, err := linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
+			return lkVerdict(cmd.Context(), res, err)
 		},
 	}
 	f := c.Flags()
 	attachDashboard(c, env, dashboardRun{harness: "linkkeys", command: "handshake-bench", targetFlag: "info-file", outputs: flagFiles("json")})
 	common.bind(f)
-	f.Uint64Var(&duration, "duration-secs", 10, "how long to run the benchmark")
+	bindDurationSecs(f, &duration, 10, "how long to run the benchmark")
 	f.Uint32Var(&conc, "concurrency", 64, "concurrent connect+handshake+close loops")
-	f.Uint64Var(&tmo, "attempt-timeout-secs", 10, "per-attempt (connect + TLS handshake) timeout")
+	f.Var(durflag.NewSeconds(&tmo, 10), "attempt-timeout-secs", "per-attempt (connect + TLS handshake) timeout")
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultHandshakeBase, "first source address (loopback, or this machine's own addresses for a remote target)")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.BoolVar(&resume, "resume", false, "resume TLS sessions (a session cache per loop); report resumed next to full handshakes")
@@ -388,26 +446,26 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := lkCheckSources(env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdRequestBench,
+			if err := lkCheckSources(cmd, env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdRequestBench,
 				First: b, Count: ipCount}, Sockets: int64(conns), MustHold: true}}); err != nil {
 				return err
 			}
 			cfg := linkkeysload.RequestConfig{Target: target, Connections: conns, DurationSecs: duration, Op: op,
 				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
 				Pipeline: pipeline, Rate: rate}
-			_, err = linkkeysload.RequestBench(cmd.Context(), cfg, run)
-			return lkResult(interrupted(cmd.Context(), err))
+			res, err := linkkeysload.RequestBench(cmd.Context(), cfg, run)
+			return lkVerdict(cmd.Context(), res, err)
 		},
 	}
 	f := c.Flags()
 	attachDashboard(c, env, dashboardRun{harness: "linkkeys", command: "request-bench", targetFlag: "info-file", outputs: flagFiles("json")})
 	common.bind(f)
 	f.Uint32Var(&conns, "connections", 32, "persistent connections to open once and reuse")
-	f.Uint64Var(&duration, "duration-secs", 10, "how long to send requests")
+	bindDurationSecs(f, &duration, 10, "how long to send requests")
 	f.StringVar(&op, "op", linkkeysload.OpDomainKeys, "operation: domain-keys (DomainKeys/get-domain-keys) or hello (Hello/hello)")
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultRequestBase, "first source address (loopback, or this machine's own addresses for a remote target)")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
-	f.Uint64Var(&tmo, "attempt-timeout-secs", 10, "per-connection (connect + TLS handshake) timeout of the setup phase")
+	f.Var(durflag.NewSeconds(&tmo, 10), "attempt-timeout-secs", "per-connection (connect + TLS handshake) timeout of the setup phase")
 	f.Uint32Var(&pipeline, "pipeline", 1, "requests in flight per connection (1: the seed's one at a time)")
 	f.StringVar(&rateText, "rate", "", "open model: total requests per second across all connections (empty: the closed model)")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
@@ -462,14 +520,14 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := lkCheckSources(env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdDDoS,
+			if err := lkCheckSources(cmd, env, target, run, []linkkeysload.SourceUse{{Range: linkkeysload.SourceRange{Stream: linkkeysload.CmdDDoS,
 				First: b, Count: sources}, Sockets: int64(conc)}}); err != nil {
 				return err
 			}
 			cfg := linkkeysload.DDoSConfig{Target: target, Sources: sources, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
-			_, err = linkkeysload.DDoS(cmd.Context(), cfg, run)
-			return lkResult(interrupted(cmd.Context(), err))
+			res, err := linkkeysload.DDoS(cmd.Context(), cfg, run)
+			return lkVerdict(cmd.Context(), res, err)
 		},
 	}
 	f := c.Flags()
@@ -477,7 +535,7 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	common.bind(f)
 	f.Uint32Var(&sources, "sources", 12000, "distinct simulated sources, one attempt each; the default is above the 10,000 distinct-source threshold")
 	f.Uint32Var(&conc, "concurrency", 1000, "attempts in flight")
-	f.Uint64Var(&tmo, "attempt-timeout-secs", linkkeysload.DefaultDDoSTimeoutSecs, "per-attempt (connect + TLS handshake) timeout")
+	f.Var(durflag.NewSeconds(&tmo, linkkeysload.DefaultDDoSTimeoutSecs), "attempt-timeout-secs", "per-attempt (connect + TLS handshake) timeout")
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultDDoSBase, "first source address")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)

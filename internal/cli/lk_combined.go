@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 )
 
@@ -98,7 +99,7 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := lkCheckSources(env, target, run, cfg.SourceUses()); err != nil {
+			if err := lkCheckSources(cmd, env, target, run, cfg.SourceUses()); err != nil {
 				return err
 			}
 			cfg.Target = target
@@ -108,8 +109,8 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 	}
 	f := c.Flags()
 	common.bind(f)
-	f.Uint64Var(&duration, "duration-secs", 20, "how long the handshake and request streams run (each may override it)")
-	f.Uint64Var(&timeout, "attempt-timeout-secs", linkkeysload.DefaultAttemptTimeoutSecs, "per-attempt (connect + TLS handshake) timeout")
+	bindDurationSecs(f, &duration, 20, "how long the handshake and request streams run (each may override it)")
+	f.Var(durflag.NewSeconds(&timeout, linkkeysload.DefaultAttemptTimeoutSecs), "attempt-timeout-secs", "per-attempt (connect + TLS handshake) timeout")
 	f.Uint64Var(&ddosTimeout, "ddos-attempt-timeout-secs", linkkeysload.DefaultDDoSTimeoutSecs, "per-attempt timeout of the ddos waves")
 	f.Uint32Var(&held, "held", 0, "held population: connections to establish and hold (0: no held stream)")
 	f.Uint32Var(&heldConc, "held-concurrency", 2000, "held population: attempts in flight")

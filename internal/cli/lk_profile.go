@@ -56,7 +56,7 @@ func newLinkKeysProfileCmd(env *Env) *cobra.Command {
 	f := c.Flags()
 	addProfileFlameFlags(f)
 	f.StringVar(&bench, "bench", "request-bench", "the load: request-bench or handshake-bench")
-	f.Uint64Var(&duration, "duration-secs", 10, "how long the bench runs (the CPU profile covers it)")
+	bindDurationSecs(f, &duration, 10, "how long the bench runs (the CPU profile covers it)")
 	f.StringVar(&output, "output", "./linkkeys-profile", "output directory")
 	return c
 }
