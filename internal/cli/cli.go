@@ -131,6 +131,7 @@ func newLinkKeysCmd(env *Env, use string) *cobra.Command {
 		Use:   use,
 		Short: "LinkKeys TCP/TLS load-test harness and reference server",
 	}
+	c.PersistentFlags().BoolP("verbose", "v", false, "print the DEBUG sample of a non-ok answer (request-bench, combined)")
 	c.AddCommand(
 		newLinkKeysServerCmd(env),
 		newLinkKeysConnectionsCmd(env),

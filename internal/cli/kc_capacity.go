@@ -13,6 +13,7 @@ import (
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/keycastload"
+	"github.com/loadproof/loadproof/internal/report"
 )
 
 // capacityRunner replaces the load engine in tests; nil runs keycastload.
@@ -147,7 +148,7 @@ func capacityExit(planPath string, err error) error {
 // printCapacitySummary prints one line per phase, the evidence path (upstream's line) and, when
 // certification is not ready, why.
 func printCapacitySummary(w io.Writer, ev *capacity.Evidence, path string) {
-	fmt.Fprintf(w, "\n%-3s %-24s %-10s %-12s %9s %9s %9s %9s\n", "#", "phase", "kind", "result", "requests", "p95 ms", "unint %", "shed %")
+	fmt.Fprintf(w, "\n%-3s %-24s %-10s %-12s %9s %9s %9s %9s\n", "#", "phase", "kind", "result", "requests", "p95", "unint %", "shed %")
 	for i, ph := range ev.Phases {
 		result := "passed"
 		switch {
@@ -162,8 +163,8 @@ func printCapacitySummary(w io.Writer, ev *capacity.Evidence, path string) {
 		}
 		if r := ph.Results; r != nil {
 			s := r.Summary
-			fmt.Fprintf(w, "%-3d %-24s %-10s %-12s %9d %9.1f %9.2f %9.2f\n", i+1, ph.Name, ph.Kind, result,
-				s.TotalRequests, s.LatencyP95Ms, s.UnintentionalErrorRate*100, s.IntentionalRejectionRate*100)
+			fmt.Fprintf(w, "%-3d %-24s %-10s %-12s %9d %9s %9.2f %9.2f\n", i+1, ph.Name, ph.Kind, result,
+				s.TotalRequests, report.MsText(s.LatencyP95Ms), s.UnintentionalErrorRate*100, s.IntentionalRejectionRate*100)
 		} else {
 			fmt.Fprintf(w, "%-3d %-24s %-10s %-12s %9s %9s %9s %9s\n", i+1, ph.Name, ph.Kind, result, "-", "-", "-", "-")
 		}

@@ -450,7 +450,8 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 				First: b, Count: ipCount}, Sockets: int64(conns), MustHold: true}}); err != nil {
 				return err
 			}
-			cfg := linkkeysload.RequestConfig{Target: target, Connections: conns, DurationSecs: duration, Op: op,
+			verbose, _ := cmd.Flags().GetBool("verbose")
+			cfg := linkkeysload.RequestConfig{Target: target, Connections: conns, DurationSecs: duration, Op: op, DebugSample: verbose,
 				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
 				Pipeline: pipeline, Rate: rate}
 			res, err := linkkeysload.RequestBench(cmd.Context(), cfg, run)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/netip"
@@ -377,11 +378,18 @@ func TestRequestBenchCountsRateLimitedAnswers(t *testing.T) {
 	s.status = linkkeys.StatusUnavailable
 	s.start()
 	cfg := RequestConfig{Target: s.target, Connections: 2, DurationSecs: 1, Op: OpDomainKeys, Sources: testSources("127.0.13.0", 2),
-		AttemptTimeout: 5 * time.Second, Pipeline: 2}
+		AttemptTimeout: 5 * time.Second, Pipeline: 2, DebugSample: true}
 	var out, errOut bytes.Buffer
 	res, err := RequestBench(context.Background(), cfg, Run{Stdout: &out, Stderr: &errOut})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Without -v (DebugSample false) the DEBUG line is not printed.
+	var quietErr bytes.Buffer
+	quiet := cfg
+	quiet.DebugSample = false
+	if _, err := RequestBench(context.Background(), quiet, Run{Stdout: io.Discard, Stderr: &quietErr}); err != nil || strings.Contains(quietErr.String(), "DEBUG") {
+		t.Fatalf("without DebugSample: %v, stderr %q", err, quietErr.String())
 	}
 	q := res.Requests
 	if q.Completed != 0 || q.Errors == 0 || q.Statuses["Unavailable"] != q.Errors {

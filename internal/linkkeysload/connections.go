@@ -272,6 +272,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	}
 	WriteConnectionsDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)
+	WriteHeadline(out, res)
 	if err := r.writeJSON(res); err != nil {
 		return res, err
 	}

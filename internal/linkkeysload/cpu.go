@@ -131,3 +131,56 @@ func tuneGC(percent int) (restore func()) {
 	old := debug.SetGCPercent(percent)
 	return func() { debug.SetGCPercent(old) }
 }
+
+// listensOn reports whether process pid, or one of its direct children (the processes of `server
+// --processes N`), holds a listening TCP socket on port: a stale info file can name a pid that now
+// belongs to another process, whose CPU is not the server's. It reads the process's own network
+// namespace's socket table (/proc/PID/net/tcp, tcp6) and its open files. known is false where
+// that cannot be told (no /proc, no permission).
+func listensOn(pid int, port uint16) (owns, known bool) {
+	if pid <= 0 || port == 0 {
+		return false, false
+	}
+	base := "/proc/" + strconv.Itoa(pid)
+	inodes := map[string]bool{}
+	readable := false
+	for _, tbl := range []string{"/net/tcp", "/net/tcp6"} {
+		b, err := os.ReadFile(base + tbl)
+		if err != nil {
+			continue
+		}
+		readable = true
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			if len(f) < 10 || f[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && uint16(p) == port {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if !readable {
+		return false, false
+	}
+	if len(inodes) == 0 {
+		return false, true
+	}
+	fdKnown := false
+	for _, p := range append([]int{pid}, procChildren(pid)...) {
+		dir := "/proc/" + strconv.Itoa(p) + "/fd"
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		fdKnown = true
+		for _, e := range ents {
+			if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && inodes[l] {
+				return true, true
+			}
+		}
+	}
+	return false, fdKnown
+}

@@ -1,6 +1,7 @@
 package linkkeysload
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -47,5 +48,25 @@ func TestProcessRunning(t *testing.T) {
 	}
 	if running, known := processRunning(cmd.Process.Pid); running || !known {
 		t.Errorf("an exited child: running %v known %v", running, known)
+	}
+}
+
+// TestListensOnTellsTheServerFromAStalePID: this process listens on a port it opened; pid 1 and this
+// process on another port do not.
+func TestListensOnTellsTheServerFromAStalePID(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	if owns, known := listensOn(os.Getpid(), port); !known || !owns {
+		t.Fatalf("this process on its own listening port %d: owns=%v known=%v", port, owns, known)
+	}
+	if owns, known := listensOn(os.Getpid(), port+1); !known || owns {
+		t.Fatalf("port %d it does not listen on: owns=%v known=%v", port+1, owns, known)
+	}
+	if owns, _ := listensOn(1, port); owns {
+		t.Fatal("pid 1 owns our port")
 	}
 }

@@ -70,5 +70,6 @@ func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 	r.stamp(&res)
 	WriteDDoSDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)
+	WriteHeadline(out, res)
 	return res, r.writeJSON(res)
 }

@@ -196,5 +196,6 @@ func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, er
 	meter.stop(&res)
 	r.stamp(&res)
 	WriteHandshakeDone(out, cfg, res)
+	WriteHeadline(out, res)
 	return res, r.writeJSON(res)
 }

@@ -199,7 +199,7 @@ func TestRequestBenchAgainstServer(t *testing.T) {
 func TestRequestBenchDefaultProfileReportsRateLimiting(t *testing.T) {
 	rs := startReal(t, config(t, nil)) // public reads: 100 burst per source
 	cfg := linkkeysload.RequestConfig{Target: rs.target, Connections: 2, DurationSecs: 2, Op: linkkeysload.OpDomainKeys,
-		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.24.0"), Count: 2}, AttemptTimeout: 10 * time.Second, Pipeline: 4}
+		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.24.0"), Count: 2}, AttemptTimeout: 10 * time.Second, Pipeline: 4, DebugSample: true}
 	var out, errOut bytes.Buffer
 	res, err := linkkeysload.RequestBench(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Stderr: &errOut})
 	if err != nil {

@@ -91,4 +91,7 @@ func WriteCombinedHeader(w io.Writer, cfg CombinedConfig) {
 
 // WriteCombinedDone prints every stream's DONE lines, the held population's survival and the
 // server's accounting, whole-run and per stream.
+// WriteHeadline prints our headline and the refusals by design with their remedies.
+func WriteHeadline(w io.Writer, r Result) { report.LinkKeysHeadline(w, &r) }
+
 func WriteCombinedDone(w io.Writer, r Result) { report.LinkKeysCombinedDone(w, &r) }

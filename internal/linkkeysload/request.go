@@ -47,6 +47,9 @@ type RequestConfig struct {
 	// Rate, when > 0, switches to the open model: requests are sent at this total rate across all
 	// connections, and latency is measured from each request's intended send time.
 	Rate float64 `json:"rate,omitempty"`
+	// DebugSample prints the seed's one DEBUG sample of a non-ok answer or a decode error (-v);
+	// off, the line is not printed.
+	DebugSample bool `json:"debug_sample,omitempty"`
 }
 
 // RequestFrame returns the framed request of an op: the envelope encoded once with an empty map
@@ -370,6 +373,9 @@ func driveRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, t
 	open := cfg.Rate > 0
 	shared := open && k > 1
 	dur := time.Duration(cfg.DurationSecs) * time.Second
+	if !cfg.DebugSample || debugOut == nil {
+		debugOut = io.Discard
+	}
 	q := &requests{frame: frame, smp: &sampler{w: debugOut}}
 	for _, c := range tlsConns {
 		q.conns = append(q.conns, newReqConn(c, k, shared))
@@ -484,5 +490,6 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 	meter.stop(&res)
 	r.stamp(&res)
 	WriteRequestDone(out, cfg, res)
+	WriteHeadline(out, res)
 	return res, r.writeJSON(res)
 }

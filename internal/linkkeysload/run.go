@@ -353,6 +353,11 @@ type cpuMeter struct {
 
 func (r *Run) startCPU(t Target) *cpuMeter {
 	m := &cpuMeter{pid: int(t.PID), parent0: processCPU(), fannedOut: r.Workers > 1}
+	if owns, known := listensOn(m.pid, t.Addr.Port()); known && !owns {
+		r.log().Warn("not measuring server CPU: the info file's pid does not listen on the target's port (a stale info file?)",
+			"pid", m.pid, "port", t.Addr.Port())
+		return m
+	}
 	m.server0, m.serverOK = ServerCPU(m.pid)
 	return m
 }

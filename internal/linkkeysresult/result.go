@@ -117,6 +117,9 @@ type Result struct {
 	// ("held/success"), Attempts sums every stream's connection attempts and Server is the
 	// server's accounting of them all.
 	Combined *Combined `json:"combined,omitempty"`
+	// Refused is what the server refused by design, by reason (Refusals; derived): never counted
+	// as failures or throughput in our summaries.
+	Refused map[string]int64 `json:"refused,omitempty"`
 }
 
 // Duration is a time.Duration that marshals as nanoseconds plus Rust's Debug rendering.
@@ -621,6 +624,7 @@ func (r *Result) Finish() {
 		q.Rate = RustRate(q.Completed, q.DurationSecs)
 	}
 	r.CPUPer = r.CPUPerOp()
+	r.Refused = r.Refusals()
 	if c := r.Combined; c != nil {
 		c.finish()
 	}

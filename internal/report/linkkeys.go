@@ -316,6 +316,7 @@ func LinkKeysText(w io.Writer, r *lkr.Result) error {
 			LinkKeysAccounting(w, r.Server)
 		}
 	}
+	LinkKeysHeadline(w, r)
 	writeTimeline(w, r)
 	writeMachine(w, r)
 	return nil
