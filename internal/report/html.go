@@ -65,6 +65,8 @@ type loaded struct {
 	keycast  *keycastresult.Results
 	stop     *result.StopEvent
 	evidence *evidence.Evidence
+	// refused is a LinkKeys result's refusals by design by reason (its refused field).
+	refused map[string]int64
 }
 
 // sniff reads the few top-level fields that tell the kinds of file apart.
@@ -81,7 +83,8 @@ type sniff struct {
 // level and the stop event.
 type envelopeFile struct {
 	result.Envelope
-	Stop *result.StopEvent `json:"stop"`
+	Stop    *result.StopEvent `json:"stop"`
+	Refused map[string]int64  `json:"refused"`
 }
 
 func load(src Source) (*loaded, error) {
@@ -116,7 +119,7 @@ func load(src Source) (*loaded, error) {
 		if err := f.Validate(); err != nil {
 			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
 		}
-		l.env, l.stop = &f.Envelope, f.Stop
+		l.env, l.stop, l.refused = &f.Envelope, f.Stop, f.Refused
 		return l, nil
 	}
 	what := "an unknown JSON object"
@@ -196,7 +199,13 @@ func BuildModel(srcs []Source, opt HTMLOptions) (*Model, error) {
 		if merged.Partial {
 			label += " — PARTIAL: segments " + result.SegmentList(merged.MissingSegments) + " missing"
 		}
-		rv := runView(label, merged, []part{{env: merged}}, stop)
+		refused := map[string]int64{}
+		for _, l := range ls {
+			for k, v := range l.refused {
+				refused[k] += v
+			}
+		}
+		rv := runView(label, merged, []part{{env: merged}}, stop, refused)
 		if ls[0].keycast != nil {
 			if kr, err := keycastMerged(ls); err == nil {
 				rv.Extra = append(keycastExtra(kr), rv.Extra...)
@@ -229,7 +238,7 @@ func keycastMerged(ls []*loaded) (*keycastresult.Results, error) {
 }
 
 func singleRun(l *loaded) *RunView {
-	rv := runView(filepath.Base(l.name), l.env, []part{{env: l.env}}, l.stop)
+	rv := runView(filepath.Base(l.name), l.env, []part{{env: l.env}}, l.stop, l.refused)
 	if l.keycast != nil {
 		rv.Extra = append(keycastExtra(l.keycast), rv.Extra...)
 	}
@@ -280,7 +289,7 @@ func capacityModel(m *Model, l *loaded) error {
 			}
 			pv.Start, pv.End = num(off), num(end)
 			cursor = end
-			pv.Headline = headlineOf(env.Totals, env.Histograms, env.Elapsed(), r.Stop)
+			pv.Headline = headlineOf(env.Totals, env.Histograms, env.Elapsed(), r.Stop, nil)
 			// Phases are not segments of one run: sum their figures without the interval merge.
 			whole.Totals = addTo(whole.Totals, env.Totals)
 			whole.Causes = addTo(whole.Causes, env.Causes)
@@ -316,7 +325,7 @@ func capacityModel(m *Model, l *loaded) error {
 	if ev.Machine != nil && len(whole.Machines) == 0 {
 		whole.Machines = []machine.Record{*ev.Machine}
 	}
-	rv := runView(cv.Profile, whole, parts, nil)
+	rv := runView(cv.Profile, whole, parts, nil, nil)
 	rv.Command = "capacity"
 	// The headline's duration is the axis the phases cover, not the first start to the last end
 	// of files that may have been written apart.

@@ -45,10 +45,20 @@ type LiveView struct {
 
 // Headline is a run's headline figures.
 type Headline struct {
-	Operations  int64             `json:"operations"`
-	Failures    int64             `json:"failures"`
-	DurationS   num               `json:"duration_s"`
-	Throughput  num               `json:"throughput"`
+	Operations int64 `json:"operations"`
+	// Succeeded counts the operations served or completed; Throughput is their rate.
+	Succeeded int64 `json:"succeeded"`
+	// Refused counts the operations the server refused by design (its limiter or shedding
+	// contract): neither failures nor throughput. RefusedBy holds them by reason where known.
+	Refused   int64            `json:"refused"`
+	RefusedBy map[string]int64 `json:"refused_by,omitempty"`
+	// Failures counts the operations that neither succeeded nor were refused by design.
+	Failures  int64 `json:"failures"`
+	DurationS num   `json:"duration_s"`
+	// Throughput is the rate of successful operations; OfferedRate the rate of all operations.
+	Throughput  num `json:"throughput"`
+	OfferedRate num `json:"offered_rate"`
+	// SuccessRate is successes over the operations that were not refused by design.
 	SuccessRate num               `json:"success_rate"`
 	Kind        string            `json:"kind,omitempty"`
 	P50Ms       num               `json:"p50_ms"`
@@ -672,8 +682,17 @@ func kindRank(kind string) string {
 	return kind
 }
 
+// successKinds are the latency kinds of successful operations, in the order the headline prefers
+// them: a page quotes what was served, never the latency of every attempt, refusals included.
+var successKinds = []string{"latency", "connect_handshake", "request", "resumed"}
+
 // primaryKind is the latency kind the headline quotes.
 func primaryKind(h map[string]*hist.Histogram) string {
+	for _, k := range successKinds {
+		if lat, ok := h[k]; ok && lat != nil && lat.Count() > 0 {
+			return k
+		}
+	}
 	if _, ok := h["latency"]; ok {
 		return "latency"
 	}
@@ -684,19 +703,42 @@ func primaryKind(h map[string]*hist.Histogram) string {
 	return ""
 }
 
-func headlineOf(totals map[string]int64, hs map[string]*hist.Histogram, elapsed time.Duration, stop *result.StopEvent) Headline {
+// headlineOf computes a run's headline. refusedBy holds refusals by design that the harness
+// counted outside the envelope's refusal classes (LinkKeys: the server's accounting, request-bench's
+// rate-limited answers, all within the failure classes); they are taken out of the failures,
+// never more than the operations that did not succeed.
+func headlineOf(totals map[string]int64, hs map[string]*hist.Histogram, elapsed time.Duration, stop *result.StopEvent, refusedBy map[string]int64) Headline {
 	var h Headline
-	for _, v := range totals {
+	for k, v := range totals {
 		h.Operations += v
+		if result.IsRefusal(k) {
+			h.Refused += v
+			if h.RefusedBy == nil {
+				h.RefusedBy = map[string]int64{}
+			}
+			h.RefusedBy[k] += v
+		}
 	}
-	h.Failures = h.Operations - totals[result.ClassSuccess]
+	h.Succeeded = totals[result.ClassSuccess]
+	for k, v := range refusedBy {
+		if v > 0 && !result.IsRefusal(k) {
+			h.Refused += v
+			if h.RefusedBy == nil {
+				h.RefusedBy = map[string]int64{}
+			}
+			h.RefusedBy[k] += v
+		}
+	}
+	h.Refused = max(min(h.Refused, h.Operations-h.Succeeded), 0)
+	h.Failures = h.Operations - h.Succeeded - h.Refused
 	h.DurationS = num(elapsed.Seconds())
 	if elapsed > 0 {
-		h.Throughput = num(float64(h.Operations) / elapsed.Seconds())
+		h.Throughput = num(float64(h.Succeeded) / elapsed.Seconds())
+		h.OfferedRate = num(float64(h.Operations) / elapsed.Seconds())
 	}
 	h.SuccessRate = num(gap)
-	if h.Operations > 0 {
-		h.SuccessRate = num(float64(totals[result.ClassSuccess]) / float64(h.Operations))
+	if n := h.Operations - h.Refused; n > 0 {
+		h.SuccessRate = num(float64(h.Succeeded) / float64(n))
 	}
 	h.Kind = primaryKind(hs)
 	if lat := hs[h.Kind]; lat != nil && lat.Count() > 0 {
@@ -759,12 +801,12 @@ type part struct {
 }
 
 // runView draws one run from the parts of its time axis; env holds the run's whole figures.
-func runView(label string, env *result.Envelope, parts []part, stop *result.StopEvent) *RunView {
+func runView(label string, env *result.Envelope, parts []part, stop *result.StopEvent, refused map[string]int64) *RunView {
 	rv := &RunView{
 		Label: label, Harness: env.Harness, Command: env.Command, Target: env.Target, Flags: env.Flags,
 		Machines: env.Machines, StartedAt: timeString(env.StartedAt), EndedAt: timeString(env.EndedAt),
 		Totals: sortedCounts(env.Totals, env.Classes), Causes: sortedCounts(env.Causes, nil),
-		Headline: headlineOf(env.Totals, env.Histograms, env.Elapsed(), stop),
+		Headline: headlineOf(env.Totals, env.Histograms, env.Elapsed(), stop, refused),
 	}
 	for _, s := range env.Segments {
 		rv.Segments = append(rv.Segments, s.String())

@@ -43,3 +43,35 @@ func TestHeadlineCountsRefusalsApart(t *testing.T) {
 		t.Errorf("result's refused %v", r.Refused)
 	}
 }
+
+// TestPageHeadlineCountsRefusalsApart: the page's headline quotes the successes' rate and latency;
+// refusals by design (a refusal class, or a harness's refused figures within its failure classes)
+// are neither failures nor throughput, and a hostile refused figure cannot exceed the operations
+// that did not succeed.
+func TestPageHeadlineCountsRefusalsApart(t *testing.T) {
+	ok, all := hist.New(), hist.New()
+	for range 10 {
+		ok.Record(2 * time.Millisecond)
+		all.Record(50 * time.Microsecond)
+	}
+	hs := map[string]*hist.Histogram{"attempt": all, "connect_handshake": ok}
+	totals := map[string]int64{"success": 300, lkr.ClassTLS: 9700}
+	h := headlineOf(totals, hs, 2*time.Second, nil, map[string]int64{lkr.RefusedHandshakeSource: 9000})
+	if h.Kind != "connect_handshake" || float64(h.P50Ms) < 1.9 {
+		t.Errorf("headline latency from %q p50 %v: want the successes' connect_handshake", h.Kind, h.P50Ms)
+	}
+	if float64(h.Throughput) != 150 || h.Refused != 9000 || h.Failures != 700 || float64(h.OfferedRate) != 5000 {
+		t.Errorf("throughput %v refused %d failures %d offered %v; want 150, 9000, 700, 5000", h.Throughput, h.Refused, h.Failures, h.OfferedRate)
+	}
+	if got := float64(h.SuccessRate); got < 0.29 || got > 0.31 {
+		t.Errorf("success rate %v; want 300 of the 1000 not refused", got)
+	}
+	kc := headlineOf(map[string]int64{"success": 10, "intentional": 5, "server": 5}, nil, time.Second, nil, nil)
+	if kc.Refused != 5 || kc.Failures != 5 || kc.RefusedBy["intentional"] != 5 {
+		t.Errorf("keycast shedding: %+v", kc)
+	}
+	hostile := headlineOf(totals, hs, time.Second, nil, map[string]int64{"x": 1 << 62, "y": -5})
+	if hostile.Refused != 9700 || hostile.Failures != 0 {
+		t.Errorf("hostile refused: %d refused, %d failures", hostile.Refused, hostile.Failures)
+	}
+}

@@ -66,7 +66,7 @@ func (f *LiveFeed) Event(iv *result.Interval) ([]byte, error) {
 		}
 		f.hists[k].Merge(h)
 	}
-	hl := headlineOf(f.totals, f.hists, time.Duration(f.lastT*float64(time.Second)), nil)
+	hl := headlineOf(f.totals, f.hists, time.Duration(f.lastT*float64(time.Second)), nil, nil)
 	b, err := json.Marshal(liveEvent{Row: row, Headline: hl})
 	if err != nil {
 		return nil, fmt.Errorf("report: encoding a live event: %w", err)

@@ -267,12 +267,18 @@
 
   // ---------- sections ----------
   function headlineFigures(h) {
-    return [
-      ['Operations', fmtInt(h.operations)], ['Throughput', fmt(h.throughput) + ' ops/s'],
-      ['Success rate', fmtPct(h.success_rate)], ['Failures', fmtInt(h.failures)],
+    var figs = [
+      ['Throughput (succeeded)', fmt(h.throughput) + ' /s'], ['Succeeded', fmtInt(h.succeeded)],
+      ['Operations', fmtInt(h.operations) + (isNum(h.offered_rate) ? ' (' + fmt(h.offered_rate) + ' /s)' : '')],
+      ['Success rate (not refused)', fmtPct(h.success_rate)], ['Failures', fmtInt(h.failures)]];
+    if (h.refused > 0) {
+      var by = Object.keys(h.refused_by || {}).sort().map(function (k) { return k + ' ' + fmtInt(h.refused_by[k]); }).join(', ');
+      figs.push(['Refused by design', fmtInt(h.refused) + (by ? ' (' + by + ')' : '')]);
+    }
+    return figs.concat([
       ['Duration', fmt(h.duration_s) + ' s'], ['p50', fmt(h.p50_ms) + ' ms'], ['p90', fmt(h.p90_ms) + ' ms'],
       ['p99', fmt(h.p99_ms) + ' ms'], ['p99.9', fmt(h.p999_ms) + ' ms'], ['max', fmt(h.max_ms) + ' ms']
-    ];
+    ]);
   }
 
   function headlineSection(root) {
