@@ -267,6 +267,9 @@ var timePercentiles = []float64{50, 90, 99, 99.9, 100}
 type timeline struct {
 	prevServer map[string]float64
 	prevT      float64
+	// firstServer holds each server counter's first sample of the run: counters are drawn as their
+	// growth since then, not as totals since the server started (which carry earlier runs).
+	firstServer map[string]float64
 	// attempts says each operation is a connection attempt (LinkKeys connections, handshake-bench,
 	// ddos): the rows then carry attempted, established and failed connections as running totals.
 	attempts bool
@@ -338,6 +341,24 @@ func serverGroup(name string) (group, unit string) {
 	return group, unit
 }
 
+// serverCounter says whether a server sample only grows over the server's life (shed, rejected,
+// accepted, completed, evicted: counted since the server started), as opposed to a gauge (open
+// connections, resident memory, in flight).
+func serverCounter(name string) bool {
+	n := strings.ToLower(name)
+	for _, g := range []string{"open", "inflight", "in_flight", "current", "active", "rss", "bytes", "held", "queue", "inuse", "in_use", "pending"} {
+		if strings.Contains(n, g) {
+			return false
+		}
+	}
+	for _, c := range []string{"shed", "reject", "limited", "accepted", "admitted", "completed", "timeouts", "evict", "refused", "dropped", "responses", "requests", "errors", "failures"} {
+		if strings.Contains(n, c) {
+			return true
+		}
+	}
+	return false
+}
+
 // row reduces iv, which starts offset seconds into the drawn axis. running holds the connection
 // counters' running totals and is updated.
 func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]float64) Row {
@@ -405,6 +426,15 @@ func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]
 					continue // the first sample of a counter (or a restart) has no rate yet
 				}
 				r.Server[key] = num((v - prev) / dt)
+			} else if serverCounter(k) {
+				if tl.firstServer == nil {
+					tl.firstServer = map[string]float64{}
+				}
+				first, ok := tl.firstServer[k]
+				if !ok || v < first {
+					tl.firstServer[k], first = v, v // the first sample, or a restarted server
+				}
+				r.Server[key] = num(v - first)
 			} else {
 				r.Server[key] = num(v)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/hist"
 	lkr "github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 func TestDurationTextAdaptsItsUnit(t *testing.T) {
@@ -73,5 +74,36 @@ func TestPageHeadlineCountsRefusalsApart(t *testing.T) {
 	hostile := headlineOf(totals, hs, time.Second, nil, map[string]int64{"x": 1 << 62, "y": -5})
 	if hostile.Refused != 9700 || hostile.Failures != 0 {
 		t.Errorf("hostile refused: %d refused, %d failures", hostile.Refused, hostile.Failures)
+	}
+}
+
+// TestServerCountersDrawnSinceTheRunStarted: a counter since the server's start (240,000
+// rate-limited answers left from earlier runs) is drawn as its growth during this run; a gauge
+// stays as sampled.
+func TestServerCountersDrawnSinceTheRunStarted(t *testing.T) {
+	var tl timeline
+	running := map[string]float64{}
+	ivs := []result.Interval{
+		{T: 0, Secs: 1, Server: map[string]float64{"rate_limited_responses": 240000, "open_connections": 12}},
+		{T: 1, Secs: 1, Server: map[string]float64{"rate_limited_responses": 240100, "open_connections": 15}},
+	}
+	var rows []Row
+	for i := range ivs {
+		rows = append(rows, tl.row(&ivs[i], 0, running))
+	}
+	find := func(r Row, name string) float64 {
+		for k, v := range r.Server {
+			if strings.HasSuffix(k, "|"+name) {
+				return float64(v)
+			}
+		}
+		t.Fatalf("no %s in %v", name, r.Server)
+		return 0
+	}
+	if a, b := find(rows[0], "rate_limited_responses"), find(rows[1], "rate_limited_responses"); a != 0 || b != 100 {
+		t.Errorf("counter drawn %v, %v; want 0, 100 (since the run's first sample)", a, b)
+	}
+	if g := find(rows[1], "open_connections"); g != 15 {
+		t.Errorf("gauge drawn %v, want 15", g)
 	}
 }
