@@ -117,6 +117,7 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 			newVerifyCmd(env), newKeygenCmd(env))
 		root.AddCommand(newCoordinateCmd(env), newWorkerCmd(env), newKubeCmd(env))
 	}
+	applyExamples(root)
 	root.Version = machine.LoadproofVersion()
 	root.SilenceUsage = true
 	root.SilenceErrors = true

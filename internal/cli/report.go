@@ -56,7 +56,7 @@ func newReportCmd(env *Env) *cobra.Command {
 	}
 	c.Flags().StringVarP(&format, "format", "f", "text", "text, json, csv, html (a self-contained page; -o names it) or hgrm (HdrHistogram percentile distribution)")
 	addPageFlags(c, &page)
-	c.Flags().StringVarP(&output, "output", "o", "", "also write the merged result as JSON to this file")
+	c.Flags().StringVarP(&output, "output", "o", "", "write to this `file`: the page with --format html or hgrm, else also the merged result (or the evidence) as JSON")
 	return c
 }
 

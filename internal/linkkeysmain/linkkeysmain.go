@@ -36,6 +36,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/loadproof/loadproof/internal/cmdenv"
+	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/procexec"
@@ -97,8 +98,8 @@ func (f *Flags) Register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.DBPath, "db-path", "loadtest-data/loadtest.sqlite3", "SQLite database `file` (created and migrated if missing)")
 	fl.StringVar(&f.Domain, "domain", "loadtest.local", "domain name: certificate SAN/CN and get-domain-keys' domain")
 	fl.StringVar(&f.InfoFile, "info-file", "loadtest-data/loadtest-info.json", "info `file` written once the listener is bound")
-	fl.Uint64Var(&f.MetricsInterval, "metrics-interval-secs", 5, "seconds between METRICS lines (at least 1)")
-	fl.Uint64Var(&f.DurationSecs, "duration-secs", 0, "exit after this many seconds; 0 runs until Ctrl-C or SIGTERM")
+	fl.Var(durflag.NewSeconds(&f.MetricsInterval, 5), "metrics-interval-secs", "time between METRICS lines, as 5 or 5s (at least 1 s)")
+	fl.Var(durflag.NewSeconds(&f.DurationSecs, 0), "duration-secs", "exit after this long (120 or 2m); 0 runs until Ctrl-C or SIGTERM")
 	fl.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this `address` (off when empty)")
 	fl.BoolVar(&f.EmptyDomainKeys, "empty-domain-keys", false, "do not store the server key: get-domain-keys on a fresh database returns the upstream load test's empty list")
 	fl.StringVar(&f.Listen, "listen", "127.0.0.1:0", "listen `address` (host:port; port 0 picks a free one); when not given and TCP_PORT is set, 127.0.0.1:$TCP_PORT")
