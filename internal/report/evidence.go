@@ -67,6 +67,9 @@ func EvidenceText(w io.Writer, e *evidence.Evidence) {
 		fmt.Fprintf(w, "machine: %s, %d cores, kernel %s, loadproof %s\n", m.CPUModel, m.Cores, m.Kernel, m.LoadproofVersion)
 	}
 	fmt.Fprintf(w, "passed: %v  certification_ready: %v\n", e.Passed, e.CertificationReady)
+	if Rehearsal(e) {
+		fmt.Fprintln(w, "rehearsal: not certifiable (the load went to this machine over loopback; run the plan against the deployment for evidence)")
+	}
 	if !e.CertificationReady && len(e.Blockers) > 0 {
 		fmt.Fprintln(w, "Certification is not ready:")
 		for _, b := range e.Blockers {

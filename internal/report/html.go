@@ -253,7 +253,7 @@ func capacityModel(m *Model, l *loaded) error {
 	m.Mode = "capacity"
 	cv := &CapacityView{Scope: ev.EvidenceScope, GeneratedAt: ev.GeneratedAt, Passed: ev.Passed,
 		CertificationReady: ev.CertificationReady, StopReason: ev.StopReason, Blockers: ev.Blockers, StopAt: num(gap),
-		Profile: ev.Plan.ProfileName, Target: ev.Plan.TargetURL}
+		Profile: ev.Plan.ProfileName, Target: ev.Plan.TargetURL, Rehearsal: Rehearsal(ev)}
 	if ev.StoppedAfterPhase != nil {
 		cv.StoppedAfterPhase = *ev.StoppedAfterPhase
 	}

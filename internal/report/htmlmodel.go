@@ -156,16 +156,18 @@ type Difference struct {
 
 // CapacityView is an evidence bundle's verdict and phases.
 type CapacityView struct {
-	Profile            string       `json:"profile"`
-	Target             string       `json:"target"`
-	Scope              string       `json:"scope"`
-	GeneratedAt        string       `json:"generated_at"`
-	Passed             bool         `json:"passed"`
-	CertificationReady bool         `json:"certification_ready"`
-	StoppedAfterPhase  string       `json:"stopped_after_phase,omitempty"`
-	StopReason         string       `json:"stop_reason,omitempty"`
-	Blockers           []string     `json:"blockers,omitempty"`
-	Phases             []*PhaseView `json:"phases"`
+	Profile            string `json:"profile"`
+	Target             string `json:"target"`
+	Scope              string `json:"scope"`
+	GeneratedAt        string `json:"generated_at"`
+	Passed             bool   `json:"passed"`
+	CertificationReady bool   `json:"certification_ready"`
+	// Rehearsal says the load went to this machine: not certifiable, whatever the checks say.
+	Rehearsal         bool         `json:"rehearsal"`
+	StoppedAfterPhase string       `json:"stopped_after_phase,omitempty"`
+	StopReason        string       `json:"stop_reason,omitempty"`
+	Blockers          []string     `json:"blockers,omitempty"`
+	Phases            []*PhaseView `json:"phases"`
 	// StopAt is the time on the run's axis where the run stopped early (null when every phase ran).
 	StopAt num `json:"stop_at"`
 }

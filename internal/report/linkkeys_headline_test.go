@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/hist"
 	lkr "github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/result"
@@ -105,5 +106,23 @@ func TestServerCountersDrawnSinceTheRunStarted(t *testing.T) {
 	}
 	if g := find(rows[1], "open_connections"); g != 15 {
 		t.Errorf("gauge drawn %v, want 15", g)
+	}
+}
+
+func TestRehearsalIsALoopbackTarget(t *testing.T) {
+	cases := []struct {
+		ev   evidence.Evidence
+		want bool
+	}{
+		{evidence.Evidence{Plan: evidence.PlanInfo{TargetURL: "http://127.0.0.1:3000"}}, true},
+		{evidence.Evidence{Plan: evidence.PlanInfo{TargetURL: "https://keycast.staging.example"}}, false},
+		{evidence.Evidence{Phases: []evidence.Phase{{Server: &evidence.Server{}}}}, true},
+		{evidence.Evidence{Phases: []evidence.Phase{{Server: &evidence.Server{Target: "198.18.0.1:4433"}}}}, false},
+		{evidence.Evidence{}, false},
+	}
+	for i, c := range cases {
+		if got := Rehearsal(&c.ev); got != c.want {
+			t.Errorf("case %d: Rehearsal = %v, want %v", i, got, c.want)
+		}
 	}
 }

@@ -314,7 +314,8 @@
     root.appendChild(el('h2', { text: 'Capacity verdict' }));
     var v = el('div', { cls: 'card verdict' }, [
       el('span', { cls: c.passed ? 'pass' : 'fail', text: c.passed ? 'PASSED' : 'FAILED' }), '  certification ready: ',
-      el('span', { cls: c.certification_ready ? 'pass' : 'fail', text: c.certification_ready ? 'yes' : 'no' }),
+      c.rehearsal ? el('span', { cls: 'fail', text: 'rehearsal: not certifiable (loopback target)' })
+        : el('span', { cls: c.certification_ready ? 'pass' : 'fail', text: c.certification_ready ? 'yes' : 'no' }),
       c.stopped_after_phase ? '  stopped after phase "' + c.stopped_after_phase + '" (' + (c.stop_reason || 'stop') + ')' : ''
     ]);
     root.appendChild(v);
