@@ -114,7 +114,7 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 				"files of either, merged exactly), verify and keygen (checked and signed evidence), demo.",
 		}
 		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env), newMachineCmd(env),
-			newVerifyCmd(env), newKeygenCmd(env))
+			newVerifyCmd(env), newKeygenCmd(env), newCompareCmd(env))
 		root.AddCommand(newCoordinateCmd(env), newWorkerCmd(env), newKubeCmd(env))
 	}
 	applyExamples(root)

@@ -416,3 +416,19 @@ func phaseResults(ph evidence.Phase) *keycastresult.Results {
 	}
 	return &r
 }
+
+// LoadEnvelope reads one result file of either harness (not an evidence bundle) as its envelope,
+// validated: what a comparison or search reads of a run.
+func LoadEnvelope(src Source) (*result.Envelope, error) {
+	l, err := load(src)
+	if err != nil {
+		return nil, err
+	}
+	if l.env == nil {
+		return nil, fmt.Errorf("report: %s is a capacity evidence bundle, not a run's result file: give its phases' results files", src.Name)
+	}
+	if err := l.env.Validate(); err != nil {
+		return nil, fmt.Errorf("report: %s: %w", src.Name, err)
+	}
+	return l.env, nil
+}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysserver"
+)
+
+// TestCompareRealRuns: request-bench runs against a real server, at 2,000 requests/s (A) and at
+// 400 (B, the "slower build"): compare says B's throughput is worse and a gate on it exits 1; the
+// A runs against themselves pass it; a gate naming a metric the runs lack, or a missing side, exits 2.
+func TestCompareRealRuns(t *testing.T) {
+	lim := map[string]string{"TCP_HANDSHAKE_BURST": "1000000", "TCP_HANDSHAKE_GLOBAL_BURST": "1000000",
+		"PUBLIC_READ_BURST": "1000000000", "PUBLIC_READ_GLOBAL_BURST": "1000000000"}
+	cfg, err := linkkeysserver.ConfigFromEnv(func(k string) string { return lim[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	dir := t.TempDir()
+	info := filepath.Join(dir, "info.json")
+	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name, rate string) string {
+		p := filepath.Join(dir, name+".json")
+		env, out, errOut := lkTestEnv()
+		if code := Run(context.Background(), LinkKeys, []string{"request-bench", "--info-file", info, "--connections", "2",
+			"--duration", "2s", "--rate", rate, "--json", p}, env); code != ExitOK {
+			t.Fatalf("%s: exit %d\n%s%s", name, code, out, errOut)
+		}
+		return p
+	}
+	a1, a2, b1, b2 := run("a1", "2000"), run("a2", "2000"), run("b1", "400"), run("b2", "400")
+	cmp := func(args ...string) (int, string, string) {
+		env, out, errOut := lkTestEnv()
+		code := Run(context.Background(), Loadproof, append([]string{"compare", "--seed", "3", "--iterations", "500"}, args...), env)
+		return code, out.String(), errOut.String()
+	}
+	code, out, errOut := cmp("--gate", "throughput>-3%", a1, a2, "--vs", b1, b2)
+	if code != ExitGateFailed || !strings.Contains(out, "gate: FAILED: throughput changed") {
+		t.Fatalf("slower B: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "throughput") || !strings.Contains(out, "worse") {
+		t.Errorf("slower B: no worse throughput row:\n%s", out)
+	}
+	jsonPath := filepath.Join(dir, "cmp.json")
+	code, out, errOut = cmp("--gate", "throughput>-50%", "-o", jsonPath, a1, "--vs", a2)
+	if code != ExitOK || !strings.Contains(out, "gate: passed") || !strings.Contains(out, "note: one run on a side") {
+		t.Fatalf("A against A: exit %d\n%s%s", code, out, errOut)
+	}
+	var doc struct {
+		Metrics []struct {
+			Name    string `json:"name"`
+			Verdict string `json:"verdict"`
+		} `json:"metrics"`
+	}
+	if b, err := os.ReadFile(jsonPath); err != nil || json.Unmarshal(b, &doc) != nil || len(doc.Metrics) < 3 {
+		t.Fatalf("json %v %s", err, b)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gate", "p99:nosuch<5%", a1, "--vs", b1}, "no metric \"p99:nosuch\""},
+		{[]string{a1, b1}, "then --vs"},
+		{[]string{a1, "--vs"}, "at least one result file on each side"},
+		{[]string{"--gate", "throughput>3", a1, "--vs", b1}, "needs a % sign"},
+	} {
+		if code, out, errOut := cmp(c.args...); code != ExitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, want %d and %q\n%s%s", c.args, code, ExitUsage, c.want, out, errOut)
+		}
+	}
+	_ = fmt.Sprint()
+}
