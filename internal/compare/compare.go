@@ -83,9 +83,9 @@ type run struct {
 }
 
 type interval struct {
-	secs                      float64
+	secs                       float64
 	ok, refused, failed, total int64
-	lat                       map[string][]bucket
+	lat                        map[string][]bucket
 }
 
 type bucket struct {
