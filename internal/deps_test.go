@@ -77,7 +77,9 @@ var forbidden = map[string][]string{
 	// Flag values of durations are a leaf the command lines use: they know nothing of runs.
 	"durflag": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysresult", "keycastresult", "result", "engine", "hist", "machine", "admit", "capacity", "report", "coord", "cli"},
 	// Comparisons read result envelopes only: no protocol, no load, no page.
-	"compare":     {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysresult", "keycastresult", "engine", "capacity", "report", "dashboard", "coord", "cli"},
+	"compare": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysresult", "keycastresult", "engine", "capacity", "report", "dashboard", "coord", "cli"},
+	// Remote write turns result intervals into Prometheus series: no protocol, no load, no page.
+	"remotewrite": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysresult", "keycastresult", "engine", "capacity", "report", "dashboard", "coord", "cli"},
 	"boundedfile": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysresult", "keycastresult", "result", "engine", "hist", "machine", "admit", "capacity", "report", "procexec", "atomicfile", "syncio", "cli"},
 	"cmdenv":      {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "procexec", "cli"},
 	// The server command's wiring: the server side only, so cmd/linkkeys-server stays lean

@@ -83,6 +83,8 @@ unit() {
 integration() {
   # PostgreSQL for the Keycast store tests: start the local cluster when it is down.
   scripts/postgres.sh
+  # Prometheus for the remote-write tests (a real receiver): install it when it is missing.
+  scripts/prometheus.sh
   gotest integration -timeout 30m ./...
 }
 

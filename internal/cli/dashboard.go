@@ -64,6 +64,7 @@ func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
 		finishDashboard(env, d, run.outputs(cmd))
 		return runErr
 	}
+	attachRemoteWrite(c, env, run)
 }
 
 // dashboardTokenEnv and serveTokenEnv carry the tokens outside argv (which `ps` shows).

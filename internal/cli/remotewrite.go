@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/remotewrite"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// remoteWriteAuthEnv carries an Authorization header value outside argv.
+const remoteWriteAuthEnv = "LOADPROOF_REMOTE_WRITE_AUTHORIZATION"
+
+// attachRemoteWrite gives a command --remote-write URL (and its header, CA and histogram flags):
+// every engine run under the command's context streams its interval snapshots to a Prometheus
+// remote-write endpoint as they close (internal/remotewrite); at the end the command waits up to 10 s
+// for the queue to drain and says what was sent, dropped and failed.
+func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
+	f := c.Flags()
+	f.String("remote-write", "", "stream every second's figures to this Prometheus remote-write `URL` (e.g. http://127.0.0.1:9090/api/v1/write; docs/outputs.md)")
+	f.StringArray("remote-write-header", nil, "an HTTP header for --remote-write, 'Name: value' (repeatable); env "+remoteWriteAuthEnv+" sets Authorization outside argv")
+	f.String("remote-write-ca", "", "verify an https --remote-write endpoint against the CA certificates in this PEM `file`")
+	f.String("remote-write-histograms", remotewrite.Native, "latency as native histograms (native) or classic _bucket series (classic)")
+	inner := c.RunE
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		u, _ := cmd.Flags().GetString("remote-write")
+		if u == "" {
+			return inner(cmd, args)
+		}
+		hs, _ := cmd.Flags().GetStringArray("remote-write-header")
+		headers := map[string]string{}
+		for _, h := range hs {
+			k, v, err := remotewrite.ParseHeader(h)
+			if err != nil {
+				return usageError("--remote-write-header: %v", err)
+			}
+			headers[k] = v
+		}
+		if env.Getenv != nil {
+			if a := env.Getenv(remoteWriteAuthEnv); a != "" {
+				if _, _, err := remotewrite.ParseHeader("Authorization: " + a); err != nil {
+					return usageError("%s: %v", remoteWriteAuthEnv, err)
+				}
+				headers["Authorization"] = a
+			}
+		}
+		ca, _ := cmd.Flags().GetString("remote-write-ca")
+		form, _ := cmd.Flags().GetString("remote-write-histograms")
+		// The series carry the run's ID: one is made here when none was given, and handed to the
+		// command as its --run-id so the result file names the same run.
+		runID := ""
+		if rf := cmd.Flags().Lookup("run-id"); rf != nil {
+			runID = rf.Value.String()
+			seg := cmd.Flags().Lookup("segment")
+			if runID == "" && (seg == nil || seg.Value.String() == "") {
+				runID = result.NewRunID()
+				if err := rf.Value.Set(runID); err != nil {
+					return err
+				}
+			}
+		}
+		host, _ := os.Hostname()
+		w, err := remotewrite.New(remotewrite.Config{URL: u, Headers: headers, CAFile: ca, Histograms: form,
+			Labels: map[string]string{"run_id": runID, "harness": run.harness, "command": run.command, "host": host}})
+		if err != nil {
+			return usageError("--remote-write: %v", err)
+		}
+		cmd.SetContext(engine.WithIntervalObserver(cmd.Context(), w.Observe))
+		runErr := inner(cmd, args)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st := w.Close(ctx)
+		cancel()
+		line := fmt.Sprintf("remote write: %d requests sent, %d dropped, %d failed", st.Sent, st.Dropped, st.Failed)
+		if st.LastError != "" {
+			line += " (last error: " + st.LastError + ")"
+		}
+		fmt.Fprintln(env.Stderr, line)
+		return runErr
+	}
+}

@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/remotewrite"
+)
+
+// startPrometheus starts a real Prometheus (Debian's package; scripts/prometheus.sh installs it) on
+// a free loopback port with the remote-write receiver and native histograms, and returns its base
+// URL. Without the binary the test skips, except in CI, where it fails.
+func startPrometheus(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("prometheus is not installed: scripts/prometheus.sh installs it")
+		}
+		t.Skip("prometheus is not installed (scripts/prometheus.sh installs it)")
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr,
+		"--web.enable-remote-write-receiver", "--enable-feature=native-histograms", "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus on %s not ready within 30 s: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// promQuery runs an instant query and returns the single result's value.
+func promQuery(t *testing.T, base, q string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Status != "success" || len(doc.Data.Result) != 1 {
+		t.Fatalf("query %s: %s %s, %d results", q, doc.Status, doc.Error, len(doc.Data.Result))
+	}
+	v, err := strconv.ParseFloat(fmt.Sprint(doc.Data.Result[0].Value[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestRemoteWriteToARealPrometheus: a request-bench run streams to a real Prometheus; the totals
+// Prometheus holds equal the result file's exactly, and the p99 from the native histogram agrees
+// with the result's HDR p99 within the native histogram's resolution.
+func TestRemoteWriteToARealPrometheus(t *testing.T) {
+	base := startPrometheus(t)
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	dir := t.TempDir()
+	info := filepath.Join(dir, "info.json")
+	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "rb.json")
+	env, out, errOut := lkTestEnv()
+	if code := Run(context.Background(), LinkKeys, []string{"request-bench", "--info-file", info, "--connections", "2", "--duration", "3s",
+		"--json", jsonPath, "--remote-write", base + "/api/v1/write"}, env); code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut.String(), "dropped 0") && !strings.Contains(errOut.String(), ", 0 dropped, 0 failed") {
+		t.Fatalf("remote write stats: %s", errOut)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := linkkeysload.ReadResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := fmt.Sprintf(`{run_id=%q}`, res.RunID)
+	if got := promQuery(t, base, "sum(loadproof_operations_total"+sel+")"); int64(got) != res.Total() {
+		t.Errorf("Prometheus total %v, result file %d", got, res.Total())
+	}
+	if got := promQuery(t, base, `sum(loadproof_operations_total{outcome="success",run_id="`+res.RunID+`"})`); int64(got) != res.Totals["success"] {
+		t.Errorf("Prometheus successes %v, result file %d", got, res.Totals["success"])
+	}
+	hdr := res.Histograms["request"].Quantile(0.99).Seconds()
+	prom := promQuery(t, base, `histogram_quantile(0.99, loadproof_latency_seconds{kind="request",run_id="`+res.RunID+`"})`)
+	// One native bucket at schema 4 spans a factor of 2^(1/16); the HDR value sits in one, the
+	// quantile is interpolated within it: they agree within that factor (and the HDR's 0.1 %).
+	tol := math.Pow(2, 1.0/(1<<remotewrite.Schema))*1.001 - 1
+	if math.Abs(prom-hdr)/hdr > tol {
+		t.Errorf("p99: Prometheus %.6fs, HDR %.6fs: apart by more than %.1f %%", prom, hdr, tol*100)
+	}
+	t.Logf("p99 Prometheus %.6fs, HDR %.6fs; total %d", prom, hdr, res.Total())
+}
+
+// TestRemoteWriteNeverSlowsTheRun: an endpoint that accepts and never answers neither slows nor
+// stops the run; the command says what it could not deliver.
+func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold it open, never answer
+		}
+	}()
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	info := filepath.Join(t.TempDir(), "info.json")
+	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
+		t.Fatal(err)
+	}
+	env, out, errOut := lkTestEnv()
+	start := time.Now()
+	code := Run(context.Background(), LinkKeys, []string{"handshake-bench", "--info-file", info, "--duration", "2s", "--concurrency", "2",
+		"--remote-write", "http://" + l.Addr().String() + "/api/v1/write"}, env)
+	took := time.Since(start)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	// 2 s of run, then at most the 10 s drain wait: never the retries of every request in turn.
+	if took > 14*time.Second {
+		t.Errorf("the run took %v with a silent endpoint", took)
+	}
+	if !strings.Contains(errOut.String(), "remote write: 0 requests sent") {
+		t.Errorf("stderr does not say nothing was delivered:\n%s", errOut)
+	}
+}
