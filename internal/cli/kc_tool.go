@@ -22,6 +22,7 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/durflag"
+	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -298,6 +299,9 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	}
 	if hook != nil && hook.Deliver != nil {
 		return hook.Deliver(res) // a coordinated worker: the coordinator writes and judges the merged run
+	}
+	if h := engine.ResultHook(ctx); h != nil && res.Envelope != nil {
+		h(res.Envelope)
 	}
 	if err := finishRun(env, log, res, fl.output, sign); err != nil {
 		return err

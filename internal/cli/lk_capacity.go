@@ -75,6 +75,7 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 			return capacityExit(planPath, err)
 		},
 	}
+	attachRemoteWrite(c, env, dashboardRun{harness: "linkkeys", command: "capacity"})
 	f := c.Flags()
 	f.StringVarP(&planPath, "plan", "p", "", "LinkKeys capacity plan with predeclared phases, profiles and limits (required)")
 	f.StringVarP(&output, "output", "o", capacity.DefaultOutputDir, "directory for the evidence bundle (must be absent or empty)")

@@ -107,6 +107,7 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 			return lkResult(interrupted(cmd.Context(), err))
 		},
 	}
+	attachRemoteWrite(c, env, dashboardRun{harness: "linkkeys", command: "combined"})
 	f := c.Flags()
 	common.bind(f)
 	bindDurationSecs(f, &duration, 20, "how long the handshake and request streams run (each may override it)")

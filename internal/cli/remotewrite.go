@@ -70,11 +70,19 @@ func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
 		if err != nil {
 			return usageError("--remote-write: %v", err)
 		}
-		cmd.SetContext(engine.WithIntervalObserver(cmd.Context(), w.Observe))
+		ctx := engine.WithIntervalObserver(cmd.Context(), w.Observe)
+		// A client's result file records the delivery: the queue drains (up to 10 s) before it is
+		// written. A capacity run writes a file per phase and streams across them: its delivery is
+		// printed at the end.
+		if run.command != "capacity" {
+			ctx = engine.WithResultHook(ctx, func(e *result.Envelope) {
+				st := drain(w)
+				e.RemoteWrite = &result.RemoteWrite{URL: w.Endpoint(), Sent: st.Sent, Dropped: st.Dropped, Failed: st.Failed, LastError: st.LastError}
+			})
+		}
+		cmd.SetContext(ctx)
 		runErr := inner(cmd, args)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		st := w.Close(ctx)
-		cancel()
+		st := drain(w)
 		line := fmt.Sprintf("remote write: %d requests sent, %d dropped, %d failed", st.Sent, st.Dropped, st.Failed)
 		if st.LastError != "" {
 			line += " (last error: " + st.LastError + ")"
@@ -82,4 +90,11 @@ func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
 		fmt.Fprintln(env.Stderr, line)
 		return runErr
 	}
+}
+
+// drain closes the writer, waiting up to 10 s for its queue.
+func drain(w *remotewrite.Writer) remotewrite.Stats {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return w.Close(ctx)
 }

@@ -132,6 +132,9 @@ func TestRemoteWriteToARealPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rw := res.RemoteWrite; rw == nil || rw.Sent == 0 || rw.Dropped != 0 || rw.Failed != 0 || !strings.HasSuffix(rw.URL, "/api/v1/write") {
+		t.Errorf("the result's remote_write: %+v", res.RemoteWrite)
+	}
 	sel := fmt.Sprintf(`{run_id=%q}`, res.RunID)
 	if got := promQuery(t, base, "sum(loadproof_operations_total"+sel+")"); int64(got) != res.Total() {
 		t.Errorf("Prometheus total %v, result file %d", got, res.Total())
@@ -178,8 +181,9 @@ func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
 	}
 	env, out, errOut := lkTestEnv()
 	start := time.Now()
+	jsonPath := filepath.Join(t.TempDir(), "hs.json")
 	code := Run(context.Background(), LinkKeys, []string{"handshake-bench", "--info-file", info, "--duration", "2s", "--concurrency", "2",
-		"--remote-write", "http://" + l.Addr().String() + "/api/v1/write"}, env)
+		"--json", jsonPath, "--remote-write", "http://" + l.Addr().String() + "/api/v1/write?token=secret"}, env)
 	took := time.Since(start)
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -190,5 +194,16 @@ func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "remote write: 0 requests sent") {
 		t.Errorf("stderr does not say nothing was delivered:\n%s", errOut)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := linkkeysload.ReadResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rw := res.RemoteWrite; rw == nil || rw.Sent != 0 || rw.Dropped+rw.Failed == 0 || strings.Contains(rw.URL, "secret") {
+		t.Errorf("the result's remote_write: %+v", res.RemoteWrite)
 	}
 }

@@ -51,3 +51,28 @@ func observe(ctx context.Context, cfg Config) Config {
 	}
 	return cfg
 }
+
+type resultHookKey struct{}
+
+// WithResultHook returns a context under which a command's result writer calls fn on the run's
+// envelope just before writing it: how an observer of the run's intervals (remote write) records
+// what it did in the result file itself, through the same context that carried the observer.
+func WithResultHook(ctx context.Context, fn func(e *result.Envelope)) context.Context {
+	if fn == nil {
+		return ctx
+	}
+	if outer := ResultHook(ctx); outer != nil {
+		inner := fn
+		fn = func(e *result.Envelope) {
+			outer(e)
+			inner(e)
+		}
+	}
+	return context.WithValue(ctx, resultHookKey{}, fn)
+}
+
+// ResultHook returns the hook attached to ctx, or nil.
+func ResultHook(ctx context.Context) func(e *result.Envelope) {
+	fn, _ := ctx.Value(resultHookKey{}).(func(e *result.Envelope))
+	return fn
+}

@@ -756,7 +756,7 @@ func Combined(ctx context.Context, cfg CombinedConfig, r Run) (Result, error) {
 	r.stamp(&res)
 	r.combinedAccounting(ctx, &res, before, metricsErr)
 	WriteCombinedDone(out, res)
-	return res, r.writeJSON(res)
+	return res, r.writeJSON(ctx, res)
 }
 
 // SourcePrefixes returns the TCP_SOURCE_PREFIXES value under which a server counts each stream's

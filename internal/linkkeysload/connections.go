@@ -273,7 +273,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	WriteConnectionsDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)
 	WriteHeadline(out, res)
-	if err := r.writeJSON(res); err != nil {
+	if err := r.writeJSON(ctx, res); err != nil {
 		return res, err
 	}
 	if h := res.Hold; h != nil && h.Loss != nil {
@@ -290,9 +290,12 @@ func (r *Run) stamp(res *Result) {
 	res.Finish()
 }
 
-func (r *Run) writeJSON(res Result) error {
+func (r *Run) writeJSON(ctx context.Context, res Result) error {
 	if r.JSONPath == "" {
 		return nil
+	}
+	if h := engine.ResultHook(ctx); h != nil {
+		h(&res.Envelope)
 	}
 	if err := res.Write(r.JSONPath); err != nil {
 		return err

@@ -71,5 +71,5 @@ func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 	WriteDDoSDone(out, cfg, res)
 	r.accounting(ctx, &res, before, metricsErr)
 	WriteHeadline(out, res)
-	return res, r.writeJSON(res)
+	return res, r.writeJSON(ctx, res)
 }

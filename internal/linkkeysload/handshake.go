@@ -197,5 +197,5 @@ func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, er
 	r.stamp(&res)
 	WriteHandshakeDone(out, cfg, res)
 	WriteHeadline(out, res)
-	return res, r.writeJSON(res)
+	return res, r.writeJSON(ctx, res)
 }

@@ -491,5 +491,5 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 	r.stamp(&res)
 	WriteRequestDone(out, cfg, res)
 	WriteHeadline(out, res)
-	return res, r.writeJSON(res)
+	return res, r.writeJSON(ctx, res)
 }

@@ -82,9 +82,12 @@ type Writer struct {
 	counters map[string]int64
 	lat      map[string]*hist.Histogram
 	stats    Stats
+	closed   bool
 
-	queue chan []byte
-	done  chan struct{}
+	queue     chan []byte
+	done      chan struct{}
+	closeOnce sync.Once
+	final     Stats
 }
 
 // maxHeaderText bounds a header flag.
@@ -203,19 +206,24 @@ func (w *Writer) Observe(iv *result.Interval) {
 		w.lat[k].Merge(h)
 	}
 	req := w.request(now.UnixMilli(), iv.Server)
-	w.mu.Unlock()
+	if w.closed {
+		w.stats.Dropped++ // an interval after the result was written: not delivered
+		w.mu.Unlock()
+		return
+	}
 	b, err := req.Marshal()
 	if err != nil {
-		w.fail(err)
+		w.stats.Failed++
+		w.stats.LastError = err.Error()
+		w.mu.Unlock()
 		return
 	}
 	select {
 	case w.queue <- snappy.Encode(nil, b):
 	default:
-		w.mu.Lock()
 		w.stats.Dropped++
-		w.mu.Unlock()
 	}
+	w.mu.Unlock()
 }
 
 // request builds the write request of the totals so far (w.mu held).
@@ -385,16 +393,34 @@ func (w *Writer) post(body []byte) (retry bool, err error) {
 
 // Close stops accepting intervals and waits, up to ctx, for the queue to drain; what is left is
 // counted as dropped. It returns the writer's stats.
+// Later calls return the first call's stats.
 func (w *Writer) Close(ctx context.Context) Stats {
-	close(w.queue)
-	select {
-	case <-w.done:
-	case <-ctx.Done():
+	w.closeOnce.Do(func() {
 		w.mu.Lock()
-		w.stats.Dropped += int64(len(w.queue))
+		close(w.queue) // under mu: Observe sends under no lock, so it checks closed first
+		w.closed = true
 		w.mu.Unlock()
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			w.mu.Lock()
+			w.stats.Dropped += int64(len(w.queue))
+			w.mu.Unlock()
+		}
+		w.mu.Lock()
+		w.final = w.stats
+		w.mu.Unlock()
+	})
+	return w.final
+}
+
+// Endpoint is the URL without its query and fragment (which may carry a token): what a result
+// file records.
+func (w *Writer) Endpoint() string {
+	u, err := url.Parse(w.cfg.URL)
+	if err != nil {
+		return ""
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stats
+	u.RawQuery, u.Fragment = "", ""
+	return u.String()
 }

@@ -95,6 +95,19 @@ type Envelope struct {
 	Histograms map[string]*hist.Histogram `json:"histograms,omitempty"`
 	// Intervals is the timeline of interval snapshots.
 	Intervals []Interval `json:"intervals,omitempty"`
+	// RemoteWrite says what streaming the run to a Prometheus remote-write endpoint delivered
+	// (--remote-write); absent when the run was not streamed.
+	RemoteWrite *RemoteWrite `json:"remote_write,omitempty"`
+}
+
+// RemoteWrite is the delivery of a run's remote-write stream: requests sent, dropped (queue full, or
+// still queued when the run's result was written) and failed after their retries.
+type RemoteWrite struct {
+	URL       string `json:"url"`
+	Sent      int64  `json:"sent"`
+	Dropped   int64  `json:"dropped"`
+	Failed    int64  `json:"failed"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Interval is one interval snapshot: what finished during [T, T+Secs) from the run start.
