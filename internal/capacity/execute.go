@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -197,8 +198,8 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 			s := res.Summary
 			return &PhaseResult[*keycastresult.Results]{
 				Results: res, Envelope: res.Envelope, Metrics: KeycastMetrics(s), Stop: res.Stop, ElapsedSecs: s.DurationSecs,
-				Summary: fmt.Sprintf("%d requests, p95 %.1f ms, unintentional errors %.2f%%, shedding %.2f%%",
-					s.TotalRequests, s.LatencyP95Ms, s.UnintentionalErrorRate*100, s.IntentionalRejectionRate*100),
+				Summary: fmt.Sprintf("%d requests, p95 %s, unintentional errors %.2f%%, shedding %.2f%%",
+					s.TotalRequests, hist.MsText(s.LatencyP95Ms), s.UnintentionalErrorRate*100, s.IntentionalRejectionRate*100),
 			}, nil
 		},
 		Checks: func(i int) ([]CheckSpec, []CheckSpec) { return keycastCheckSpecs(plan, &plan.Phases[i]) },

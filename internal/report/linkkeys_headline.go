@@ -142,29 +142,8 @@ func rateText(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// MsText renders a latency given in milliseconds with a unit that suits it: µs below a
-// millisecond, ms below a second, s above (18 µs is "18µs", never "0.0 ms").
-func MsText(ms float64) string { return DurationText(time.Duration(ms * float64(time.Millisecond))) }
+// MsText renders a latency given in milliseconds with a unit that suits it (hist.MsText).
+func MsText(ms float64) string { return hist.MsText(ms) }
 
-// DurationText renders a duration with three significant digits in µs, ms or s.
-func DurationText(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0"
-	case d < time.Millisecond:
-		return sig3(float64(d)/float64(time.Microsecond)) + "µs"
-	case d < time.Second:
-		return sig3(float64(d)/float64(time.Millisecond)) + "ms"
-	}
-	return sig3(d.Seconds()) + "s"
-}
-
-func sig3(v float64) string {
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	}
-	return fmt.Sprintf("%.2f", v)
-}
+// DurationText renders a duration with three significant digits in µs, ms or s (hist.DurationText).
+func DurationText(d time.Duration) string { return hist.DurationText(d) }
