@@ -31,7 +31,7 @@ func TestServerSamplesKeepAtMostTheCap(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		return engine.Outcome{}
 	})
-	run, err := engine.Execute(context.Background(), engine.Config{Driver: d, Workers: 1, Duration: time.Second, Interval: 500 * time.Millisecond,
+	run, err := engine.Execute(context.Background(), engine.Config{Driver: d, Workers: 1, Duration: 3 * time.Second, Interval: 500 * time.Millisecond,
 		Sample: serverSampler(&MetricsSource{Location: srv.URL})})
 	if err != nil {
 		t.Fatal(err)
