@@ -4,14 +4,17 @@ package testbed_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/testbed"
 )
 
@@ -27,6 +30,20 @@ func readLKResult(t *testing.T, path string) linkkeysresult.Result {
 		t.Fatalf("the client's result %s: %v", path, err)
 	}
 	return r
+}
+
+// hostKernel reads h's kernel counters from inside h (the helper mode "kernel").
+func hostKernel(ctx context.Context, t *testing.T, h *testbed.Host) machine.Kernel {
+	t.Helper()
+	out, err := helperCmd(ctx, h, "kernel", "-").Output()
+	if err != nil {
+		t.Fatalf("reading %s's kernel counters: %v\n%s", h.Name, err, out)
+	}
+	var k machine.Kernel
+	if err := json.Unmarshal(out, &k); err != nil {
+		t.Fatalf("%s's kernel counters: %v\n%s", h.Name, err, out)
+	}
+	return k
 }
 
 // TestLinkKeysClientsAcrossHosts: the real LinkKeys server in host 1 on 198.18.0.1 (with its
@@ -69,8 +86,10 @@ func TestLinkKeysClientsAcrossHosts(t *testing.T) {
 		t.Errorf("a remote target without --allow-host: err %v, want exit 2 naming --allow-host\n%s", err, out)
 	}
 
-	// connections through the info file's host key, from host 2's own source prefix.
+	// connections through the info file's host key, from host 2's own source prefix, with the
+	// server host's own kernel counters read around it (the client's record holds only its own).
 	const count = 300
+	kBefore := hostKernel(ctx, t, server)
 	res := filepath.Join(dir, "conns.json")
 	out, err = client.Run(ctx, lk, "connections", "--info-file", srv.InfoFile, "--allow-host", server.Addr,
 		"--count", "300", "--concurrency", "100", "--hold-secs", "1", "--client-ip-base", "198.19.2.1",
@@ -88,6 +107,11 @@ func TestLinkKeysClientsAcrossHosts(t *testing.T) {
 	if d := r.Server.Delta; d.Accepted != count || d.HandshakesCompleted != count {
 		t.Errorf("server accounting: %d accepted, %d handshakes completed; the client held %d", d.Accepted, d.HandshakesCompleted, count)
 	}
+	sk := machine.Delta(kBefore, hostKernel(ctx, t, server), runtime.NumCPU())
+	if sk.ListenOverflows != 0 || sk.ListenDrops != 0 || sk.SyncookiesSent != 0 {
+		t.Errorf("the server host dropped connections at its listener: %s", sk.Summary())
+	}
+	t.Logf("server host %s over connections: %s", server.Name, sk.Summary())
 	if !strings.HasPrefix(r.Target, server.Addr+":") {
 		t.Errorf("the result's target is %q, want the server's %s", r.Target, srv.Addr)
 	}
