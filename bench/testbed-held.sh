@@ -29,7 +29,7 @@ trap cleanup EXIT
 "$TB" up 3 --sources 2,3 >/dev/null
 
 kernel() { "$TB" exec 1 sh -c 'cat /proc/net/netstat /proc/net/snmp' >"$OUT/server-kernel-$1.txt"; }
-env TCP_HANDSHAKE_RATE_PER_MINUTE=60000000 TCP_HANDSHAKE_BURST=1000000 \
+env TCP_MAX_CONNECTIONS=$((PER_HOST * 2 + 1000)) TCP_HANDSHAKE_RATE_PER_MINUTE=60000000 TCP_HANDSHAKE_BURST=1000000 \
   TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND=10000000 TCP_HANDSHAKE_GLOBAL_BURST=1000000 \
   "$TB" exec 1 "$OUT/linkkeys-server" --listen 198.18.0.1:7443 --info-file "$OUT/info.json" \
   --metrics-addr 198.18.0.1:9464 --processes "$PROCS" --db-path "$OUT/lk.sqlite3" --duration-secs 900 >"$OUT/server.log" 2>&1 &
