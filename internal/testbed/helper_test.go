@@ -64,6 +64,8 @@ func helper(mode, arg string) error {
 		return nil
 	case "tls-dial": // arg "ADDR|INFOFILE[|FINGERPRINT]": a TLS handshake pinned to the info file's fingerprint
 		return tlsDial(arg)
+	case "kernel": // print this host's kernel counters (machine.ReadKernel) as JSON
+		return json.NewEncoder(os.Stdout).Encode(machine.ReadKernel())
 	case "overflow": // a listener with a backlog of 0 that never accepts, arg connects; print the kernel delta
 		return overflow(arg)
 	}
