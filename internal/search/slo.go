@@ -22,8 +22,8 @@ const (
 
 // Term is one clause of an SLO: Metric Op Limit, for example p99<20ms or errors<0.5%.
 type Term struct {
-	Text   string  `json:"text"`
-	Metric string  `json:"metric"`
+	Text   string `json:"text"`
+	Metric string `json:"metric"`
 	// Quantile (0..100) and Kind are set for latency terms: p99:uncorrected<20ms reads the
 	// "uncorrected" histogram; the default kind is "latency".
 	Quantile float64 `json:"quantile,omitempty"`
