@@ -172,67 +172,57 @@ func Run(ctx context.Context, cfg Config, tr Trialer) (*Result, error) {
 	defer func() { res.EndedAt = time.Now().UTC() }()
 	var (
 		lastPass, firstFail float64 // 0: none yet
-		passEnv, failEnv    []*result.Envelope
+		stepEnvs            [][]*result.Envelope
 	)
-	step := func(phase string, v float64) (bool, []*result.Envelope, error) {
+	step := func(phase string, v float64) (bool, error) {
 		st := Step{Index: len(res.Steps) + 1, Phase: phase, Value: v}
 		var envs []*result.Envelope
+		defer func() { stepEnvs = append(stepEnvs, envs) }()
 		held := 0
 		for i := 1; i <= cfg.Trials; i++ {
 			t, err := tr.Trial(ctx, v, st.Index, i)
 			if err != nil {
+				st.Held = share(held, len(st.Trials))
 				res.Steps = append(res.Steps, st)
-				return false, nil, fmt.Errorf("step %d (%s %v) trial %d: %w", st.Index, cfg.Vary, v, i, err)
+				return false, fmt.Errorf("step %d (%s %v) trial %d: %w", st.Index, cfg.Vary, v, i, err)
 			}
 			res.TrialCount++
-			ts := summarise(&cfg, t, v)
+			ts := Summarise(&cfg, t, v)
+			ts.Trial = i
 			if ts.Held {
 				held++
 			}
 			st.Trials = append(st.Trials, ts)
-			if t.Env != nil {
-				envs = append(envs, t.Env)
-				if cfg.AbortOn != nil {
-					s := WholeRun(t.Env)
-					if met, why := cfg.AbortOn.Met(&s, offered(&cfg, v)); met {
-						st.Held = float64(held) / float64(len(st.Trials))
-						res.Steps = append(res.Steps, st)
-						res.Aborted = fmt.Sprintf("step %d trial %d at %s %v met the abort condition %s", st.Index, i, cfg.Vary, v, why)
-						return false, nil, fmt.Errorf("%w: %s", ErrAborted, res.Aborted)
-					}
+			envs = append(envs, t.Env)
+			if cfg.AbortOn != nil && t.Env != nil {
+				s := WholeRun(t.Env)
+				if met, why := cfg.AbortOn.Met(&s, offered(&cfg, v)); met {
+					st.Held = share(held, len(st.Trials))
+					res.Steps = append(res.Steps, st)
+					res.Aborted = fmt.Sprintf("step %d trial %d at %s %v met the abort condition %s", st.Index, i, cfg.Vary, v, why)
+					return false, fmt.Errorf("%w: %s", ErrAborted, res.Aborted)
 				}
 			}
 		}
-		st.Held = float64(held) / float64(cfg.Trials)
+		st.Held = share(held, cfg.Trials)
 		st.Passed = held == cfg.Trials
 		res.Steps = append(res.Steps, st)
-		return st.Passed, envs, nil
+		return st.Passed, nil
 	}
 	finish := func(err error) (*Result, error) {
-		if lastPass > 0 {
-			res.Knee, res.LastPass = ptr(lastPass), ptr(lastPass)
-		}
-		if firstFail > 0 {
-			res.FirstFail = ptr(firstFail)
-			for i := range res.Steps {
-				if res.Steps[i].Value == firstFail {
-					res.BrokeFirst = BrokeFirst(&res.Steps[i])
-				}
-			}
-		}
-		res.Confidence = confidence(&cfg, lastPass, firstFail, passEnv, failEnv)
+		Conclude(res, stepEnvs)
 		return res, err
 	}
 	// Grow.
 	v := cfg.round(cfg.From)
 	for {
-		ok, envs, err := step("grow", v)
+		ok, err := step("grow", v)
 		if err != nil {
 			res.Stopped = "error"
 			return finish(err)
 		}
 		if ok {
-			lastPass, passEnv = v, envs
+			lastPass = v
 			if v >= cfg.To {
 				res.Stopped = "the ceiling (--to) passed"
 				return finish(nil)
@@ -244,7 +234,7 @@ func Run(ctx context.Context, cfg Config, tr Trialer) (*Result, error) {
 			v = next
 			continue
 		}
-		firstFail, failEnv = v, envs
+		firstFail = v
 		break
 	}
 	if lastPass == 0 {
@@ -257,15 +247,15 @@ func Run(ctx context.Context, cfg Config, tr Trialer) (*Result, error) {
 		if mid <= lastPass || mid >= firstFail {
 			break
 		}
-		ok, envs, err := step("bisect", mid)
+		ok, err := step("bisect", mid)
 		if err != nil {
 			res.Stopped = "error"
 			return finish(err)
 		}
 		if ok {
-			lastPass, passEnv = mid, envs
+			lastPass = mid
 		} else {
-			firstFail, failEnv = mid, envs
+			firstFail = mid
 		}
 	}
 	res.Stopped = fmt.Sprintf("bracket within the resolution (%.3g%%)", cfg.Resolution*100)
@@ -274,6 +264,49 @@ func Run(ctx context.Context, cfg Config, tr Trialer) (*Result, error) {
 
 func ptr(v float64) *float64 { return &v }
 
+func share(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) / float64(of)
+}
+
+// Conclude sets the knee (the highest passing value), the bracket (the lowest failing value above
+// it), what broke first there and the bootstrap confidence from the steps and their trials' result
+// files (envs[i] holds step i's, nil for a trial that wrote none). The search keeps every pass below
+// every failure, so the knee and the first failure are the highest pass and the lowest failure.
+// Verification calls it again on the files of a bundle, so it depends on nothing else.
+func Conclude(res *Result, envs [][]*result.Envelope) {
+	res.Knee, res.LastPass, res.FirstFail, res.BrokeFirst = nil, nil, nil, nil
+	var pass, fail float64
+	pi, fi := -1, -1
+	for i, st := range res.Steps {
+		if st.Passed && st.Value > pass {
+			pass, pi = st.Value, i
+		}
+	}
+	for i, st := range res.Steps {
+		if !st.Passed && len(st.Trials) == res.Config.Trials && st.Value > pass && (fi < 0 || st.Value < fail) {
+			fail, fi = st.Value, i
+		}
+	}
+	var passEnv, failEnv []*result.Envelope
+	if pi >= 0 {
+		res.Knee, res.LastPass = ptr(pass), ptr(pass)
+		if pi < len(envs) {
+			passEnv = envs[pi]
+		}
+	}
+	if fi >= 0 {
+		res.FirstFail = ptr(fail)
+		res.BrokeFirst = BrokeFirst(&res.Steps[fi])
+		if fi < len(envs) {
+			failEnv = envs[fi]
+		}
+	}
+	res.Confidence = confidence(&res.Config, pass, fail, passEnv, failEnv)
+}
+
 func offered(c *Config, v float64) float64 {
 	if c.Vary == "rate" {
 		return v
@@ -281,7 +314,8 @@ func offered(c *Config, v float64) float64 {
 	return 0
 }
 
-func summarise(c *Config, t Trial, v float64) TrialSummary {
+// Summarise evaluates one trial against the SLO.
+func Summarise(c *Config, t Trial, v float64) TrialSummary {
 	ts := TrialSummary{File: t.File, ExitCode: t.ExitCode, RunFailed: t.RunFailed}
 	if t.Env == nil {
 		return ts
@@ -344,6 +378,9 @@ func BrokeFirst(st *Step) []string {
 func holdShare(c *Config, v float64, envs []*result.Envelope, rng *rand.Rand) (float64, bool) {
 	var ivs []*result.Interval
 	for _, e := range envs {
+		if e == nil {
+			continue
+		}
 		for i := range e.Intervals {
 			ivs = append(ivs, &e.Intervals[i])
 		}
