@@ -1,6 +1,7 @@
 package search
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -308,4 +309,22 @@ func (s *SLO) Met(smp *Sample, offered float64) (bool, string) {
 		}
 	}
 	return false, ""
+}
+
+// MarshalJSON writes the SLO as its text; UnmarshalJSON parses it again, so a file's terms are
+// always the parser's reading of its text.
+func (s *SLO) MarshalJSON() ([]byte, error) { return json.Marshal(s.Text) }
+
+// UnmarshalJSON reads an SLO from its text.
+func (s *SLO) UnmarshalJSON(b []byte) error {
+	var text string
+	if err := json.Unmarshal(b, &text); err != nil {
+		return fmt.Errorf("an SLO is a string such as \"p99<20ms,errors<0.5%%\": %w", err)
+	}
+	p, err := ParseSLO(text)
+	if err != nil {
+		return err
+	}
+	*s = *p
+	return nil
 }
