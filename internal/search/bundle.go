@@ -15,8 +15,11 @@ import (
 	"github.com/loadproof/loadproof/internal/result"
 )
 
-// File is the search file's name inside its bundle.
-const File = "search.json"
+// File is the search file's name inside its bundle; LogFile holds the trials' output.
+const (
+	File    = "search.json"
+	LogFile = "trials.log"
+)
 
 // MaxSearchBytes caps a search file (a few KiB a step).
 const MaxSearchBytes = 16 << 20
@@ -108,6 +111,9 @@ func WriteBundle(dir string, r *Result, priv ed25519.PrivateKey) error {
 		return fmt.Errorf("search: writing the bundle: %w", err)
 	}
 	files := []string{File}
+	if _, err := os.Stat(filepath.Join(dir, LogFile)); err == nil {
+		files = append(files, LogFile)
+	}
 	for _, st := range r.Steps {
 		for _, t := range st.Trials {
 			if t.File != "" {
