@@ -32,11 +32,14 @@ const (
 
 // Encode writes the search file's JSON.
 func (r *Result) Encode() ([]byte, error) {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the SLO's < and > stay readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
 		return nil, fmt.Errorf("search: encoding the search file: %w", err)
 	}
-	return append(b, '\n'), nil
+	return buf.Bytes(), nil
 }
 
 // Parse decodes and checks a search file.

@@ -145,7 +145,7 @@ type Result struct {
 }
 
 func (c *Config) round(v float64) float64 {
-	if c.Integer {
+	if c.Integer || v >= 10 {
 		return math.Max(1, math.Round(v))
 	}
 	return math.Round(v*1000) / 1000
@@ -336,10 +336,10 @@ func Summarise(c *Config, t Trial, v float64) TrialSummary {
 	return ts
 }
 
-// BrokeFirst names what failed at a failing step: the metrics of the terms that did not hold in
-// any trial (latency, errors, shedding, throughput), "generator" when a trial's load generator
-// saturated (its figures measure the generator as much as the server), and "run-failed" when a
-// run succeeded at nothing.
+// BrokeFirst names what failed at a failing step: "run-failed" when a run succeeded at nothing,
+// the metrics of the terms that did not hold in any trial (latency, errors, shedding, throughput),
+// then "generator" when a trial's load generator saturated (the result files' machine records,
+// the report's validity check): the step's figures then measure the generator as much as the server.
 func BrokeFirst(st *Step) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -349,10 +349,9 @@ func BrokeFirst(st *Step) []string {
 			out = append(out, s)
 		}
 	}
+	generator := false
 	for _, t := range st.Trials {
-		if len(t.GeneratorLimited) > 0 {
-			add("generator")
-		}
+		generator = generator || len(t.GeneratorLimited) > 0
 		if t.RunFailed {
 			add("run-failed")
 		}
@@ -369,6 +368,9 @@ func BrokeFirst(st *Step) []string {
 				add(tr.Metric)
 			}
 		}
+	}
+	if generator {
+		add("generator")
 	}
 	return out
 }

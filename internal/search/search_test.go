@@ -208,3 +208,44 @@ func FuzzParseSLO(f *testing.F) {
 		}
 	})
 }
+
+func TestSearchFileRoundTrip(t *testing.T) {
+	res, err := Run(context.Background(), Config{Vary: "rate", From: 100, To: 1000, Trials: 2, Integer: true, SLO: mustSLO(t, "p99<20ms"), Resamples: 20, Seed: 7}, &fakeServer{Knee: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := res.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *back.Knee != *res.Knee || back.Config.SLO.Text != "p99<20ms" || len(back.Steps) != len(res.Steps) {
+		t.Fatalf("round trip: %+v", back)
+	}
+	for _, bad := range []string{`{}`, `{"format":"loadproof.search/v1"}`, strings.Replace(string(b), `"p99<20ms"`, `"p99<"`, 1), strings.Replace(string(b), `"trials": 2`, `"trials": 0`, 1), strings.Replace(string(b), `"index": 1`, `"index": 9`, 1)} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("accepted %q", bad[:min(len(bad), 400)])
+		}
+	}
+}
+
+func FuzzParseSearchFile(f *testing.F) {
+	res, _ := Run(context.Background(), Config{Vary: "rate", From: 100, To: 400, Trials: 1, Integer: true, SLO: &SLO{Text: "p99<20ms", Terms: []Term{{Text: "p99<20ms", Metric: MetricLatency, Quantile: 99, Kind: "latency", Below: true, Limit: 20}}}, Resamples: 5}, &fakeServer{Knee: 200})
+	b, _ := res.Encode()
+	f.Add(b)
+	f.Add([]byte(`{"format":"loadproof.search/v1","steps":[{"trials":[{"file":"../x"}]}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if _, err := r.Encode(); err != nil {
+			t.Fatal(err)
+		}
+		var sb strings.Builder
+		r.WriteText(&sb)
+	})
+}

@@ -313,7 +313,15 @@ func (s *SLO) Met(smp *Sample, offered float64) (bool, string) {
 
 // MarshalJSON writes the SLO as its text; UnmarshalJSON parses it again, so a file's terms are
 // always the parser's reading of its text.
-func (s *SLO) MarshalJSON() ([]byte, error) { return json.Marshal(s.Text) }
+func (s *SLO) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // p99<20ms stays readable
+	if err := enc.Encode(s.Text); err != nil {
+		return nil, err
+	}
+	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
+}
 
 // UnmarshalJSON reads an SLO from its text.
 func (s *SLO) UnmarshalJSON(b []byte) error {

@@ -42,12 +42,12 @@ func (r *Result) WriteText(w io.Writer) {
 	switch {
 	case r.Knee == nil:
 		fmt.Fprintf(w, "knee: none: the SLO failed at the first value (%s %s)\n", c.Vary, FormatValue(c.From))
-	case r.FirstFail == nil:
+	case r.FirstFail == nil || r.LastPass == nil:
 		fmt.Fprintf(w, "knee: at least %s %s (the ceiling passed; raise --to to find the knee)\n", c.Vary, FormatValue(*r.Knee))
 	default:
 		fmt.Fprintf(w, "knee: %s %s (bracket: last pass %s, first fail %s)\n", c.Vary, FormatValue(*r.Knee), FormatValue(*r.LastPass), FormatValue(*r.FirstFail))
 	}
-	if len(r.BrokeFirst) > 0 {
+	if len(r.BrokeFirst) > 0 && r.FirstFail != nil {
 		fmt.Fprintf(w, "broke first at %s %s: %s\n", c.Vary, FormatValue(*r.FirstFail), strings.Join(r.BrokeFirst, ", "))
 	}
 	fmt.Fprintf(w, "confidence: %s\n", r.Confidence.Statement)
