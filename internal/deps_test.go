@@ -38,6 +38,9 @@ var forbidden = map[string][]string{
 	// of checks stays in capacity and reaches evidence.Verify as a function the cli wires in.
 	"evidence": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload",
 		"keycastresult", "linkkeysresult", "capacity", "engine", "report", "dashboard", "coord", "cli"},
+	// The knee search runs no load itself: it drives the client commands as subprocesses (a Trialer)
+	// and reads their result files, so it links no server, no load driver, no report and no cli.
+	"search": {"linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "engine", "capacity", "report", "dashboard", "coord", "cli"},
 	// Reports are drawn from result files alone.
 	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli", "dashboard"},
 	// The live dashboard serves the report's page; it runs no load and knows no protocol.

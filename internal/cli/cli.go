@@ -116,6 +116,7 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env), newMachineCmd(env),
 			newVerifyCmd(env), newKeygenCmd(env), newCompareCmd(env))
 		root.AddCommand(newCoordinateCmd(env), newWorkerCmd(env), newKubeCmd(env))
+		root.AddCommand(newSearchCmd(env))
 	}
 	applyExamples(root)
 	root.Version = machine.LoadproofVersion()

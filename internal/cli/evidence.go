@@ -13,6 +13,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/search"
 )
 
 // provenance are the flags every command that writes a result or a bundle shares: the run ID of a
@@ -121,7 +122,7 @@ func newVerifyCmd(env *Env) *cobra.Command {
 			}
 			failed := 0
 			for _, p := range args {
-				f := evidence.Verify(p, verifyOptions(key))
+				f := verifyAny(p, key)
 				printFindings(env, f)
 				if !f.OK() {
 					failed++
@@ -179,4 +180,12 @@ func newKeygenCmd(env *Env) *cobra.Command {
 	}
 	c.Flags().StringVar(&out, "out", "", "path `PREFIX` of the key files (PREFIX.key, PREFIX.pub)")
 	return c
+}
+
+// verifyAny verifies a search bundle (search.Verify) or anything else evidence.Verify takes.
+func verifyAny(p string, key ed25519.PublicKey) *evidence.Findings {
+	if dir, ok := search.IsBundle(p); ok {
+		return search.Verify(dir, evidence.VerifyOptions{Key: key})
+	}
+	return evidence.Verify(p, verifyOptions(key))
 }

@@ -135,7 +135,11 @@ func ValidMemberName(name string) bool {
 // VerifyManifest checks an evidence directory against its manifest: every listed file exists with the
 // listed size and SHA-256, every file in the directory is listed (the manifest and its signature
 // aside), and the evidence file is among them. It reports every difference together.
-func VerifyManifest(dir string) error {
+func VerifyManifest(dir string) error { return VerifyManifestOf(dir, EvidenceFile) }
+
+// VerifyManifestOf is VerifyManifest for a bundle whose record is another file than evidence.json
+// (a search bundle's search.json): the manifest must list record.
+func VerifyManifestOf(dir, record string) error {
 	b, err := readCapped(filepath.Join(dir, ManifestFile), MaxManifestBytes)
 	if err != nil {
 		return fmt.Errorf("evidence: reading the bundle manifest: %w", err)
@@ -162,8 +166,8 @@ func VerifyManifest(dir string) error {
 			problems = append(problems, fmt.Errorf("evidence: bundle file %s has SHA-256 %s; the manifest says %s", e.Path, sum, e.SHA256))
 		}
 	}
-	if !listed[EvidenceFile] {
-		problems = append(problems, fmt.Errorf("evidence: the manifest does not list %s", EvidenceFile))
+	if !listed[record] {
+		problems = append(problems, fmt.Errorf("evidence: the manifest does not list %s", record))
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
