@@ -91,6 +91,9 @@ var forbidden = map[string][]string{
 		"engine", "result", "hist", "capacity", "report", "dashboard", "profiling", "coord", "kube", "cli"},
 }
 
+// leaves import nothing of ours: small helpers every package may use.
+var leaves = []string{"textclip"}
+
 // leanServerMustNotLink are packages cmd/linkkeys-server must not link, directly or not: the load
 // side, the command tree and the large libraries only other commands need.
 var leanServerMustNotLink = []string{
@@ -186,6 +189,11 @@ func TestDependencyRules(t *testing.T) {
 	sort.Strings(dirs)
 	for _, dir := range dirs {
 		for imp := range pkgs[dir].imports {
+			for _, leaf := range leaves {
+				if top(dir) == leaf && top(imp) != leaf {
+					t.Errorf("%s imports internal/%s: %s is a leaf and imports nothing of ours", dir, imp, leaf)
+				}
+			}
 			if top(imp) == "cli" && top(dir) != "cli" {
 				t.Errorf("%s imports internal/cli: nothing may import the command tree", dir)
 			}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"io"
 	"io/fs"
 	"os"
@@ -85,7 +86,7 @@ func scanLines(t *testing.T, name string, b []byte, found, maxReported int) int 
 			}
 			found++
 			if found <= maxReported {
-				t.Errorf("%s:%d: %s: %s", name, n, f.why, clip(strings.TrimSpace(line), 120))
+				t.Errorf("%s:%d: %s: %s", name, n, f.why, textclip.String(strings.TrimSpace(line), 120))
 			}
 		}
 	}
@@ -160,11 +161,4 @@ func repoFiles(root string) ([]string, error) {
 		return nil
 	})
 	return files, err
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

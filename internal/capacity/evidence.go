@@ -80,6 +80,12 @@ type PhaseEvidence struct {
 	// GeneratorLimited says, host by host, why the load generator saturated during the phase
 	// (absent when it did not); certification is then not ready.
 	GeneratorLimited []string `json:"generator_limited,omitempty"`
+	// PlannedSecs is the phase's planned duration (duration_seconds), ElapsedSecs how long its
+	// load ran (0 when it produced no results); Overran says ElapsedSecs > 2 × PlannedSecs, a
+	// certification blocker.
+	PlannedSecs float64 `json:"planned_secs"`
+	ElapsedSecs float64 `json:"elapsed_secs"`
+	Overran     bool    `json:"overran"`
 }
 
 // Conclusion is upstream's verdict (docs/protocol-keycast.md, Verdict) with the reasons
@@ -107,7 +113,8 @@ func Conclude(plan *Plan, phases []PhaseEvidence, stopReason string) Conclusion 
 	vs := make([]verdictPhase, len(phases))
 	for i, ph := range phases {
 		vs[i] = verdictPhase{Name: ph.Name, Passed: ph.Passed, Error: ph.Error, Interrupted: ph.Interrupted, Checks: ph.Checks,
-			StopChecks: ph.StopChecks, LiveStop: ph.LiveStop, GeneratorLimited: ph.GeneratorLimited}
+			StopChecks: ph.StopChecks, LiveStop: ph.LiveStop, GeneratorLimited: ph.GeneratorLimited,
+			PlannedSecs: ph.PlannedSecs, ElapsedSecs: ph.ElapsedSecs, Overran: ph.Overran}
 	}
 	return conclude(planned, vs, stopReason, certification{
 		Declared:   declared,

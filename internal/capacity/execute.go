@@ -215,7 +215,7 @@ func Execute(ctx context.Context, plan *Plan, opts Options) (*Evidence, error) {
 	for _, r := range out.Phases {
 		pe := PhaseEvidence{Name: r.Name, Kind: Kind(r.Kind), Passed: r.Passed, Checks: r.Checks, StopBreached: r.StopBreached,
 			StopChecks: r.StopChecks, Error: r.Error, ResultsFile: r.ResultsFile, LiveStop: r.LiveStop, Interrupted: r.Interrupted,
-			GeneratorLimited: r.GeneratorLimited}
+			GeneratorLimited: r.GeneratorLimited, PlannedSecs: r.PlannedSecs, ElapsedSecs: r.ElapsedSecs, Overran: r.Overran}
 		if r.HasResults {
 			pe.Results = r.Results
 		}

@@ -139,6 +139,24 @@ type phaseRecord[R any] struct {
 	// GeneratorLimited holds, host by host, why the load generator saturated in this phase (empty
 	// when it did not): such a phase measured the generator, so certification is not ready.
 	GeneratorLimited []string
+	// PlannedSecs is the phase's planned duration; ElapsedSecs how long its load ran (0 when it
+	// produced no results); Overran says ElapsedSecs > OverrunFactor × PlannedSecs.
+	PlannedSecs, ElapsedSecs float64
+	Overran                  bool
+}
+
+// OverrunFactor: a phase whose load ran longer than this many times its planned duration overran
+// (a request outlived its phase by far, or the end of the phase waited on something): its figures
+// are not those of the plan, so certification is not ready.
+const OverrunFactor = 2
+
+// Overran reports whether a phase planned for planned seconds that ran elapsed seconds overran.
+func Overran(planned, elapsed float64) bool { return planned > 0 && elapsed > OverrunFactor*planned }
+
+// overrunBlocker is the certification blocker of a phase that overran.
+func overrunBlocker(name string, planned, elapsed float64) string {
+	return fmt.Sprintf("phase %q ran %s s, more than %d times its planned %s s: a request or the end of the phase stalled, so its figures are not those of the plan; find the stall (the phase's slowest requests and cut-off count) and run it again",
+		name, formatNum(elapsed), OverrunFactor, formatNum(planned))
 }
 
 // verdictPhase is the part of a phase's evidence the verdict reads.
@@ -152,11 +170,15 @@ type verdictPhase struct {
 	LiveStop    *result.StopEvent
 	// GeneratorLimited says why the generator saturated (machine.GeneratorLimited), if it did.
 	GeneratorLimited []string
+	// PlannedSecs, ElapsedSecs and Overran: see phaseRecord.
+	PlannedSecs, ElapsedSecs float64
+	Overran                  bool
 }
 
 func (r *phaseRecord[R]) verdict() verdictPhase {
 	return verdictPhase{Name: r.Name, Passed: r.Passed, Error: r.Error, Interrupted: r.Interrupted, Checks: r.Checks,
-		StopChecks: r.StopChecks, LiveStop: r.LiveStop, GeneratorLimited: r.GeneratorLimited}
+		StopChecks: r.StopChecks, LiveStop: r.LiveStop, GeneratorLimited: r.GeneratorLimited,
+		PlannedSecs: r.PlannedSecs, ElapsedSecs: r.ElapsedSecs, Overran: r.Overran}
 }
 
 // runOutcome is what the executor hands back to the harness that assembles the evidence.
@@ -186,7 +208,7 @@ func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Wr
 			break
 		}
 		fmt.Fprintf(progress, "capacity: phase %d/%d %s (%s)\n", i+1, len(h.Phases), ph.Name, ph.Describe)
-		rec := phaseRecord[R]{Name: ph.Name, Kind: ph.Kind, Checks: []Check{}, StopChecks: []Check{}}
+		rec := phaseRecord[R]{Name: ph.Name, Kind: ph.Kind, Checks: []Check{}, StopChecks: []Check{}, PlannedSecs: float64(ph.DurationSeconds)}
 		phaseError := func(err error, interrupted bool) {
 			logger.Error("capacity phase could not run", "phase", ph.Name, "error", err)
 			msg := fmt.Sprintf("capacity: phase %q could not run: %s", ph.Name, ScrubError(err))
@@ -231,6 +253,8 @@ func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Wr
 			}
 		}
 		rec.Results, rec.HasResults, rec.Metrics = res.Results, true, res.Metrics
+		rec.ElapsedSecs = res.ElapsedSecs
+		rec.Overran = Overran(rec.PlannedSecs, rec.ElapsedSecs)
 		if res.Envelope != nil {
 			if limited, why := machine.GeneratorLimited(res.Envelope.Machines); limited {
 				rec.GeneratorLimited = why
@@ -335,11 +359,12 @@ func conclude(planned []string, phases []verdictPhase, stopReason string, cert c
 			}
 		}
 	}
-	generatorLimited := false
+	generatorLimited, overran := false, false
 	for _, ph := range phases {
 		generatorLimited = generatorLimited || len(ph.GeneratorLimited) > 0
+		overran = overran || ph.Overran
 	}
-	c.CertificationReady = c.Passed && cert.Declared && !sheddingFailed && !generatorLimited
+	c.CertificationReady = c.Passed && cert.Declared && !sheddingFailed && !generatorLimited && !overran
 
 	var b []string
 	for _, ph := range phases {
@@ -365,6 +390,9 @@ func conclude(planned []string, phases []verdictPhase, stopReason string, cert c
 		if len(ph.GeneratorLimited) > 0 {
 			b = append(b, fmt.Sprintf("phase %q was generator-limited (the load generator saturated, so its figures understate the server; add load hosts or cores): %s",
 				ph.Name, strings.Join(ph.GeneratorLimited, "; ")))
+		}
+		if ph.Overran {
+			b = append(b, overrunBlocker(ph.Name, ph.PlannedSecs, ph.ElapsedSecs))
 		}
 	}
 	if len(phases) < len(planned) {

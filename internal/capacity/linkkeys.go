@@ -81,6 +81,12 @@ type LinkKeysPhaseEvidence struct {
 	Server *ServerRecord `json:"server"`
 	// Metrics are every named figure of the phase (what checks may read), NaN written as null.
 	Metrics map[string]Number `json:"metrics,omitempty"`
+	// PlannedSecs is the phase's planned duration (duration_seconds), ElapsedSecs how long its
+	// load ran (0 when it produced no results); Overran says ElapsedSecs > 2 × PlannedSecs, a
+	// certification blocker.
+	PlannedSecs float64 `json:"planned_secs"`
+	ElapsedSecs float64 `json:"elapsed_secs"`
+	Overran     bool    `json:"overran"`
 }
 
 // Encode returns the evidence as pretty JSON.
@@ -268,7 +274,8 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 	for i, r := range out.Phases {
 		pe := LinkKeysPhaseEvidence{Name: r.Name, Kind: r.Kind, Passed: r.Passed, Checks: r.Checks, StopBreached: r.StopBreached,
 			StopChecks: r.StopChecks, Error: r.Error, ResultsFile: r.ResultsFile, LiveStop: r.LiveStop, Interrupted: r.Interrupted,
-			Harness: plan.HarnessLinkKeys, Server: servers[i], GeneratorLimited: r.GeneratorLimited}
+			Harness: plan.HarnessLinkKeys, Server: servers[i], GeneratorLimited: r.GeneratorLimited,
+			PlannedSecs: r.PlannedSecs, ElapsedSecs: r.ElapsedSecs, Overran: r.Overran}
 		if r.HasResults {
 			pe.Results = r.Results
 			pe.Metrics = map[string]Number{}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -85,6 +86,7 @@ func recomputeKeycast(b *evidence.Bundle) []string {
 				if res, err = keycastresult.Parse(data); err == nil {
 					rc.checks, rc.stop = PhaseChecks(ev.Plan, ph, res.Summary)
 					rc.has = true
+					diffs = append(diffs, sameTiming(pe.Name, ph.DurationSeconds, pe.PlannedSecs, pe.ElapsedSecs, pe.Overran, res.Summary.DurationSecs)...)
 					diffs = append(diffs, sameResults(pe.Name, in.embedded, res)...)
 				}
 			}
@@ -151,6 +153,7 @@ func recomputeLinkKeys(b *evidence.Bundle) []string {
 				var res linkkeysresult.Result
 				if res, err = linkkeysresult.Read(data); err == nil {
 					m := LinkKeysPhaseMetrics(&res)
+					diffs = append(diffs, sameTiming(pe.Name, ph.DurationSeconds, pe.PlannedSecs, pe.ElapsedSecs, pe.Overran, time.Duration(res.Elapsed).Seconds())...)
 					rc.checks, rc.stop, rc.has = EvaluateAll(specs, m), EvaluateAll(stopSpecs, m), true
 					diffs = append(diffs, sameResults(pe.Name, in.embedded, &res)...)
 				}
@@ -166,7 +169,8 @@ func recomputeLinkKeys(b *evidence.Bundle) []string {
 		p, d := recomputePhase(in, rc)
 		diffs = append(diffs, d...)
 		vs = append(vs, verdictPhase{Name: pe.Name, Passed: p.Passed, Error: pe.Error, Interrupted: pe.Interrupted,
-			Checks: p.Checks, StopChecks: p.StopChecks, LiveStop: pe.LiveStop, GeneratorLimited: pe.GeneratorLimited})
+			Checks: p.Checks, StopChecks: p.StopChecks, LiveStop: pe.LiveStop, GeneratorLimited: pe.GeneratorLimited,
+			PlannedSecs: pe.PlannedSecs, ElapsedSecs: pe.ElapsedSecs, Overran: pe.Overran})
 		if b := unverifiedServer(pe.Name, pe.Server, rc.has); b != "" {
 			unverified = append(unverified, b)
 		}
@@ -277,4 +281,25 @@ func compareVerdict(passed, ready bool, blockers []string, c Conclusion) []strin
 		diffs = append(diffs, "evidence.json's certification_blockers are not the ones its phases give")
 	}
 	return diffs
+}
+
+// sameTiming checks a phase's planned_secs, elapsed_secs and overran against the plan and the
+// phase's results file: planned_secs is the plan's duration_seconds, elapsed_secs the results'
+// run length, and overran says elapsed_secs > OverrunFactor × planned_secs. A bundle written
+// before these fields existed has all three zero and is taken as it is.
+func sameTiming(name string, planDuration uint64, planned, elapsed float64, overran bool, resultsElapsed float64) []string {
+	if planned == 0 && elapsed == 0 && !overran {
+		return nil
+	}
+	var d []string
+	if planned != float64(planDuration) {
+		d = append(d, fmt.Sprintf("phase %q: planned_secs %s is not the plan's duration_seconds %d", name, formatNum(planned), planDuration))
+	}
+	if math.Abs(elapsed-resultsElapsed) > 1e-6*max(1, resultsElapsed) {
+		d = append(d, fmt.Sprintf("phase %q: elapsed_secs %s is not its results' run length %s", name, formatNum(elapsed), formatNum(resultsElapsed)))
+	}
+	if want := Overran(planned, elapsed); overran != want {
+		d = append(d, fmt.Sprintf("phase %q: overran is %v, but elapsed_secs %s against planned_secs %s gives %v", name, overran, formatNum(elapsed), formatNum(planned), want))
+	}
+	return d
 }

@@ -199,3 +199,40 @@ func failOn(t *testing.T, name string) {
 	}
 	t.Cleanup(func() { writeFile = realWriteFile })
 }
+
+// A phase whose load ran more than twice its planned duration is recorded as overran, blocks
+// certification in plain words, and the recomputation agrees; a forged overran is found.
+func TestOverranPhaseBlocksCertification(t *testing.T) {
+	p, out := setup(t)
+	slow := results(100, 0, 0, time.Millisecond)
+	slow.Summary.DurationSecs = 2*float64(p.Phases[2].DurationSeconds) + 0.5
+	ev, err := Execute(context.Background(), p, opts(out, &fakeRunner{results: map[int]*keycastresult.Results{2: slow}}))
+	if err != nil {
+		t.Fatalf("an overran phase still passes its checks: %v %v", err, ev.CertificationBlockers)
+	}
+	ph := ev.Phases[2]
+	if !ph.Overran || ph.PlannedSecs != float64(p.Phases[2].DurationSeconds) || ph.ElapsedSecs != slow.Summary.DurationSecs {
+		t.Fatalf("phase 2: overran %v planned %v elapsed %v", ph.Overran, ph.PlannedSecs, ph.ElapsedSecs)
+	}
+	if ev.Phases[0].Overran || ev.CertificationReady {
+		t.Fatalf("phase 0 overran %v; certification_ready %v", ev.Phases[0].Overran, ev.CertificationReady)
+	}
+	if b := strings.Join(ev.CertificationBlockers, "\n"); !strings.Contains(b, `phase "soak" ran 2.5 s, more than 2 times its planned 1 s`) {
+		t.Fatalf("blockers do not name the overrun: %s", b)
+	}
+	raw, _ := os.ReadFile(filepath.Join(out, EvidenceFile))
+	for _, k := range []string{`"planned_secs": 1`, `"elapsed_secs": 2.5`, `"overran": true`} {
+		if !strings.Contains(string(raw), k) {
+			t.Fatalf("evidence.json lacks %s", k)
+		}
+	}
+	if d := Recompute(readBundle(t, out)); len(d) > 0 {
+		t.Fatalf("recomputation differs:\n%s", strings.Join(d, "\n"))
+	}
+	rewriteEvidence(t, out, func(m map[string]any) {
+		m["phases"].([]any)[2].(map[string]any)["overran"] = false
+	})
+	if d := strings.Join(Recompute(readBundle(t, out)), "\n"); !strings.Contains(d, `phase "soak": overran is false`) {
+		t.Fatalf("forged overran not found: %q", d)
+	}
+}

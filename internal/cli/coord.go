@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -347,7 +348,7 @@ func spawnWorkers(env *Env, co *coord.Coordinator, o coordinateOpts) (*localWork
 			args = append(args, "--refuse-host", h)
 		}
 		c := exec.Command(exe, args...)
-		c.Env = append(os.Environ(), "LOADPROOF_NATS_TOKEN="+firstNonEmpty(co.Token(), o.nf.token), "LOADPROOF_SECRET="+o.nf.secret)
+		c.Env = append(os.Environ(), "LOADPROOF_NATS_TOKEN="+cmp.Or(co.Token(), o.nf.token), "LOADPROOF_SECRET="+o.nf.secret)
 		c.Stdout, c.Stderr = io.Discard, env.Stderr
 		if err := c.Start(); err != nil {
 			return l, fmt.Errorf("coordinate: starting local worker %d: %w", i, err)
@@ -357,13 +358,6 @@ func spawnWorkers(env *Env, co *coord.Coordinator, o coordinateOpts) (*localWork
 		go func() { defer l.wg.Done(); _ = c.Wait() }()
 	}
 	return l, nil
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func newWorkerCmd(env *Env) *cobra.Command {

@@ -49,11 +49,32 @@ func (s *safeBuf) String() string {
 
 func umbrella(ctx context.Context, t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	var out, errb safeBuf
-	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
-		Logger: slog.New(slog.NewTextHandler(&errb, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	code := Run(ctx, Loadproof, args, env)
-	return code, errb.String()
+	var errb safeBuf
+	return umbrellaTo(ctx, &errb, args...), errb.String()
+}
+
+// umbrellaTo is umbrella writing stderr and the log to errb as they come, so that a test can wait
+// on a line while the command runs.
+func umbrellaTo(ctx context.Context, errb *safeBuf, args ...string) int {
+	var out safeBuf
+	env := &Env{Stdout: &out, Stderr: errb, Getenv: func(string) string { return "" },
+		Logger: slog.New(slog.NewTextHandler(errb, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	return Run(ctx, Loadproof, args, env)
+}
+
+// waitForLine waits until buf holds want, failing the test at the deadline.
+func waitForLine(t *testing.T, buf *safeBuf, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(buf.String(), want) {
+		select {
+		case <-deadline:
+			t.Fatalf("no %q within %s; so far:\n%s", want, within, buf.String())
+		case <-tick.C:
+		}
+	}
 }
 
 // natsURLs are the servers the distributed tests run against: the embedded one (no --nats) and the
@@ -338,14 +359,14 @@ func TestCoordinateWorkerKilled(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "partial.json")
 	done := make(chan struct{})
 	var code int
-	var errs string
+	var cerr safeBuf
 	go func() {
 		defer close(done)
-		code, errs = umbrella(context.Background(), t, "coordinate", "--workers", "4", "--nats", url, "--nats-token", token, "--prefix", prefix,
+		code = umbrellaTo(context.Background(), &cerr, "coordinate", "--workers", "4", "--nats", url, "--nats-token", token, "--prefix", prefix,
 			"--secret", secret, "--start-lead", "500ms", "--", "keycast", "run", "--url", srv.URL, "--users-file", users, "-d", "30",
 			"-c", "4", "-m", "get-public-key", "--ramp-up", "0", "-o", out)
 	}()
-	time.Sleep(4 * time.Second) // the run is under way: joined, started, a few intervals in
+	waitForLine(t, &cerr, "t=2s", 30*time.Second) // the run is under way: joined, started, intervals in
 	_ = victim.Process.Kill()
 	select {
 	case <-done:
@@ -353,10 +374,10 @@ func TestCoordinateWorkerKilled(t *testing.T) {
 		t.Fatal("the coordinator did not end after a worker was killed")
 	}
 	if code != ExitWorkerLost {
-		t.Fatalf("coordinate exit %d; want %d: %s", code, ExitWorkerLost, errs)
+		t.Fatalf("coordinate exit %d; want %d: %s", code, ExitWorkerLost, cerr.String())
 	}
-	if !strings.Contains(errs, "worker 2 (w2) stopped reporting") {
-		t.Errorf("the error does not name the lost worker:\n%s", errs)
+	if !strings.Contains(cerr.String(), "worker 2 (w2) stopped reporting") {
+		t.Errorf("the error does not name the lost worker:\n%s", cerr.String())
 	}
 	m := readResults(t, out)
 	if m.Stop == nil || m.Stop.Reason != "worker-lost" || len(m.Machines) != 3 || m.Summary.TotalRequests == 0 {
@@ -387,10 +408,7 @@ func TestWorkerStopsWithoutCoordinator(t *testing.T) {
 	if err := co.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(cerr.String(), "t=2s") && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitForLine(t, &cerr, "t=2s", 20*time.Second)
 	_ = co.Process.Kill()
 	_ = co.Wait()
 	killed := time.Now()
@@ -459,13 +477,13 @@ func TestCoordinateCapacityWorkerKilled(t *testing.T) {
 	out := filepath.Join(dir, "evidence")
 	done := make(chan struct{})
 	var code int
-	var errs string
+	var cerr safeBuf
 	go func() {
 		defer close(done)
-		code, errs = umbrella(context.Background(), t, "coordinate", "--workers", "3", "--nats", url, "--nats-token", token, "--prefix", prefix,
+		code = umbrellaTo(context.Background(), &cerr, "coordinate", "--workers", "3", "--nats", url, "--nats-token", token, "--prefix", prefix,
 			"--start-lead", "500ms", "--secret-file", sf, "--", "keycast", "capacity", "--plan", planPath, "--output", out)
 	}()
-	time.Sleep(5 * time.Second)
+	waitForLine(t, &cerr, "t=2s", 30*time.Second) // the first phase is under way
 	_ = victim.Process.Kill()
 	select {
 	case <-done:
@@ -473,7 +491,7 @@ func TestCoordinateCapacityWorkerKilled(t *testing.T) {
 		t.Fatal("the coordinator did not end after a worker was killed")
 	}
 	if code != ExitWorkerLost {
-		t.Fatalf("coordinate exit %d; want %d: %s", code, ExitWorkerLost, errs)
+		t.Fatalf("coordinate exit %d; want %d: %s", code, ExitWorkerLost, cerr.String())
 	}
 	eb, err := os.ReadFile(filepath.Join(out, capacity.EvidenceFile))
 	if err != nil {

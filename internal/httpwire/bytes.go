@@ -168,11 +168,3 @@ func IsJSONMediaType(v []byte) bool {
 	const app = "application/"
 	return len(v) > len("application/+json") && EqualFold(v[:len(app)], app) && EqualFold(v[len(v)-5:], "+json")
 }
-
-// truncate quotes at most n bytes of b for an error message.
-func truncate(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "…"
-	}
-	return string(b)
-}

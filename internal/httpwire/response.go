@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"io"
 )
 
@@ -172,11 +173,11 @@ func readHead(br *bufio.Reader, first bool, setCookie func([]byte)) (head, error
 			}
 			// Repeated lengths must be the same text, as net/http requires.
 			if clRaw != nil && !bytes.Equal(val, clRaw) {
-				return h, malformed("conflicting Content-Length %q and %q", truncate(clRaw, 20), truncate(val, 20))
+				return h, malformed("conflicting Content-Length %q and %q", textclip.Bytes(clRaw, 20), textclip.Bytes(val, 20))
 			}
 			n, ok := ParseDecimal(val)
 			if !ok {
-				return h, malformed("bad Content-Length %q", truncate(val, 40))
+				return h, malformed("bad Content-Length %q", textclip.Bytes(val, 40))
 			}
 			clRaw, h.contentLength = val, n
 		case len("transfer-encoding"):
@@ -185,7 +186,7 @@ func readHead(br *bufio.Reader, first bool, setCookie func([]byte)) (head, error
 			}
 			// Like net/http (and nginx): one Transfer-Encoding line, and it says chunked.
 			if teSeen || !EqualFold(val, "chunked") {
-				return h, malformed("unsupported Transfer-Encoding %q", truncate(val, 40))
+				return h, malformed("unsupported Transfer-Encoding %q", textclip.Bytes(val, 40))
 			}
 			teSeen, h.chunked = true, true
 		case len("connection"): // and set-cookie
@@ -200,7 +201,7 @@ func readHead(br *bufio.Reader, first bool, setCookie func([]byte)) (head, error
 			}
 		case len("trailer"):
 			if EqualFold(name, "trailer") && (HasToken(val, "content-length") || HasToken(val, "transfer-encoding") || HasToken(val, "trailer")) {
-				return h, malformed("trailer %q names a framing field", truncate(val, 40))
+				return h, malformed("trailer %q names a framing field", textclip.Bytes(val, 40))
 			}
 		}
 	}
@@ -216,12 +217,12 @@ func readHead(br *bufio.Reader, first bool, setCookie func([]byte)) (head, error
 // statusLine parses "HTTP/1.x NNN[ reason]".
 func (h *head) statusLine(line []byte) error {
 	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[7] < '0' || line[7] > '9' || line[8] != ' ' {
-		return malformed("bad status line %q", truncate(line, 40))
+		return malformed("bad status line %q", textclip.Bytes(line, 40))
 	}
 	st := line[9:12]
 	if st[0] < '1' || st[0] > '5' || st[1] < '0' || st[1] > '9' || st[2] < '0' || st[2] > '9' ||
 		(len(line) > 12 && line[12] != ' ') {
-		return malformed("bad status code in %q", truncate(line, 40))
+		return malformed("bad status code in %q", textclip.Bytes(line, 40))
 	}
 	h.status = int(st[0]-'0')*100 + int(st[1]-'0')*10 + int(st[2]-'0')
 	h.http10 = line[7] == '0'
@@ -238,12 +239,12 @@ func headerLine(line []byte) (name, val []byte, err error) {
 		i++
 	}
 	if i == 0 || i == len(line) || line[i] != ':' {
-		return nil, nil, malformed("bad header line %q", truncate(line, 40))
+		return nil, nil, malformed("bad header line %q", textclip.Bytes(line, 40))
 	}
 	name, val = line[:i], line[i+1:]
 	for j := plainValueRun(val, 0); j < len(val); j++ {
 		if !valueTable[val[j]] {
-			return nil, nil, malformed("control byte in header %q", truncate(name, 40))
+			return nil, nil, malformed("control byte in header %q", textclip.Bytes(name, 40))
 		}
 	}
 	for len(val) > 0 && (val[0] == ' ' || val[0] == '\t') {
@@ -304,14 +305,14 @@ func readChunked(br *bufio.Reader, dst []byte, maxBody int) ([]byte, error) {
 			return dst, unexpectedEOF(err)
 		}
 		if i := bytes.IndexByte(line, '\r'); len(line) < 2 || i != len(line)-2 {
-			return dst, malformed("chunk size line %q does not end in CRLF", truncate(line, 20))
+			return dst, malformed("chunk size line %q does not end in CRLF", textclip.Bytes(line, 20))
 		}
 		line = line[:len(line)-2]
 		excess += int64(len(line)) + 2
 		sz, _, _ := bytes.Cut(bytes.TrimRight(line, " \t"), []byte{';'})
 		size, ok := parseHex(sz)
 		if !ok {
-			return dst, malformed("bad chunk size %q", truncate(line, 20))
+			return dst, malformed("bad chunk size %q", textclip.Bytes(line, 20))
 		}
 		if excess = max(excess-16-2*int64(min(size, 1<<40)), 0); excess > maxChunkExcess {
 			return dst, malformed("chunked encoding with more than %d bytes of overhead", maxChunkExcess)
@@ -360,7 +361,7 @@ func readTrailers(br *bufio.Reader) error {
 			return unexpectedEOF(err)
 		}
 		if len(line) < 2 || line[len(line)-2] != '\r' {
-			return malformed("trailer line %q does not end in CRLF", truncate(line, 20))
+			return malformed("trailer line %q does not end in CRLF", textclip.Bytes(line, 20))
 		}
 		line = line[:len(line)-2]
 		if len(line) == 0 {

@@ -2,6 +2,7 @@ package keycast
 
 import (
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"strings"
 
 	"github.com/btcsuite/btcd/btcec/v2"
@@ -49,24 +50,24 @@ func ParseDIDKey(s string) (PublicKey, error) {
 func parseDIDKeyPoint(s string) (PublicKey, btcec.JacobianPoint, error) {
 	var none btcec.JacobianPoint
 	if !strings.HasPrefix(s, DIDPrefix) {
-		return PublicKey{}, none, fmt.Errorf("keycast: DID %q does not start with %q", truncate(s, 80), DIDPrefix)
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q does not start with %q", textclip.String(s, 80), DIDPrefix)
 	}
 	enc := s[len(DIDPrefix):]
 	if len(enc) == 0 || len(enc) > 60 {
-		return PublicKey{}, none, fmt.Errorf("keycast: DID %q has a base58 part of %d characters; want about 47", truncate(s, 80), len(enc))
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q has a base58 part of %d characters; want about 47", textclip.String(s, 80), len(enc))
 	}
 	raw, err := base58Decode(enc)
 	if err != nil {
-		return PublicKey{}, none, fmt.Errorf("keycast: DID %q: %w", truncate(s, 80), err)
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q: %w", textclip.String(s, 80), err)
 	}
 	if len(raw) != 34 || raw[0] != didMulticodec[0] || raw[1] != didMulticodec[1] {
-		return PublicKey{}, none, fmt.Errorf("keycast: DID %q is not a secp256k1 x-only key (want multicodec 0xe7 0x01 and 32 key bytes, got %d bytes)", truncate(s, 80), len(raw))
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q is not a secp256k1 x-only key (want multicodec 0xe7 0x01 and 32 key bytes, got %d bytes)", textclip.String(s, 80), len(raw))
 	}
 	var pk PublicKey
 	copy(pk[:], raw[2:])
 	pt, ok := liftX(&pk)
 	if !ok {
-		return PublicKey{}, none, fmt.Errorf("keycast: DID %q holds a key that is not a secp256k1 point", truncate(s, 80))
+		return PublicKey{}, none, fmt.Errorf("keycast: DID %q holds a key that is not a secp256k1 point", textclip.String(s, 80))
 	}
 	return pk, pt, nil
 }

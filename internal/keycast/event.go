@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"strconv"
 	"strings"
 )
@@ -138,12 +139,12 @@ func parseUnsignedObject(b []byte) (UnsignedEvent, error) {
 	ev.PubKey = pk.Hex()
 	ts, err := strconv.ParseInt(string(*w.CreatedAt), 10, 64)
 	if err != nil || ts < 0 {
-		return ev, fmt.Errorf("invalid created_at %s: expected an unsigned integer of seconds", truncate(string(*w.CreatedAt), 40))
+		return ev, fmt.Errorf("invalid created_at %s: expected an unsigned integer of seconds", textclip.String(string(*w.CreatedAt), 40))
 	}
 	ev.CreatedAt = ts
 	kind, err := strconv.ParseInt(string(*w.Kind), 10, 64)
 	if err != nil || kind < 0 || kind > MaxKind {
-		return ev, fmt.Errorf("invalid kind %s: expected an integer from 0 to %d", truncate(string(*w.Kind), 40), MaxKind)
+		return ev, fmt.Errorf("invalid kind %s: expected an integer from 0 to %d", textclip.String(string(*w.Kind), 40), MaxKind)
 	}
 	ev.Kind = int(kind)
 	ev.Tags = *w.Tags
@@ -159,7 +160,7 @@ func parseUnsignedObject(b []byte) (UnsignedEvent, error) {
 	if w.ID != nil {
 		id := strings.ToLower(*w.ID)
 		if len(id) != 64 || !isHex(id) {
-			return ev, fmt.Errorf("invalid id %q: expected 64 hex characters", truncate(*w.ID, 80))
+			return ev, fmt.Errorf("invalid id %q: expected 64 hex characters", textclip.String(*w.ID, 80))
 		}
 		ev.ID = &id
 	}
@@ -174,13 +175,6 @@ func isHex(s string) bool {
 		}
 	}
 	return true
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // AppendEventIDPreimage appends the NIP-01 serialization

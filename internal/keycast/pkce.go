@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"io"
 	"net"
 	"net/url"
@@ -58,7 +59,7 @@ func VerifyPKCE(method, challenge, verifier string) error {
 	case PKCES256:
 		computed = PKCEChallengeS256(verifier)
 	default:
-		return fmt.Errorf("Unsupported code_challenge_method: %s", truncate(method, 40))
+		return fmt.Errorf("Unsupported code_challenge_method: %s", textclip.String(method, 40))
 	}
 	if subtle.ConstantTimeCompare([]byte(computed), []byte(challenge)) != 1 {
 		return ErrPKCEMismatch
@@ -107,11 +108,11 @@ func OriginOf(redirectURI string) (string, error) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme == "" || u.Host == "" {
-		return "", fmt.Errorf("Invalid redirect_uri: %q is not an absolute URL with a host", truncate(redirectURI, 200))
+		return "", fmt.Errorf("Invalid redirect_uri: %q is not an absolute URL with a host", textclip.String(redirectURI, 200))
 	}
 	host := strings.ToLower(u.Hostname())
 	if host == "" {
-		return "", fmt.Errorf("Invalid redirect_uri: %q is not an absolute URL with a host", truncate(redirectURI, 200))
+		return "", fmt.Errorf("Invalid redirect_uri: %q is not an absolute URL with a host", textclip.String(redirectURI, 200))
 	}
 	port := u.Port()
 	if port != "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"slices"
 	"strings"
 )
@@ -342,7 +343,7 @@ func (p Policy) Info() PolicyInfo {
 func ParseScope(scope string) (string, error) {
 	slug, ok := strings.CutPrefix(scope, "policy:")
 	if !ok || slug == "" {
-		return "", fmt.Errorf("Invalid scope %q: expected policy:<slug>", truncate(scope, 80))
+		return "", fmt.Errorf("Invalid scope %q: expected policy:<slug>", textclip.String(scope, 80))
 	}
 	return slug, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,7 +337,7 @@ func checkHeaderField(name string, got *string, want string) error {
 		return malformed("header has no %q field", name)
 	}
 	if *got != want {
-		return malformed("header %s is %q; want %q", name, truncate(*got, 40), want)
+		return malformed("header %s is %q; want %q", name, textclip.String(*got, 40), want)
 	}
 	return nil
 }
@@ -366,7 +367,7 @@ func parseUnixSeconds(raw json.RawMessage) (int64, error) {
 	s := string(bytes.TrimSpace(raw))
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s is not an unsigned integer number of seconds", truncate(s, 40))
+		return 0, fmt.Errorf("%s is not an unsigned integer number of seconds", textclip.String(s, 40))
 	}
 	if v > 1<<62 {
 		return 0, fmt.Errorf("%d is out of range", v)
@@ -416,7 +417,7 @@ func (f *Facts) setFact(k string, v json.RawMessage) error {
 		}
 		id, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 		if err != nil {
-			return malformed("fact tenant_id %s is not an integer", truncate(string(v), 40))
+			return malformed("fact tenant_id %s is not an integer", textclip.String(string(v), 40))
 		}
 		f.TenantID = &id
 	case FactEmail:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
@@ -54,7 +55,7 @@ func ParseUsersFile(path string, data []byte) (*UsersFile, error) {
 	}
 	for i, u := range uf.Users {
 		if len(u.Pubkey) != 64 || !isHex(u.Pubkey) {
-			return nil, fmt.Errorf("keycast: users file %s: user %d has pubkey %q; want 64 hex characters", path, i, truncate(u.Pubkey, 80))
+			return nil, fmt.Errorf("keycast: users file %s: user %d has pubkey %q; want 64 hex characters", path, i, textclip.String(u.Pubkey, 80))
 		}
 		if u.UcanToken == "" {
 			return nil, fmt.Errorf("keycast: users file %s: user %d (%s) has an empty ucan_token; run setup again", path, i, u.Pubkey)

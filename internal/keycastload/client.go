@@ -464,15 +464,20 @@ func (f fastClient) exchange(ctx context.Context, wk *worker, u *userClient, bod
 			}
 		}
 		wk.active.Store(c)
-		if r.aborted.Load() {
-			wk.active.Store(nil)
-			c.close()
-			return httpwire.Response{}, r.clock.now(), context.Canceled
-		}
 		// Refresh the deadline only when less than 90% of the timeout is left, to save a timer
 		// update per request: every request still gets at least 90% of HTTPTimeout.
 		if dl, ok := c.deadline(); !ok || dl.Sub(start) < timeout*9/10 {
 			c.setDeadline(start.Add(timeout))
+		}
+		// Only now look at aborted: cutOff sets aborted before it moves the deadlines of the
+		// active connections into the past, so either it sees c (and its past deadline comes after
+		// the refresh above) or this load sees aborted. Checked before the refresh, a cut-off
+		// landing between the two had its past deadline overwritten by start+timeout, and the
+		// request outlived the drain by up to the whole request timeout.
+		if r.aborted.Load() {
+			wk.active.Store(nil)
+			c.close()
+			return httpwire.Response{}, r.clock.now(), context.Canceled
 		}
 		err := c.send(wk.req, start)
 		var resp httpwire.Response
@@ -528,11 +533,4 @@ func (f fastClient) closeIdle() {
 func isTimeout(err error) bool {
 	var ne interface{ Timeout() bool }
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-func truncateBytes(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "…"
-	}
-	return string(b)
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
@@ -35,7 +36,7 @@ func (e *StepError) Error() string {
 	case e.Status != 0 && e.Err != nil:
 		return fmt.Sprintf("keycastload: %s: %v", e.Step, e.Err)
 	case e.Status != 0:
-		return fmt.Sprintf("keycastload: %s answered HTTP %d: %s", e.Step, e.Status, truncateBytes(bytes.TrimSpace(e.Body), 200))
+		return fmt.Sprintf("keycastload: %s answered HTTP %d: %s", e.Step, e.Status, textclip.Bytes(bytes.TrimSpace(e.Body), 200))
 	}
 	return fmt.Sprintf("keycastload: %s: %v", e.Step, e.Err)
 }
@@ -183,7 +184,7 @@ func RegisterUser(ctx context.Context, hc *http.Client, base, email, password st
 	}
 	if status < 200 || status > 299 {
 		return out, &StepError{Step: "token", Status: status, Body: body,
-			Err: errors.New(keycast.MsgTokenExchange + string(truncateBytes(bytes.TrimSpace(body), 200)))}
+			Err: errors.New(keycast.MsgTokenExchange + textclip.Bytes(bytes.TrimSpace(body), 200))}
 	}
 	var tr keycast.TokenResponse
 	if err := json.Unmarshal(body, &tr); err != nil {

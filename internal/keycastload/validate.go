@@ -3,6 +3,7 @@ package keycastload
 import (
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"strconv"
 
 	"github.com/loadproof/loadproof/internal/httpwire"
@@ -97,7 +98,7 @@ func CheckUsers(users []keycast.TestUser, file string) error {
 			note(&UserError{File: file, Index: i, Field: "ucan_token", Err: err})
 		}
 		if !isHex64(pub) {
-			note(&UserError{File: file, Index: i, Field: "pubkey", Err: fmt.Errorf("is %q; want 64 hex characters", truncateBytes([]byte(pub), 80))})
+			note(&UserError{File: file, Index: i, Field: "pubkey", Err: fmt.Errorf("is %q; want 64 hex characters", textclip.Bytes([]byte(pub), 80))})
 		}
 	}
 	if bad == 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"io"
 	"net"
 	"net/http"
@@ -230,12 +231,12 @@ func tenantDomain(host string) (string, error) {
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 	h = strings.ToLower(h)
 	if h == "" || len(h) > 253 {
-		return "", fmt.Errorf("Invalid domain: %q", truncate(host, 80))
+		return "", fmt.Errorf("Invalid domain: %q", textclip.String(host, 80))
 	}
 	for i := 0; i < len(h); i++ {
 		c := h[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == ':' || c == '_') {
-			return "", fmt.Errorf("Invalid domain: %q", truncate(host, 80))
+			return "", fmt.Errorf("Invalid domain: %q", textclip.String(host, 80))
 		}
 	}
 	return h, nil
@@ -428,13 +429,6 @@ func writeAdmissionRejected(w http.ResponseWriter) {
 	h["Retry-After"] = hvRetryOne
 	h["Cache-Control"] = hvNoStore
 	writeRaw(w, http.StatusServiceUnavailable, admissionBody)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 func queryEscape(s string) string { return url.QueryEscape(s) }

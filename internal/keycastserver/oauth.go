@@ -3,6 +3,7 @@ package keycastserver
 import (
 	"context"
 	"errors"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"net/http"
 	"net/url"
 	"time"
@@ -77,7 +78,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request, tenantID
 			method = *req.CodeChallengeMethod
 		}
 		if method != "" && method != keycast.PKCEPlain && method != keycast.PKCES256 {
-			s.oauthError(w, http.StatusBadRequest, "unsupported code_challenge_method "+truncate(method, 40)+"; use S256 or plain")
+			s.oauthError(w, http.StatusBadRequest, "unsupported code_challenge_method "+textclip.String(method, 40)+"; use S256 or plain")
 			return
 		}
 	}
@@ -127,7 +128,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request, tenantID int
 		return
 	}
 	if req.GrantType != nil && *req.GrantType != keycast.GrantTypeAuthorizationCode {
-		s.oauthError(w, http.StatusBadRequest, "Invalid grant_type '"+truncate(*req.GrantType, 40)+"'. This endpoint only accepts 'authorization_code'.")
+		s.oauthError(w, http.StatusBadRequest, "Invalid grant_type '"+textclip.String(*req.GrantType, 40)+"'. This endpoint only accepts 'authorization_code'.")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), authTimeout)
@@ -172,7 +173,7 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request, tenantID int
 	}
 	policy, ok := s.policies[slug]
 	if !ok {
-		s.oauthError(w, http.StatusBadRequest, "Unknown policy '"+truncate(slug, 50)+"'. Use GET /api/policies for available options.")
+		s.oauthError(w, http.StatusBadRequest, "Unknown policy '"+textclip.String(slug, 50)+"'. Use GET /api/policies for available options.")
 		return
 	}
 	// Take the CPU slot (key derivation and token signing) before consuming the code: a request

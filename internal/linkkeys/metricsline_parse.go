@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"io"
 	"math"
 	"sort"
@@ -43,7 +44,7 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 	}
 	body, ok := strings.CutPrefix(line, MetricsPrefix)
 	if !ok {
-		return MetricsLine{}, fmt.Errorf("%w: %q does not start with %q", ErrNotMetricsLine, truncate(line, 40), MetricsPrefix)
+		return MetricsLine{}, fmt.Errorf("%w: %q does not start with %q", ErrNotMetricsLine, textclip.String(line, 40), MetricsPrefix)
 	}
 	dec := json.NewDecoder(strings.NewReader(body))
 	tok, err := dec.Token()
@@ -75,7 +76,7 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 			seen[idx] = true
 		} else {
 			if others[key] {
-				return MetricsLine{}, metricsErrorf("field %q appears twice", truncate(key, 40))
+				return MetricsLine{}, metricsErrorf("field %q appears twice", textclip.String(key, 40))
 			}
 			if others == nil {
 				others = map[string]bool{}
@@ -89,12 +90,12 @@ func ParseMetricsLine(line string) (MetricsLine, error) {
 			rank = idx
 		}
 		if rank < maxRank {
-			return MetricsLine{}, metricsErrorf("field %q comes after %q: the 15 upstream fields must come first, in their order", truncate(key, 40), truncate(maxName, 40))
+			return MetricsLine{}, metricsErrorf("field %q comes after %q: the 15 upstream fields must come first, in their order", textclip.String(key, 40), textclip.String(maxName, 40))
 		}
 		maxRank, maxName = rank, key
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return MetricsLine{}, metricsErrorf("invalid JSON object: value of %q: %v", truncate(key, 40), err)
+			return MetricsLine{}, metricsErrorf("invalid JSON object: value of %q: %v", textclip.String(key, 40), err)
 		}
 		set, err := m.set(key, idx, named, raw)
 		if err != nil {
@@ -139,7 +140,7 @@ func (m *MetricsLine) set(key string, idx int, named bool, raw json.RawMessage) 
 			}
 			v, err := strconv.ParseUint(text, 10, 64)
 			if err != nil {
-				return false, metricsErrorf("%s is %s: must be a whole number from 0 to 2^64-1", key, truncate(text, 40))
+				return false, metricsErrorf("%s is %s: must be a whole number from 0 to 2^64-1", key, textclip.String(text, 40))
 			}
 			*f.ptr(m.sourceOrAdd(prefix)) = v
 			return true, nil
@@ -158,17 +159,17 @@ func (m *MetricsLine) set(key string, idx int, named bool, raw json.RawMessage) 
 	case 0:
 		var s string
 		if text[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			return false, metricsErrorf("label is %s: must be \"running\" or \"final\"", truncate(text, 40))
+			return false, metricsErrorf("label is %s: must be \"running\" or \"final\"", textclip.String(text, 40))
 		}
 		if s != "running" && s != "final" {
-			return false, metricsErrorf("label is %q: must be \"running\" or \"final\"", truncate(s, 40))
+			return false, metricsErrorf("label is %q: must be \"running\" or \"final\"", textclip.String(s, 40))
 		}
 		m.Label = s
 		return true, nil
 	case 1:
 		f, err := strconv.ParseFloat(text, 64)
 		if !isJSONNumber(text) || err != nil || f < 0 || math.IsInf(f, 0) {
-			return false, metricsErrorf("elapsed_secs is %s: must be a finite number of seconds, 0 or more", truncate(text, 40))
+			return false, metricsErrorf("elapsed_secs is %s: must be a finite number of seconds, 0 or more", textclip.String(text, 40))
 		}
 		m.ElapsedSecs = f
 		return true, nil
@@ -180,9 +181,9 @@ func (m *MetricsLine) set(key string, idx int, named bool, raw json.RawMessage) 
 	v, err := strconv.ParseUint(text, 10, 64)
 	if err != nil {
 		if f.ptr == nil {
-			return false, metricsErrorf("%s is %s: must be a whole number of bytes or null", key, truncate(text, 40))
+			return false, metricsErrorf("%s is %s: must be a whole number of bytes or null", key, textclip.String(text, 40))
 		}
-		return false, metricsErrorf("%s is %s: must be a whole number from 0 to 2^64-1", key, truncate(text, 40))
+		return false, metricsErrorf("%s is %s: must be a whole number from 0 to 2^64-1", key, textclip.String(text, 40))
 	}
 	if f.ptr == nil {
 		m.ProcessRSSBytes = &v
@@ -231,11 +232,4 @@ func trimEOL(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"math"
 	"net"
 	"net/url"
@@ -73,14 +74,14 @@ func ParseNetstat(text []byte) (map[string]map[string]int64, error) {
 	for i := 0; i < len(lines); i += 2 {
 		hname, hrest, ok := strings.Cut(lines[i], ":")
 		if !ok || hname == "" || strings.ContainsAny(hname, " \t") {
-			return nil, fmt.Errorf("machine: netstat line %d: %q is not a \"Section: Name …\" header", i+1, clip(lines[i]))
+			return nil, fmt.Errorf("machine: netstat line %d: %q is not a \"Section: Name …\" header", i+1, textclip.String(lines[i], 80))
 		}
 		if i+1 >= len(lines) {
 			return nil, fmt.Errorf("machine: netstat line %d: header %q has no values line after it", i+1, hname)
 		}
 		vname, vrest, ok := strings.Cut(lines[i+1], ":")
 		if !ok || vname != hname {
-			return nil, fmt.Errorf("machine: netstat line %d: expected the values of %q, got %q", i+2, hname, clip(lines[i+1]))
+			return nil, fmt.Errorf("machine: netstat line %d: expected the values of %q, got %q", i+2, hname, textclip.String(lines[i+1], 80))
 		}
 		names, values := strings.Fields(hrest), strings.Fields(vrest)
 		if len(names) != len(values) {
@@ -100,7 +101,7 @@ func ParseNetstat(text []byte) (map[string]map[string]int64, error) {
 				// Some counters are unsigned 64-bit; a wrapped one is still a count.
 				u, uerr := strconv.ParseUint(values[j], 10, 64)
 				if uerr != nil {
-					return nil, fmt.Errorf("machine: netstat line %d: %s %s = %q is not an integer", i+2, hname, n, clip(values[j]))
+					return nil, fmt.Errorf("machine: netstat line %d: %s %s = %q is not an integer", i+2, hname, n, textclip.String(values[j], 80))
 				}
 				v = int64(u & math.MaxInt64)
 			}
@@ -124,12 +125,12 @@ func ParseSockstat(text []byte) (Sockstat, error) {
 		}
 		f := strings.Fields(rest)
 		if len(f)%2 != 0 {
-			return s, fmt.Errorf("machine: sockstat line %d: %q is not a list of name and value pairs", ln+1, clip(line))
+			return s, fmt.Errorf("machine: sockstat line %d: %q is not a list of name and value pairs", ln+1, textclip.String(line, 80))
 		}
 		for i := 0; i < len(f); i += 2 {
 			v, err := strconv.ParseInt(f[i+1], 10, 64)
 			if err != nil {
-				return s, fmt.Errorf("machine: sockstat line %d: TCP %s = %q is not an integer", ln+1, f[i], clip(f[i+1]))
+				return s, fmt.Errorf("machine: sockstat line %d: TCP %s = %q is not an integer", ln+1, f[i], textclip.String(f[i+1], 80))
 			}
 			switch f[i] {
 			case "inuse":
@@ -158,12 +159,12 @@ func ParseProcStatCPU(text []byte) (steal, total uint64, err error) {
 	line, _, _ := bytes.Cut(text, []byte("\n"))
 	f := strings.Fields(string(line))
 	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("machine: /proc/stat: the first line %q is not \"cpu user nice system idle …\"", clip(string(line)))
+		return 0, 0, fmt.Errorf("machine: /proc/stat: the first line %q is not \"cpu user nice system idle …\"", textclip.Bytes(line, 80))
 	}
 	for i, s := range f[1:] {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("machine: /proc/stat: cpu column %d = %q is not a whole number", i+1, clip(s))
+			return 0, 0, fmt.Errorf("machine: /proc/stat: cpu column %d = %q is not a whole number", i+1, textclip.String(s, 80))
 		}
 		// guest and guest_nice (columns 9, 10) are already inside user and nice.
 		if i < 8 {
@@ -174,13 +175,6 @@ func ParseProcStatCPU(text []byte) (steal, total uint64, err error) {
 		}
 	}
 	return steal, total, nil
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }
 
 // RunStats is what the kernel and this process counted over one run, from two [Kernel] readings:

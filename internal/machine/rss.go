@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"strconv"
 )
 
@@ -83,20 +84,13 @@ func ParseProcStatusRSS(text []byte) (RSS, error) {
 func parseKB(rest []byte) (uint64, error) {
 	fs := bytes.Fields(rest)
 	if len(fs) != 2 || string(fs[1]) != "kB" {
-		return 0, fmt.Errorf("is %q: want a whole number and kB", truncateBytes(rest, 40))
+		return 0, fmt.Errorf("is %q: want a whole number and kB", textclip.Bytes(rest, 40))
 	}
 	kb, err := strconv.ParseUint(string(fs[0]), 10, 64)
 	if err != nil || kb > 1<<53 {
-		return 0, fmt.Errorf("is %q: want a whole number of kB below 2^53", truncateBytes(fs[0], 40))
+		return 0, fmt.Errorf("is %q: want a whole number of kB below 2^53", textclip.Bytes(fs[0], 40))
 	}
 	return kb, nil
-}
-
-func truncateBytes(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "…"
 }
 
 // RSSSplit returns this process's resident memory split by kind, and false

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/loadproof/loadproof/internal/textclip"
 	"slices"
 	"strings"
 )
@@ -27,16 +28,9 @@ func ValidateRunID(id string) error {
 		return nil
 	}
 	if len(id) != RunIDLen || strings.Trim(id, "0123456789abcdef") != "" {
-		return fmt.Errorf("result: run ID %q is not %d lower-case hex digits (as `loadproof` prints it)", truncRunID(id), RunIDLen)
+		return fmt.Errorf("result: run ID %q is not %d lower-case hex digits (as `loadproof` prints it)", textclip.String(id, 40), RunIDLen)
 	}
 	return nil
-}
-
-func truncRunID(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // Part is one file offered to a merge: its name (for messages) and its envelope.
