@@ -166,7 +166,7 @@ func TestExecuteLinkKeysWritesEvidence(t *testing.T) {
 		t.Fatalf("runs %+v", runs)
 	}
 	// Each started server is told every stream's range under the stream's name, and must run it.
-	const prefixes = "held=127.0.1.0/26,ddos=127.6.0.0-127.6.4.175"
+	const prefixes = "held=127.0.1.0/25,ddos=127.6.0.0-127.6.4.175"
 	if v := runs[2].Profile.Variables[plan.SourcePrefixesVariable]; v != prefixes || runs[2].Server.Declared[plan.SourcePrefixesVariable] != prefixes ||
 		runs[2].Server.SourcePrefixes != prefixes || runs[0].Profile.Variables[plan.SourcePrefixesVariable] != "held=127.0.1.0/28" {
 		t.Fatalf("prefixes %q, server %+v", v, runs[2].Server)
