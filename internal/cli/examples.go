@@ -106,6 +106,11 @@ var examples = map[string][]string{
 		"$CMD demo --output ./demo-results",
 		"$CMD demo --run-secs 5 --phase-secs 3   # a shorter demo",
 	},
+	"lp search": {
+		"$CMD search --vary rate --from 500 --to 64000 --slo 'p99<20ms,errors<0.5%' -o search.json -- keycast run --url http://127.0.0.1:3000 --users-file users.json --duration 10 --method sign-event",
+		"$CMD search --vary count --from 10000 --to 1000000 --slo 'failed<0.01%' -o held.json -- linkkeys connections --info-file run/info.json --hold-secs 30",
+		"$CMD search --vary rate --from 1000 --to 50000 --trials 5 --resolution 2% --slo 'p99<5ms' --abort-on 'errors>50%' -- linkkeys request-bench --connections 8",
+	},
 	"lp coordinate": {
 		"$CMD coordinate --workers 4 -- keycast run --url http://127.0.0.1:3000 --users-file users.json --duration 30s",
 		"$CMD coordinate --workers 4 -- keycast capacity --plan plan.json --output evidence",
