@@ -50,6 +50,7 @@ func (c *lkCommon) bind(f *pflag.FlagSet) {
 	f.StringVar(&c.target, "target", "", "the server's `HOST:PORT`; empty: the info file's host (127.0.0.1 without one) and port; a non-loopback host needs --allow-host")
 	f.StringVar(&c.fingerprint, "fingerprint", "", "the server key's SHA-256 to pin, 64 `hex` characters; empty: the info file's")
 	f.StringVar(&c.domain, "domain", "", "the server's domain `name`; empty: the info file's")
+	f.Bool("preflight", true, "make one pinned connection before the run, so a dead server, a stale info file or a non-TLS port fails at once; --preflight=false skips it (a fault test that counts every attempt, a proxy that fails the first connection)")
 	f.StringVar(&c.allowHost, "allow-host", "", "authorize exactly this non-loopback target `host` (and a --server-metrics URL on it); loopback targets need no flag")
 }
 
@@ -202,7 +203,7 @@ func lkCheckSources(cmd *cobra.Command, env *Env, target linkkeysload.Target, ru
 	if err != nil {
 		return lkSetupError(err)
 	}
-	if len(uses) > 0 {
+	if pre, err := cmd.Flags().GetBool("preflight"); len(uses) > 0 && (err != nil || pre) {
 		ctx := cmd.Context()
 		if err := linkkeysload.Preflight(ctx, target, uses[0].Range.First); err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("before the run: %w", err)}

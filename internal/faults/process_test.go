@@ -190,13 +190,20 @@ func TestStoppedServer(t *testing.T) {
 		if bound := 2*time.Second + time.Second + 3*time.Second; r.took > bound {
 			t.Errorf("request-bench took %v against a stopped server (bound %v)", r.took, bound)
 		}
-		// New attempts against the stopped server: the kernel completes the TCP connect, the
-		// handshake never answers, each attempt times out.
+		// A new client against the stopped server fails before its run: the preflight's handshake
+		// never answers, and the command says so within its 2 s.
+		pre := runCLI(t, 30*time.Second, "linkkeys", "handshake-bench", "--info-file", srv.infoPath, "--workers", "1",
+			"--json", filepath.Join(t.TempDir(), "pre.json"), "--duration-secs", "1", "--concurrency", "2", "--attempt-timeout-secs", "1")
+		if pre.code != 1 || !strings.Contains(pre.stderr, "before the run: no TLS handshake") || pre.took > 4*time.Second {
+			t.Errorf("the preflight should fail the command at once:\n%s", pre)
+		}
+		// Without it, attempts against the stopped server: the kernel completes the TCP connect,
+		// the handshake never answers, each attempt times out, and nothing succeeded: exit 4.
 		out := filepath.Join(t.TempDir(), "hs.json")
 		h := runCLI(t, 30*time.Second, "linkkeys", "handshake-bench", "--info-file", srv.infoPath, "--workers", "1", "--json", out,
-			"--duration-secs", "1", "--concurrency", "2", "--attempt-timeout-secs", "1")
+			"--duration-secs", "1", "--concurrency", "2", "--attempt-timeout-secs", "1", "--preflight=false")
 		a := readLK(t, out).Attempts
-		if h.code != 0 || a.Attempted < 2 || a.Succeeded != 0 || a.Classes[linkkeysresult.ClassTimeout] != a.Attempted {
+		if h.code != 4 || a.Attempted < 2 || a.Succeeded != 0 || a.Classes[linkkeysresult.ClassTimeout] != a.Attempted {
 			t.Errorf("every handshake should time out: %+v\n%s", a, h)
 		}
 		srv.signal(t, syscall.SIGCONT)
