@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
@@ -229,6 +230,7 @@ func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Wr
 			}
 			prepared = true
 		}
+		engine.StartPhase(ctx, ph.Name)
 		res, err := h.Run(ctx, i)
 		if err == nil && res == nil {
 			err = &SafeError{Msg: "the load engine returned no results and no error"}
@@ -236,6 +238,9 @@ func execute[R any](ctx context.Context, h Harness[R], b *bundle, progress io.Wr
 		if err != nil {
 			phaseError(err, ctx.Err() != nil)
 			break
+		}
+		if hook := engine.ResultHook(ctx); hook != nil && res.Envelope != nil {
+			hook(res.Envelope) // what an observer of the phase did (remote write), in its file
 		}
 		if h.Scrub != nil {
 			h.Scrub(res.Results)

@@ -26,6 +26,7 @@ func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
 	f.StringArray("remote-write-header", nil, "an HTTP header for --remote-write, 'Name: value' (repeatable); env "+remoteWriteAuthEnv+" sets Authorization outside argv")
 	f.String("remote-write-ca", "", "verify an https --remote-write endpoint against the CA certificates in this PEM `file`")
 	f.String("remote-write-histograms", remotewrite.Native, "latency as native histograms (native) or classic _bucket series (classic)")
+	f.StringArray("remote-write-label", nil, "add the label 'name=value' to every --remote-write series (repeatable; e.g. env=staging)")
 	inner := c.RunE
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		u, _ := cmd.Flags().GetString("remote-write")
@@ -49,6 +50,10 @@ func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
 				headers["Authorization"] = a
 			}
 		}
+		labels, err := remoteWriteLabels(cmd)
+		if err != nil {
+			return err
+		}
 		ca, _ := cmd.Flags().GetString("remote-write-ca")
 		form, _ := cmd.Flags().GetString("remote-write-histograms")
 		// The series carry the run's ID: one is made here when none was given, and handed to the
@@ -65,25 +70,39 @@ func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
 			}
 		}
 		host, _ := os.Hostname()
-		w, err := remotewrite.New(remotewrite.Config{URL: u, Headers: headers, CAFile: ca, Histograms: form,
-			Labels: map[string]string{"run_id": runID, "harness": run.harness, "command": run.command, "host": host}})
+		labels["run_id"], labels["harness"], labels["command"], labels["host"] = runID, run.harness, run.command, host
+		w, err := remotewrite.New(remotewrite.Config{URL: u, Headers: headers, CAFile: ca, Histograms: form, Labels: labels})
 		if err != nil {
 			return usageError("--remote-write: %v", err)
 		}
 		ctx := engine.WithIntervalObserver(cmd.Context(), w.Observe)
-		// A client's result file records the delivery: the queue drains (up to 10 s) before it is
-		// written. A capacity run writes a file per phase and streams across them: its delivery is
-		// printed at the end.
-		if run.command != "capacity" {
-			ctx = engine.WithResultHook(ctx, func(e *result.Envelope) {
-				st := drain(w)
-				e.RemoteWrite = &result.RemoteWrite{URL: w.Endpoint(), Sent: st.Sent, Dropped: st.Dropped, Failed: st.Failed, LastError: st.LastError}
-			})
+		// Each result file records its delivery: the queue drains (up to 10 s) before the file is
+		// written. A capacity plan writes a file per phase: each phase's series carry its name
+		// (phase="…") and count from zero, and its file records its own requests.
+		ctx = engine.WithPhaseHook(ctx, w.SetPhase)
+		// Each wait for delivery is at most 10 s; once one runs out (the endpoint is down or slow),
+		// the later ones wait 1 s, so a dead endpoint costs a run 10 s once, not once per phase.
+		wait := 10 * time.Second
+		deliver := func(f func(context.Context) remotewrite.Stats) remotewrite.Stats {
+			fctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			st := f(fctx)
+			if st.Pending > 0 {
+				wait = time.Second
+			}
+			return st
 		}
+		ctx = engine.WithResultHook(ctx, func(e *result.Envelope) {
+			st := deliver(w.Flush)
+			e.RemoteWrite = &result.RemoteWrite{URL: w.Endpoint(), Sent: st.Sent, Dropped: st.Dropped, Failed: st.Failed, Pending: st.Pending, LastError: st.LastError}
+		})
 		cmd.SetContext(ctx)
 		runErr := inner(cmd, args)
-		st := drain(w)
+		st := deliver(w.Close)
 		line := fmt.Sprintf("remote write: %d requests sent, %d dropped, %d failed", st.Sent, st.Dropped, st.Failed)
+		if st.Pending > 0 {
+			line += fmt.Sprintf(", %d not confirmed", st.Pending)
+		}
 		if st.LastError != "" {
 			line += " (last error: " + st.LastError + ")"
 		}
@@ -92,9 +111,22 @@ func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
 	}
 }
 
-// drain closes the writer, waiting up to 10 s for its queue.
-func drain(w *remotewrite.Writer) remotewrite.Stats {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return w.Close(ctx)
+// remoteWriteLabels reads the --remote-write-label flags.
+func remoteWriteLabels(cmd *cobra.Command) (map[string]string, error) {
+	ls, _ := cmd.Flags().GetStringArray("remote-write-label")
+	if len(ls) > remotewrite.MaxLabels {
+		return nil, usageError("--remote-write-label given %d times: at most %d", len(ls), remotewrite.MaxLabels)
+	}
+	labels := map[string]string{}
+	for _, l := range ls {
+		k, v, err := remotewrite.ParseLabel(l)
+		if err != nil {
+			return nil, usageError("--remote-write-label: %v", err)
+		}
+		if _, dup := labels[k]; dup {
+			return nil, usageError("--remote-write-label: %q given twice", k)
+		}
+		labels[k] = v
+	}
+	return labels, nil
 }

@@ -17,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/remotewrite"
+	"github.com/loadproof/loadproof/internal/search"
 )
 
 // startPrometheus starts a real Prometheus (Debian's package; scripts/prometheus.sh installs it) on
@@ -203,7 +205,67 @@ func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rw := res.RemoteWrite; rw == nil || rw.Sent != 0 || rw.Dropped+rw.Failed == 0 || strings.Contains(rw.URL, "secret") {
+	if rw := res.RemoteWrite; rw == nil || rw.Sent != 0 || rw.Dropped+rw.Failed+rw.Pending == 0 || strings.Contains(rw.URL, "secret") {
 		t.Errorf("the result's remote_write: %+v", res.RemoteWrite)
+	}
+}
+
+// TestRemoteWriteCapacityPhases: a capacity plan streams each phase under its own phase label,
+// counting from zero; each phase's result file records its own delivery, and Prometheus holds each
+// phase's total exactly as its file does. A --remote-write-label rides on every series.
+func TestRemoteWriteCapacityPhases(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and a capacity run")
+	}
+	base := startPrometheus(t)
+	t.Setenv(childTreeEnv, "linkkeys")
+	p, err := capacity.ReadLinkKeysPlan("testdata/linkkeys-capacity-scaled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Phases = p.Phases[1:3] // handshake rate, request rate
+	pb, err := p.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	planPath, out := filepath.Join(dir, "plan.json"), filepath.Join(dir, "ev")
+	if err := os.WriteFile(planPath, pb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("cap%d", time.Now().UnixNano())
+	env, stdout, stderr := lkTestEnv()
+	code := Run(context.Background(), LinkKeys, []string{"capacity", "--plan", planPath, "--output", out,
+		"--remote-write", base + "/api/v1/write", "--remote-write-label", "test_id=" + tag}, env)
+	if code != ExitOK && code != ExitFailure {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, capacity.EvidenceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := capacity.ReadLinkKeysEvidence(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Phases) != 2 {
+		t.Fatalf("%d phases ran:\n%s", len(ev.Phases), stderr)
+	}
+	for _, ph := range ev.Phases {
+		rb, err := os.ReadFile(filepath.Join(out, ph.ResultsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := search.ParseResult(rb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rw := res.RemoteWrite; rw == nil || rw.Sent == 0 || rw.Dropped != 0 || rw.Failed != 0 {
+			t.Errorf("phase %s: remote_write %+v", ph.Name, res.RemoteWrite)
+		}
+		sel := fmt.Sprintf(`{test_id=%q,phase=%q,command="capacity"}`, tag, ph.Name)
+		if got := promQuery(t, base, "sum(loadproof_operations_total"+sel+")"); int64(got) != res.Total() || res.Total() == 0 {
+			t.Errorf("phase %s: Prometheus total %v, its file %d", ph.Name, got, res.Total())
+		}
 	}
 }

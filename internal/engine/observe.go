@@ -76,3 +76,28 @@ func ResultHook(ctx context.Context) func(e *result.Envelope) {
 	fn, _ := ctx.Value(resultHookKey{}).(func(e *result.Envelope))
 	return fn
 }
+
+type phaseHookKey struct{}
+
+// WithPhaseHook returns a context under which StartPhase calls fn with each phase's name: how an
+// observer of a run's intervals (remote write) learns that a capacity plan moved to its next phase.
+func WithPhaseHook(ctx context.Context, fn func(name string)) context.Context {
+	if fn == nil {
+		return ctx
+	}
+	if outer, _ := ctx.Value(phaseHookKey{}).(func(string)); outer != nil {
+		inner := fn
+		fn = func(name string) {
+			outer(name)
+			inner(name)
+		}
+	}
+	return context.WithValue(ctx, phaseHookKey{}, fn)
+}
+
+// StartPhase tells ctx's phase hook, if any, that the phase name begins.
+func StartPhase(ctx context.Context, name string) {
+	if fn, _ := ctx.Value(phaseHookKey{}).(func(string)); fn != nil {
+		fn(name)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
@@ -60,13 +61,20 @@ type Config struct {
 	// Timeout bounds one attempt (default 5 s); Retries is the attempts after the first (default 3).
 	Timeout time.Duration
 	Retries int
+	// Every is the least time between two requests (default 1 s): intervals that close sooner (a
+	// short run's 100 ms snapshots) add to the totals, and the next request carries them. Flush,
+	// SetPhase and Close always send what is not yet sent.
+	Every time.Duration
 }
 
 // Stats is what the writer did.
 type Stats struct {
-	Sent      int64  `json:"sent"`
-	Dropped   int64  `json:"dropped"`
-	Failed    int64  `json:"failed"`
+	Sent    int64 `json:"sent"`
+	Dropped int64 `json:"dropped"`
+	Failed  int64 `json:"failed"`
+	// Pending is the requests queued or in flight, neither confirmed nor failed yet (a Flush or
+	// Close whose wait ran out).
+	Pending   int64  `json:"pending,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 }
 
@@ -80,14 +88,29 @@ type Writer struct {
 	ops      map[string]int64
 	causes   map[string]int64
 	counters map[string]int64
+	gauges   map[string]int64
+	server   map[string]float64
 	lat      map[string]*hist.Histogram
 	stats    Stats
 	closed   bool
+	phase    string
+	base     Stats     // the stats when the phase began
+	last     time.Time // when the last request was queued
+	pending  bool      // totals changed since the last request
+	inflight int64     // requests queued or being sent
 
-	queue     chan []byte
+	queue     chan item
+	closing   sync.RWMutex // Flush's marker send holds it shared; Close closes the queue holding it
 	done      chan struct{}
 	closeOnce sync.Once
 	final     Stats
+}
+
+// item is one queued request, or (ack set, body nil) a marker the sender closes when every request
+// queued before it has been delivered or has failed.
+type item struct {
+	body []byte
+	ack  chan struct{}
 }
 
 // maxHeaderText bounds a header flag.
@@ -156,6 +179,9 @@ func New(cfg Config) (*Writer, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	if cfg.Every <= 0 {
+		cfg.Every = time.Second
+	}
 	if cfg.Retries < 0 {
 		cfg.Retries = 0
 	} else if cfg.Retries == 0 {
@@ -174,10 +200,11 @@ func New(cfg Config) (*Writer, error) {
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	w := &Writer{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.Timeout},
-		ops: map[string]int64{}, causes: map[string]int64{}, counters: map[string]int64{}, lat: map[string]*hist.Histogram{},
-		queue: make(chan []byte, cfg.QueueLen), done: make(chan struct{})}
+		queue: make(chan item, cfg.QueueLen), done: make(chan struct{})}
+	w.reset()
+	w.phase = cfg.Labels["phase"]
 	for _, k := range slices.Sorted(maps.Keys(cfg.Labels)) {
-		if cfg.Labels[k] != "" {
+		if cfg.Labels[k] != "" && k != "phase" {
 			w.labels = append(w.labels, prompb.Label{Name: k, Value: cfg.Labels[k]})
 		}
 	}
@@ -185,11 +212,16 @@ func New(cfg Config) (*Writer, error) {
 	return w, nil
 }
 
-// Observe adds one interval snapshot to the run's totals and queues the series as they stand. It
-// never blocks: a full queue drops the request (counted).
+// Observe adds one interval snapshot to the run's totals and, at most once per Config.Every,
+// queues the series as they stand. It never blocks: a full queue drops the request (counted).
 func (w *Writer) Observe(iv *result.Interval) {
 	now := time.Now()
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		w.stats.Dropped++ // an interval after the result was written: not delivered
+		return
+	}
 	for k, v := range iv.Counts {
 		w.ops[k] += v
 	}
@@ -205,29 +237,94 @@ func (w *Writer) Observe(iv *result.Interval) {
 		}
 		w.lat[k].Merge(h)
 	}
-	req := w.request(now.UnixMilli(), iv.Server)
-	if w.closed {
-		w.stats.Dropped++ // an interval after the result was written: not delivered
-		w.mu.Unlock()
-		return
+	if iv.Server != nil {
+		w.server = maps.Clone(iv.Server)
 	}
-	b, err := req.Marshal()
+	w.pending = true
+	if now.Sub(w.last) >= w.cfg.Every {
+		w.enqueue(now)
+	}
+}
+
+// enqueue queues the totals as they stand (w.mu held), dropping them when the queue is full.
+func (w *Writer) enqueue(now time.Time) {
+	w.last, w.pending = now, false
+	b, err := w.request(now.UnixMilli()).Marshal()
 	if err != nil {
 		w.stats.Failed++
 		w.stats.LastError = err.Error()
-		w.mu.Unlock()
 		return
 	}
 	select {
-	case w.queue <- snappy.Encode(nil, b):
+	case w.queue <- item{body: snappy.Encode(nil, b)}:
+		w.inflight++
 	default:
 		w.stats.Dropped++
 	}
+}
+
+// reset starts the totals from zero (w.mu held).
+func (w *Writer) reset() {
+	w.ops, w.causes, w.counters, w.lat = map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]*hist.Histogram{}
+	w.gauges, w.server = nil, nil
+	w.pending = false
+}
+
+// SetPhase ends the current phase and starts the next: what the current one has not yet sent is
+// queued, and the series that follow carry phase=name and count from zero, so each phase's
+// counters count that phase's operations (a sum over phases counts every one once). PhaseStats
+// then counts this phase's requests only.
+func (w *Writer) SetPhase(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || name == w.phase {
+		return
+	}
+	if w.pending {
+		w.enqueue(time.Now())
+	}
+	w.phase = name
+	w.reset()
+	w.base = w.stats
+}
+
+// Flush queues what is not yet sent and waits, up to ctx, until every request queued so far has
+// been delivered or has failed. It does not close the writer: a capacity plan flushes at the end
+// of each phase, so the phase's result file says what reached the endpoint. It returns PhaseStats.
+func (w *Writer) Flush(ctx context.Context) Stats {
+	ack := make(chan struct{})
+	w.closing.RLock()
+	defer w.closing.RUnlock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return w.PhaseStats()
+	}
+	if w.pending {
+		w.enqueue(time.Now())
+	}
 	w.mu.Unlock()
+	select { // the marker waits for room: Flush is called between phases, never in the load path
+	case w.queue <- item{ack: ack}:
+		select {
+		case <-ack:
+		case <-ctx.Done():
+		}
+	case <-ctx.Done():
+	}
+	return w.PhaseStats()
+}
+
+// PhaseStats is what the writer did since the current phase began (since New without phases).
+func (w *Writer) PhaseStats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Stats{Sent: w.stats.Sent - w.base.Sent, Dropped: w.stats.Dropped - w.base.Dropped, Failed: w.stats.Failed - w.base.Failed,
+		Pending: w.inflight, LastError: w.stats.LastError}
 }
 
 // request builds the write request of the totals so far (w.mu held).
-func (w *Writer) request(ts int64, server map[string]float64) *prompb.WriteRequest {
+func (w *Writer) request(ts int64) *prompb.WriteRequest {
 	req := &prompb.WriteRequest{}
 	sample := func(name string, v float64, extra ...prompb.Label) {
 		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: w.series(name, extra...), Samples: []prompb.Sample{{Value: v, Timestamp: ts}}})
@@ -242,6 +339,14 @@ func (w *Writer) request(ts int64, server map[string]float64) *prompb.WriteReque
 	for _, k := range slices.Sorted(maps.Keys(w.counters)) {
 		sample("loadproof_driver_events_total", float64(w.counters[k]), prompb.Label{Name: "event", Value: k})
 	}
+	for _, k := range slices.Sorted(maps.Keys(w.gauges)) {
+		if k == HeldGauge {
+			sample("loadproof_connections_held", float64(w.gauges[k]))
+			continue
+		}
+		sample("loadproof_driver_gauge", float64(w.gauges[k]), prompb.Label{Name: "name", Value: k})
+	}
+	server := w.server
 	for _, k := range slices.Sorted(maps.Keys(server)) {
 		if v := server[k]; !math.IsNaN(v) && !math.IsInf(v, 0) {
 			sample("loadproof_server_sample", v, prompb.Label{Name: "name", Value: k})
@@ -280,6 +385,9 @@ func (w *Writer) request(ts int64, server map[string]float64) *prompb.WriteReque
 // series returns the labels of one series, sorted by name as remote write requires.
 func (w *Writer) series(name string, extra ...prompb.Label) []prompb.Label {
 	ls := append([]prompb.Label{{Name: "__name__", Value: name}}, w.labels...)
+	if w.phase != "" {
+		ls = append(ls, prompb.Label{Name: "phase", Value: w.phase})
+	}
 	ls = append(ls, extra...)
 	slices.SortFunc(ls, func(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) })
 	return ls
@@ -334,6 +442,7 @@ func nativeIndex(v float64) int32 {
 
 func (w *Writer) fail(err error) {
 	w.mu.Lock()
+	w.inflight--
 	w.stats.Failed++
 	w.stats.LastError = err.Error()
 	w.mu.Unlock()
@@ -342,7 +451,12 @@ func (w *Writer) fail(err error) {
 // send delivers queued requests, each with retries and backoff.
 func (w *Writer) send() {
 	defer close(w.done)
-	for body := range w.queue {
+	for it := range w.queue {
+		if it.ack != nil {
+			close(it.ack) // every request queued before the marker is done
+			continue
+		}
+		body := it.body
 		var err error
 		backoff := 100 * time.Millisecond
 		for attempt := 0; attempt <= w.cfg.Retries; attempt++ {
@@ -360,6 +474,7 @@ func (w *Writer) send() {
 			continue
 		}
 		w.mu.Lock()
+		w.inflight--
 		w.stats.Sent++
 		w.mu.Unlock()
 	}
@@ -392,23 +507,26 @@ func (w *Writer) post(body []byte) (retry bool, err error) {
 }
 
 // Close stops accepting intervals and waits, up to ctx, for the queue to drain; what is left is
-// counted as dropped. It returns the writer's stats.
+// counted as pending. It returns the writer's stats over the whole run.
 // Later calls return the first call's stats.
 func (w *Writer) Close(ctx context.Context) Stats {
 	w.closeOnce.Do(func() {
+		w.closing.Lock()
 		w.mu.Lock()
-		close(w.queue) // under mu: Observe sends under no lock, so it checks closed first
+		if w.pending {
+			w.enqueue(time.Now())
+		}
+		close(w.queue) // under mu: Observe queues under it and checks closed first
 		w.closed = true
 		w.mu.Unlock()
+		w.closing.Unlock()
 		select {
 		case <-w.done:
 		case <-ctx.Done():
-			w.mu.Lock()
-			w.stats.Dropped += int64(len(w.queue))
-			w.mu.Unlock()
 		}
 		w.mu.Lock()
 		w.final = w.stats
+		w.final.Pending = w.inflight // not confirmed when the wait ran out
 		w.mu.Unlock()
 	})
 	return w.final
@@ -423,4 +541,47 @@ func (w *Writer) Endpoint() string {
 	}
 	u.RawQuery, u.Fragment = "", ""
 	return u.String()
+}
+
+// HeldGauge is the gauge the LinkKeys drivers name the connections held (linkkeysresult.GaugeHeld):
+// it is written as loadproof_connections_held; other gauges as loadproof_driver_gauge{name}.
+const HeldGauge = "held"
+
+// reservedLabels are the labels loadproof sets itself (and Prometheus's own): a --remote-write-label
+// may not name them.
+var reservedLabels = map[string]bool{"run_id": true, "harness": true, "command": true, "host": true, "outcome": true,
+	"kind": true, "cause": true, "event": true, "name": true, "le": true, "refused": true, "job": true, "instance": true}
+
+// maxLabelText bounds a label flag; MaxLabels bounds how many a run adds.
+const (
+	maxLabelText = 1024
+	MaxLabels    = 16
+)
+
+// ParseLabel reads "name=value" (a --remote-write-label flag): a Prometheus label name
+// ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __, not one loadproof sets; phase is allowed and names
+// the whole run's phase) and a non-empty UTF-8 value.
+func ParseLabel(s string) (string, string, error) {
+	if len(s) > maxLabelText {
+		return "", "", fmt.Errorf("remote-write label of %d bytes: at most %d", len(s), maxLabelText)
+	}
+	name, value, ok := strings.Cut(s, "=")
+	if !ok || name == "" || value == "" {
+		return "", "", fmt.Errorf("remote-write label %q: want name=value, both non-empty", clip(s))
+	}
+	for i, r := range name {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return "", "", fmt.Errorf("remote-write label name %q: a Prometheus label name is letters, digits and _, not starting with a digit", clip(name))
+		}
+	}
+	if strings.HasPrefix(name, "__") {
+		return "", "", fmt.Errorf("remote-write label name %q: names starting with __ are Prometheus's own", clip(name))
+	}
+	if reservedLabels[name] {
+		return "", "", fmt.Errorf("remote-write label name %q: loadproof sets it on every series; pick another name", name)
+	}
+	if !utf8.ValidString(value) {
+		return "", "", fmt.Errorf("remote-write label %q: its value is not valid UTF-8", name)
+	}
+	return name, value, nil
 }

@@ -100,13 +100,15 @@ type Envelope struct {
 	RemoteWrite *RemoteWrite `json:"remote_write,omitempty"`
 }
 
-// RemoteWrite is the delivery of a run's remote-write stream: requests sent, dropped (queue full, or
-// still queued when the run's result was written) and failed after their retries.
+// RemoteWrite is the delivery of a run's remote-write stream: requests sent, dropped (queue full),
+// failed after their retries, and pending (queued or in flight, not yet confirmed, when the wait
+// for them ran out and the result was written).
 type RemoteWrite struct {
 	URL       string `json:"url"`
 	Sent      int64  `json:"sent"`
 	Dropped   int64  `json:"dropped"`
 	Failed    int64  `json:"failed"`
+	Pending   int64  `json:"pending,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 }
 
