@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -88,8 +89,12 @@ func lkFlags(cmd *cobra.Command) map[string]string {
 			return
 		}
 		v := f.Value.String()
-		if v != "" && secretFlagName(f.Name) {
+		switch {
+		case v == "" || v == "[]":
+		case secretFlagName(f.Name):
 			v = "(redacted)"
+		case f.Name == "remote-write":
+			v = redactURL(v) // a query or user part may carry a token
 		}
 		m[f.Name] = v
 	})
@@ -98,12 +103,25 @@ func lkFlags(cmd *cobra.Command) map[string]string {
 
 // secretFlagName reports a flag whose value must not reach a result file.
 func secretFlagName(name string) bool {
-	for _, s := range []string{"token", "secret", "password"} {
+	for _, s := range []string{"token", "secret", "password", "header"} {
 		if strings.Contains(name, s) {
 			return true
 		}
 	}
 	return false
+}
+
+// redactURL drops a URL's user part, query and fragment, which may carry credentials.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(redacted)"
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		u.User, u.RawQuery, u.Fragment = nil, "", ""
+		return u.String() + " (query redacted)"
+	}
+	return raw
 }
 
 // lkRun prepares the Run of a client: the target (the info file, overridden by --target,

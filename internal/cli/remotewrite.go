@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/remotewrite"
@@ -21,12 +22,7 @@ const remoteWriteAuthEnv = "LOADPROOF_REMOTE_WRITE_AUTHORIZATION"
 // remote-write endpoint as they close (internal/remotewrite); at the end the command waits up to 10 s
 // for the queue to drain and says what was sent, dropped and failed.
 func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
-	f := c.Flags()
-	f.String("remote-write", "", "stream every second's figures to this Prometheus remote-write `URL` (e.g. http://127.0.0.1:9090/api/v1/write; docs/outputs.md)")
-	f.StringArray("remote-write-header", nil, "an HTTP header for --remote-write, 'Name: value' (repeatable); env "+remoteWriteAuthEnv+" sets Authorization outside argv")
-	f.String("remote-write-ca", "", "verify an https --remote-write endpoint against the CA certificates in this PEM `file`")
-	f.String("remote-write-histograms", remotewrite.Native, "latency as native histograms (native) or classic _bucket series (classic)")
-	f.StringArray("remote-write-label", nil, "add the label 'name=value' to every --remote-write series (repeatable; e.g. env=staging)")
+	bindRemoteWriteFlags(c.Flags())
 	inner := c.RunE
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		u, _ := cmd.Flags().GetString("remote-write")
@@ -109,6 +105,59 @@ func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
 		fmt.Fprintln(env.Stderr, line)
 		return runErr
 	}
+}
+
+// remoteWriteFlags are the flags bindRemoteWriteFlags defines, --remote-write first.
+var remoteWriteFlags = []string{"remote-write", "remote-write-header", "remote-write-ca", "remote-write-histograms", "remote-write-label"}
+
+// bindRemoteWriteFlags defines the remote-write flags (a client command's, and search's, which hands
+// them to every trial).
+func bindRemoteWriteFlags(f *pflag.FlagSet) {
+	f.String("remote-write", "", "stream every second's figures to this Prometheus remote-write `URL` (e.g. http://127.0.0.1:9090/api/v1/write; docs/outputs.md)")
+	f.StringArray("remote-write-header", nil, "an HTTP header for --remote-write, 'Name: value' (repeatable); env "+remoteWriteAuthEnv+" sets Authorization outside argv")
+	f.String("remote-write-ca", "", "verify an https --remote-write endpoint against the CA certificates in this PEM `file`")
+	f.String("remote-write-histograms", remotewrite.Native, "latency as native histograms (native) or classic _bucket series (classic)")
+	f.StringArray("remote-write-label", nil, "add the label 'name=value' to every --remote-write series (repeatable; e.g. env=staging)")
+}
+
+// remoteWriteArgs checks the remote-write flags set on cmd and returns them as command-line
+// arguments for a child command (search's trials); nil when --remote-write is not given.
+func remoteWriteArgs(cmd *cobra.Command) ([]string, error) {
+	u, _ := cmd.Flags().GetString("remote-write")
+	if u == "" {
+		for _, n := range remoteWriteFlags[1:] {
+			if cmd.Flags().Changed(n) {
+				return nil, usageError("--%s needs --remote-write URL", n)
+			}
+		}
+		return nil, nil
+	}
+	if _, err := remotewrite.CheckURL(u); err != nil {
+		return nil, usageError("--remote-write: %v", err)
+	}
+	if _, err := remoteWriteLabels(cmd); err != nil {
+		return nil, err
+	}
+	var args []string
+	for _, n := range remoteWriteFlags {
+		f := cmd.Flags().Lookup(n)
+		if !f.Changed {
+			continue
+		}
+		if vs, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range vs.GetSlice() {
+				if n == "remote-write-header" {
+					if _, _, err := remotewrite.ParseHeader(v); err != nil {
+						return nil, usageError("--remote-write-header: %v", err)
+					}
+				}
+				args = append(args, "--"+n+"="+v)
+			}
+			continue
+		}
+		args = append(args, "--"+n+"="+f.Value.String())
+	}
+	return args, nil
 }
 
 // remoteWriteLabels reads the --remote-write-label flags.

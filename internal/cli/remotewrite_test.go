@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/capacity"
+	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
@@ -185,7 +188,8 @@ func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
 	start := time.Now()
 	jsonPath := filepath.Join(t.TempDir(), "hs.json")
 	code := Run(context.Background(), LinkKeys, []string{"handshake-bench", "--info-file", info, "--duration", "2s", "--concurrency", "2",
-		"--json", jsonPath, "--remote-write", "http://" + l.Addr().String() + "/api/v1/write?token=secret"}, env)
+		"--json", jsonPath, "--remote-write", "http://" + l.Addr().String() + "/api/v1/write?token=secret",
+		"--remote-write-header", "Authorization: Bearer hunter2"}, env)
 	took := time.Since(start)
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -200,6 +204,9 @@ func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
 	b, err := os.ReadFile(jsonPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("secret")) || bytes.Contains(b, []byte("hunter2")) {
+		t.Errorf("the result file holds the endpoint's token or the Authorization header")
 	}
 	res, err := linkkeysload.ReadResult(b)
 	if err != nil {
@@ -266,6 +273,65 @@ func TestRemoteWriteCapacityPhases(t *testing.T) {
 		sel := fmt.Sprintf(`{test_id=%q,phase=%q,command="capacity"}`, tag, ph.Name)
 		if got := promQuery(t, base, "sum(loadproof_operations_total"+sel+")"); int64(got) != res.Total() || res.Total() == 0 {
 			t.Errorf("phase %s: Prometheus total %v, its file %d", ph.Name, got, res.Total())
+		}
+	}
+}
+
+// TestRemoteWriteSearchTrials: search hands --remote-write to every trial, each under its own phase
+// label and the search's search_id; Prometheus holds each trial's total exactly as its file does.
+// A client command that carries --remote-write itself is refused.
+func TestRemoteWriteSearchTrials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and runs trials")
+	}
+	base := startPrometheus(t)
+	srv := kctest.Start(t, keycastserver.Config{})
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users.json")
+	if code, _, errs := kcRun(t, "setup", "--url", srv.URL, "--users", "2", "-c", "2", "-o", users); code != ExitOK {
+		t.Fatalf("setup exit %d: %s", code, errs)
+	}
+	client := []string{"keycast", "run", "--url", srv.URL, "--users-file", users, "-d", "1", "--ramp-up", "0", "-m", "get-public-key"}
+	code, _, errs := lpRun(t, append([]string{"search", "--vary", "rate", "--from", "20", "--to", "40", "--trials", "1",
+		"--slo", "errors<50%", "-o", filepath.Join(dir, "x.json"), "--"}, append(client, "--remote-write", base+"/api/v1/write")...)...)
+	if code != ExitUsage || !strings.Contains(errs, "give --remote-write to search") {
+		t.Fatalf("client's own --remote-write: exit %d: %s", code, errs)
+	}
+	out := filepath.Join(dir, "search.json")
+	code, stdout, errs := lpRun(t, append([]string{"search", "--vary", "rate", "--from", "20", "--to", "40", "--trials", "1",
+		"--slo", "errors<50%", "--resamples", "50", "-o", out, "--remote-write", base + "/api/v1/write", "--remote-write-label", "team=load", "--"}, client...)...)
+	if code != ExitOK {
+		t.Fatalf("search exit %d\n%s\n%s", code, stdout, errs)
+	}
+	_, idText, ok := strings.Cut(errs, "search_id=")
+	if !ok {
+		t.Fatalf("stderr names no search_id:\n%s", errs)
+	}
+	id, err := strconv.Unquote(strings.Fields(idText)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := search.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Steps) < 2 {
+		t.Fatalf("%d steps", len(res.Steps))
+	}
+	for _, st := range res.Steps {
+		for _, tr := range st.Trials {
+			env, err := search.ReadResultFile(filepath.Join(dir, "search-bundle", tr.File))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env.RemoteWrite == nil || env.RemoteWrite.Sent == 0 || env.RemoteWrite.Failed+env.RemoteWrite.Dropped+env.RemoteWrite.Pending != 0 {
+				t.Errorf("trial %s: remote_write %+v", tr.File, env.RemoteWrite)
+			}
+			phase := fmt.Sprintf("step %d trial %d (rate=%s)", st.Index, tr.Trial, search.FormatValue(st.Value))
+			sel := fmt.Sprintf(`{search_id=%q,phase=%q,team="load"}`, id, phase)
+			if got := promQuery(t, base, "sum(loadproof_operations_total"+sel+")"); int64(got) != env.Total() || env.Total() == 0 {
+				t.Errorf("trial %s (%s): Prometheus total %v, its file %d", tr.File, phase, got, env.Total())
+			}
 		}
 	}
 }

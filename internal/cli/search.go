@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/result"
 	"github.com/loadproof/loadproof/internal/search"
 )
 
@@ -70,6 +71,10 @@ func newSearchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rwArgs, err := remoteWriteArgs(cmd)
+			if err != nil {
+				return err
+			}
 			cfg.Integer = cfg.Vary != "rate"
 			if !cmd.Flags().Changed("seed") {
 				cfg.Seed = rand.Uint64()
@@ -93,6 +98,16 @@ func newSearchCmd(env *Env) *cobra.Command {
 			}
 			defer logf.Close()
 			tr := &search.CommandTrialer{Args: args, Vary: cfg.Vary, OutFlag: outFlag, Dir: bundle, Log: logf}
+			if rwArgs != nil {
+				// Every trial streams to the endpoint: its series carry the search's ID and the
+				// trial as their phase, so a dashboard follows the whole search.
+				id := result.NewRunID()
+				tr.Extra = func(v float64, step, trial int) []string {
+					return append(slices.Clone(rwArgs), "--remote-write-label=search_id="+id,
+						fmt.Sprintf("--remote-write-label=phase=step %d trial %d (%s=%s)", step, trial, cfg.Vary, search.FormatValue(v)))
+				}
+				fmt.Fprintf(env.Stderr, "search: every trial streams to --remote-write with search_id=%q\n", id)
+			}
 			fmt.Fprintf(env.Stderr, "search: trials write to %s (their output: %s)\n", bundle, filepath.Join(bundle, search.LogFile))
 			res, runErr := search.Run(cmd.Context(), cfg, tr)
 			if res == nil {
@@ -143,6 +158,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 	f.StringVarP(&output, "output", "o", "search.json", "the search file to write")
 	f.StringVar(&bundle, "bundle", "", "the evidence bundle directory: every trial's result file, search.json, manifest (default: OUTPUT without .json + -bundle; must be absent or empty)")
 	prov.bindSignKey(f, "the bundle's manifest")
+	bindRemoteWriteFlags(f)
 	return c
 }
 
@@ -176,6 +192,11 @@ func checkSearchCommand(env *Env, args []string, vary string) (string, error) {
 	vf := sub.Flags().Lookup(vary)
 	if vf == nil {
 		return "", usageError("search: %s has no --%s flag to vary (see loadproof %s --help)", name, vary, name)
+	}
+	for _, a := range inner[2:] {
+		if a == "--remote-write" || strings.HasPrefix(a, "--remote-write") {
+			return "", usageError("search: give %s to search, not to the client command: search hands it to every trial with the trial's phase label", strings.SplitN(a, "=", 2)[0])
+		}
 	}
 	for _, fl := range []string{vary, outFlag} {
 		sf := sub.Flags().Lookup(fl)

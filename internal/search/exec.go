@@ -45,6 +45,9 @@ type CommandTrialer struct {
 	Log io.Writer
 	// Grace is how long a trial has to end after an interrupt before it is killed (default 10 s).
 	Grace time.Duration
+	// Extra, when set, returns more arguments for a trial (search's --remote-write flags, with the
+	// trial's phase label), put before --VARY and --OUTFLAG.
+	Extra func(v float64, step, trial int) []string
 }
 
 // TrialFile names the result file of a trial in the bundle.
@@ -56,6 +59,9 @@ func FormatValue(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) 
 // CommandLine is the trial's argument list.
 func (c *CommandTrialer) CommandLine(v float64, step, trial int) []string {
 	args := slices.Clone(c.Args)
+	if c.Extra != nil {
+		args = append(args, c.Extra(v, step, trial)...)
+	}
 	return append(args, "--"+c.Vary+"="+FormatValue(v), "--"+c.OutFlag+"="+filepath.Join(c.Dir, TrialFile(step, trial)))
 }
 
