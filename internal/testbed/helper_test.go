@@ -4,9 +4,12 @@ package testbed_test
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -66,6 +69,8 @@ func helper(mode, arg string) error {
 		return tlsDial(arg)
 	case "kernel": // print this host's kernel counters (machine.ReadKernel) as JSON
 		return json.NewEncoder(os.Stdout).Encode(machine.ReadKernel())
+	case "http-get": // arg "URL[|CAFILE]": GET URL (trusting CAFILE for https), print the body
+		return httpGet(arg)
 	case "overflow": // a listener with a backlog of 0 that never accepts, arg connects; print the kernel delta
 		return overflow(arg)
 	}
@@ -135,4 +140,37 @@ func tlsDial(arg string) error {
 	defer c.Close()
 	fmt.Printf("handshake ok %s from %s\n", tls.VersionName(c.ConnectionState().Version), c.LocalAddr())
 	return nil
+}
+
+// httpGet GETs a URL from inside a host, trusting the CA file given after "|" for https, and prints
+// the body of a 200 answer (at most 1 MiB).
+func httpGet(arg string) error {
+	url, caFile, _ := strings.Cut(arg, "|")
+	tr := &http.Transport{}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%s holds no PEM certificate", caFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, body)
+	}
+	_, err = os.Stdout.Write(body)
+	return err
 }
