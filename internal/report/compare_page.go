@@ -208,7 +208,9 @@ func why(mt compare.Metric, verdict string, confidence float64) string {
 	if mt.Higher {
 		dir = "higher is better"
 	}
-	iv := fmt.Sprintf("[%+.2f%s, %+.2f%s]", mt.Low, unit, mt.High, unit)
+	// The figures as the page carries them (three decimals), so the words match the table.
+	r3 := func(v float64) float64 { return math.Round(v*1000) / 1000 }
+	iv := fmt.Sprintf("[%+.2f%s, %+.2f%s]", r3(mt.Low), unit, r3(mt.High), unit)
 	switch {
 	case verdict == Inconclusive:
 		return "no interval: fewer than half the resamples had a value on both sides (nothing measured, or a zero to compare against), so nothing can be said at " + pct

@@ -37,7 +37,9 @@ type SearchModel struct {
 	DurationS num    `json:"duration_s"`
 
 	// Knee, LastPass and FirstFail are null when absent (no value passed; the ceiling passed).
-	Knee          num      `json:"knee"`
+	Knee num `json:"knee"`
+	// KneeRule says how the knee was found, in words: the rule the marked knee answers to.
+	KneeRule      string   `json:"knee_rule"`
 	LastPass      num      `json:"last_pass"`
 	FirstFail     num      `json:"first_fail"`
 	Confidence    string   `json:"confidence"`
@@ -157,6 +159,7 @@ func BuildSearchModel(r *search.Result, name, title string) (*SearchModel, error
 	if m.Title == "" {
 		m.Title = "loadproof search: the knee of " + m.Vary
 	}
+	m.KneeRule = kneeRule(c, m.SLO)
 	for si, st := range r.Steps {
 		if !(st.Value > 0) || math.IsInf(st.Value, 0) {
 			return nil, fmt.Errorf("report: %s: step %d tries %s %v: a value must be a positive number", name, si+1, c.Vary, st.Value)
@@ -185,6 +188,20 @@ func BuildSearchModel(r *search.Result, name, title string) (*SearchModel, error
 	}
 	return m, nil
 }
+
+// kneeRule states the rule a search's knee answers to.
+func kneeRule(c *search.Config, slo string) string {
+	trials := "its trial holds"
+	if c.Trials > 1 {
+		trials = fmt.Sprintf("all %d of its trials hold", c.Trials)
+	}
+	return fmt.Sprintf("the knee is the highest %s at which %s the SLO %s; the search grows it ×%s a step from %s until a step fails (or %s passes), then bisects the bracket until first fail / last pass is within %s%%",
+		pageText(c.Vary), trials, cmp.Or(slo, "(none recorded)"), search.FormatValue(c.Growth), search.FormatValue(c.From), search.FormatValue(c.To),
+		strconvPct(c.Resolution))
+}
+
+// strconvPct writes a share as a percentage with no trailing zeros (0.05 is "5").
+func strconvPct(v float64) string { return search.FormatValue(math.Round(v*1e6) / 1e4) }
 
 // trialPoint reduces one trial's summary to its point on the curve.
 func trialPoint(st search.Step, t search.TrialSummary) SearchPoint {

@@ -307,6 +307,9 @@ func TestSearchModelKneeBracketAndEveryTrial(t *testing.T) {
 	if m.Confidence != res.Confidence.Statement || m.Confidence == "" || m.SLO != "p99<20ms,errors<0.5%" || m.XLabel != xLabels["rate"] {
 		t.Errorf("confidence %q, SLO %q, x label %q", m.Confidence, m.SLO, m.XLabel)
 	}
+	if want := "the knee is the highest rate at which all 3 of its trials hold the SLO p99<20ms,errors<0.5%; the search grows it ×2 a step from 100 until a step fails (or 64000 passes), then bisects the bracket until first fail / last pass is within 5%"; m.KneeRule != want {
+		t.Errorf("knee rule %q, want %q", m.KneeRule, want)
+	}
 	if strings.Join(m.BrokeFirst, ",") != strings.Join(res.BrokeFirst, ",") || len(m.BrokeFirst) == 0 {
 		t.Errorf("broke first %q, the search says %q", m.BrokeFirst, res.BrokeFirst)
 	}

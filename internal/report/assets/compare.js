@@ -62,7 +62,7 @@
     }
     s.appendChild(svg('line', { cls: 'axis', x1: pad, x2: W - pad, y1: mid + 6, y2: mid + 6 }));
     var zx = x(0);
-    s.appendChild(svg('line', { cls: 'zero', x1: zx, x2: zx, y1: 2, y2: mid + 10, 'data-x': zx }));
+    s.appendChild(svg('line', { cls: 'zero', x1: zx, x2: zx, y1: 12, y2: mid + 10, 'data-x': zx }));
     if (isNum(m.low) && isNum(m.high)) {
       var bx = x(m.low), bw = Math.max(1, x(m.high) - x(m.low));
       var r = svg('rect', { cls: 'ci ' + verdictClass(m.verdict), x: bx, y: mid + 2, width: bw, height: 8, 'data-x0': bx, 'data-x1': bx + bw });

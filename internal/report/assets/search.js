@@ -67,6 +67,7 @@
         el('span', { id: 'first-fail', cls: 'fail', 'data-value': String(model.first_fail), text: fmtVal(model.first_fail) })]);
     }
     var card = el('div', { cls: 'card', id: 'search-headline' }, [knee]);
+    card.appendChild(el('div', { cls: 'sub', id: 'knee-rule', text: 'Rule: ' + model.knee_rule }));
     card.appendChild(el('div', { id: 'confidence', text: 'Confidence: ' + model.confidence }));
     if (model.broke_first && model.broke_first.length) {
       card.appendChild(el('div', { id: 'broke-first' }, ['What broke first' + (isNum(model.first_fail) ? ' at ' + fmtVal(model.first_fail) : '') + ': ',
@@ -116,8 +117,8 @@
       if (isNum(p.errors)) smax = Math.max(smax, p.errors);
       if (isNum(p.shed)) smax = Math.max(smax, p.shed);
     });
-    (model.limits || []).forEach(function (l) {
-      if (!isNum(l.limit)) return;
+    var limits = (model.limits || []).filter(function (l) { return l.metric !== 'throughput' && isNum(l.limit); });
+    limits.forEach(function (l) {
       if (l.metric === 'latency') lmax = Math.max(lmax, l.limit); else smax = Math.max(smax, l.limit);
     });
     lmax = lmax > 0 ? lmax * 1.1 : 1;
@@ -149,9 +150,8 @@
     s.appendChild(svg('text', { cls: 'axis-label', x: (L + W - R) / 2, y: H - 12, 'text-anchor': 'middle' }, model.x_label + ', log scale'));
     s.appendChild(svg('text', { cls: 'axis-label', x: 16, y: (T + H - B) / 2, 'text-anchor': 'middle', transform: 'rotate(-90 16 ' + (T + H - B) / 2 + ')' }, 'latency (ms): p50, p99'));
     s.appendChild(svg('text', { cls: 'axis-label', x: W - 14, y: (T + H - B) / 2, 'text-anchor': 'middle', transform: 'rotate(90 ' + (W - 14) + ' ' + (T + H - B) / 2 + ')' }, 'errors and shed (% of operations)'));
-    // SLO limits.
-    (model.limits || []).forEach(function (l) {
-      if (!isNum(l.limit)) return;
+    // SLO limits (the throughput floor is drawn on the throughput chart).
+    limits.forEach(function (l) {
       var y = l.metric === 'latency' ? yl(l.limit) : ys(l.limit);
       s.appendChild(svg('line', { cls: 'limit limit-' + l.metric, x1: L, x2: W - R, y1: y, y2: y, 'data-limit': l.limit }));
       s.appendChild(svg('text', { cls: 'limit-label', x: W - R - 4, y: y - 4, 'text-anchor': 'end' }, 'SLO ' + l.text));
@@ -165,7 +165,7 @@
     // The knee and the first failure.
     if (isNum(model.knee)) {
       s.appendChild(svg('line', { cls: 'knee', id: 'knee-line', x1: x(model.knee), x2: x(model.knee), y1: T, y2: H - B, 'data-value': model.knee }));
-      s.appendChild(svg('text', { cls: 'knee-label', x: x(model.knee) - 4, y: T + 14, 'text-anchor': 'end' }, 'knee ' + fmtVal(model.knee)));
+      s.appendChild(svg('text', { cls: 'knee-label', x: x(model.knee) - 4, y: T + 14, 'text-anchor': 'end' }, 'knee ' + fmtVal(model.knee) + ' (highest value where every trial held the SLO)'));
     }
     if (isNum(model.first_fail)) {
       s.appendChild(svg('line', { cls: 'firstfail', id: 'firstfail-line', x1: x(model.first_fail), x2: x(model.first_fail), y1: T, y2: H - B, 'data-value': model.first_fail }));
@@ -205,11 +205,82 @@
     if (model.omitted) box.appendChild(el('div', { cls: 'sub', text: model.omitted + ' trials are not drawn or listed (the page shows ' + pts.length + '); the search file holds them all' }));
   }
 
+  // ---------- achieved throughput against offered load ----------
+  function throughputChart() {
+    var W = 1000, H = 320, L = 78, R = 78, T = 24, B = 52;
+    var pts = (model.points || []).filter(function (p) { return isNum(p.value) && isNum(p.throughput); });
+    var steps = model.steps || [];
+    app.appendChild(el('h2', { text: 'Achieved throughput' }));
+    var box = el('div', { cls: 'chart', id: 'chart-throughput' });
+    app.appendChild(box);
+    if (!pts.length) { box.appendChild(el('div', { cls: 'empty', text: 'no trial measured its throughput' })); return; }
+    var xs = steps.map(function (s) { return s.value; }).filter(isNum);
+    var xlo = Math.min.apply(null, xs) / 1.3, xhi = Math.max.apply(null, xs) * 1.3;
+    var ymax = 0;
+    pts.forEach(function (p) { ymax = Math.max(ymax, p.throughput); });
+    var lines = (model.limits || []).filter(function (l) { return l.metric === 'throughput' && isNum(l.limit); });
+    lines.forEach(function (l) { if (!l.of_offered) ymax = Math.max(ymax, l.limit); });
+    if (model.vary === 'rate') ymax = Math.max(ymax, Math.max.apply(null, xs));
+    ymax = ymax > 0 ? ymax * 1.1 : 1;
+    function x(v) { return L + (Math.log10(v) - Math.log10(xlo)) / (Math.log10(xhi) - Math.log10(xlo)) * (W - L - R); }
+    function y(v) { return H - B - Math.min(v, ymax) / ymax * (H - T - B); }
+    var s = svg('svg', { id: 'tput', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H });
+    logTicks(xlo, xhi).forEach(function (v) {
+      s.appendChild(svg('line', { cls: 'grid', x1: x(v), x2: x(v), y1: T, y2: H - B }));
+      s.appendChild(svg('text', { cls: 'tick', x: x(v), y: H - B + 16, 'text-anchor': 'middle' }, si(v)));
+    });
+    linTicks(ymax, 5).forEach(function (v) {
+      if (v > ymax) return;
+      s.appendChild(svg('line', { cls: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+      s.appendChild(svg('text', { cls: 'tick', x: L - 6, y: y(v) + 4, 'text-anchor': 'end' }, si(v)));
+    });
+    s.appendChild(svg('rect', { cls: 'frame', x: L, y: T, width: W - L - R, height: H - T - B }));
+    s.appendChild(svg('text', { cls: 'axis-label', x: (L + W - R) / 2, y: H - 12, 'text-anchor': 'middle' }, model.x_label + ', log scale'));
+    s.appendChild(svg('text', { cls: 'axis-label', x: 16, y: (T + H - B) / 2, 'text-anchor': 'middle', transform: 'rotate(-90 16 ' + (T + H - B) / 2 + ')' }, 'successes per second'));
+    // What would be served if every offered request succeeded (open model only), and the SLO's floors.
+    function along(f) {
+      var out = [], n = 48;
+      for (var i = 0; i <= n; i++) {
+        var v = Math.pow(10, Math.log10(xlo) + i / n * (Math.log10(xhi) - Math.log10(xlo)));
+        out.push(x(v) + ',' + y(f(v)));
+      }
+      return out.join(' ');
+    }
+    if (model.vary === 'rate') {
+      s.appendChild(svg('polyline', { cls: 'offered', points: along(function (v) { return v; }) }));
+      s.appendChild(svg('text', { cls: 'limit-label', x: x(xs[xs.length - 1]) - 6, y: y(Math.max.apply(null, xs)) - 6, 'text-anchor': 'end' }, 'offered'));
+    }
+    lines.forEach(function (l) {
+      if (l.of_offered) {
+        s.appendChild(svg('polyline', { cls: 'limit limit-throughput', points: along(function (v) { return v * l.limit; }), 'data-limit': l.limit }));
+      } else {
+        s.appendChild(svg('line', { cls: 'limit limit-throughput', x1: L, x2: W - R, y1: y(l.limit), y2: y(l.limit), 'data-limit': l.limit }));
+      }
+      s.appendChild(svg('text', { cls: 'limit-label', x: W - R - 4, y: (l.of_offered ? T + 28 : y(l.limit) - 4), 'text-anchor': 'end' }, 'SLO ' + l.text));
+    });
+    var line = steps.slice().sort(function (a, b) { return a.value - b.value; }).filter(function (st) { return isNum(st.throughput); })
+      .map(function (st) { return x(st.value) + ',' + y(st.throughput); });
+    if (line.length > 1) s.appendChild(svg('polyline', { cls: 'curve tp', points: line.join(' ') }));
+    if (isNum(model.knee)) s.appendChild(svg('line', { cls: 'knee', x1: x(model.knee), x2: x(model.knee), y1: T, y2: H - B }));
+    if (isNum(model.first_fail)) s.appendChild(svg('line', { cls: 'firstfail', x1: x(model.first_fail), x2: x(model.first_fail), y1: T, y2: H - B }));
+    pts.forEach(function (p) {
+      var c = svg('circle', { cls: 'pt tp ' + (p.held ? 'held' : 'broke'), cx: x(p.value), cy: y(p.throughput), r: 4, 'data-step': p.step, 'data-trial': p.trial, 'data-y': p.throughput });
+      c.appendChild(svg('title', null, 'step ' + p.step + ' trial ' + p.trial + ' at ' + fmtVal(p.value) + unit + ': ' + fmtVal(p.throughput) + ' successes/s'));
+      s.appendChild(c);
+    });
+    box.appendChild(s);
+    var legend = el('div', { cls: 'legend' });
+    legend.appendChild(el('span', { cls: 'key key-tp', text: 'achieved successes/s (each trial; line: step median)' }));
+    if (model.vary === 'rate') legend.appendChild(el('span', { cls: 'key key-offered', text: 'offered rate (all served)' }));
+    legend.appendChild(el('span', { cls: 'key key-knee', text: 'knee' }));
+    box.appendChild(legend);
+  }
+
   // ---------- every step and trial ----------
   function trials() {
     app.appendChild(el('h2', { text: 'Steps and trials' }));
     var t = el('table', { id: 'search-trials' });
-    t.appendChild(el('tr', null, ['step', 'phase', model.vary, 'step verdict', 'trial', 'SLO', 'ops', 'ok', 'refused', 'errors', 'shed', 'p50', 'p99', 'notes']
+    t.appendChild(el('tr', null, ['step', 'phase', model.vary, 'step verdict', 'trial', 'SLO', 'ops', 'ok', 'refused', 'successes/s', 'errors', 'shed', 'p50', 'p99', 'notes']
       .map(function (h) { return el('th', { text: h }); })));
     var steps = {};
     (model.steps || []).forEach(function (s) { steps[s.index] = s; });
@@ -224,6 +295,7 @@
         el('td', { cls: st.passed ? 'pass' : 'fail', text: st.passed ? 'PASS' : 'FAIL (' + fmtVal((st.held || 0) * 100) + '% held)' }),
         el('td', { cls: 'n', text: String(p.trial) }), el('td', { cls: p.held ? 'pass' : 'fail', text: p.held ? 'held' : 'broke' }),
         el('td', { cls: 'n', text: fmtVal(p.ops) }), el('td', { cls: 'n', text: fmtVal(p.ok) }), el('td', { cls: 'n', text: fmtVal(p.refused) }),
+        el('td', { cls: 'n', text: fmtVal(p.throughput) }),
         el('td', { cls: 'n', text: fmtShare(p.errors) }), el('td', { cls: 'n', text: fmtShare(p.shed) }),
         el('td', { cls: 'n', text: fmtMs(p.p50) }), el('td', { cls: 'n', text: fmtMs(p.p99) }), el('td', { text: notes.join('; ') })]));
     });
@@ -233,6 +305,7 @@
   try {
     headline();
     curve();
+    throughputChart();
     trials();
   } catch (e) {
     app.appendChild(el('div', { cls: 'err', text: 'The page could not be drawn: ' + (e && e.message || e) }));
