@@ -11,6 +11,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/report"
 )
 
 // TestCompareRealRuns: request-bench runs against a real server, at 2,000 requests/s (A) and at
@@ -69,6 +70,52 @@ func TestCompareRealRuns(t *testing.T) {
 	if b, err := os.ReadFile(jsonPath); err != nil || json.Unmarshal(b, &doc) != nil || len(doc.Metrics) < 3 {
 		t.Fatalf("json %v %s", err, b)
 	}
+	// The page: the same verdicts as the text, the gate's outcome, exit 1 on a failed gate.
+	pagePath := filepath.Join(dir, "cmp.html")
+	code, out, errOut = cmp("--format", "html", "-o", pagePath, "--gate", "throughput>-3%", a1, a2, "--vs", b1, b2)
+	if code != ExitGateFailed || !strings.Contains(out, "gate: FAILED") || !strings.Contains(errOut, "wrote "+pagePath) {
+		t.Fatalf("html: exit %d\n%s%s", code, out, errOut)
+	}
+	var pm report.CompareModel
+	readPageData(t, pagePath, &pm)
+	if pm.Metrics[0].Name != "throughput" || pm.Metrics[0].Verdict != "worse" || pm.Gate == nil || pm.Gate.Passed || pm.RunsA != 2 || pm.Seed != "3" {
+		t.Errorf("page: %+v, gate %+v", pm.Metrics[0], pm.Gate)
+	}
+	// report --compare A --vs B draws the same comparison; with no seed given, one derived from the
+	// files, so the page is a function of them.
+	r1, r2 := filepath.Join(dir, "r1.html"), filepath.Join(dir, "r2.html")
+	for _, o := range []string{r1, r2} {
+		env, out, errOut := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, []string{"report", "--format", "html", "--iterations", "500", "--compare", a1, a2, "--vs", b1, b2, "-o", o}, env); code != ExitOK {
+			t.Fatalf("report --vs: exit %d\n%s%s", code, out, errOut)
+		}
+	}
+	p1, _ := os.ReadFile(r1)
+	p2, _ := os.ReadFile(r2)
+	if len(p1) == 0 || string(p1) != string(p2) {
+		t.Error("report --compare --vs drew two different pages from the same files")
+	}
+	var rm report.CompareModel
+	readPageData(t, r1, &rm)
+	if rm.Metrics[0].Verdict != "worse" || rm.RunsB != 2 || rm.Gate != nil {
+		t.Errorf("report page: %+v", rm.Metrics[0])
+	}
+	// A comparison that cannot be made still writes its page, saying why, and exits 2.
+	refused := filepath.Join(dir, "refused.html")
+	if code, out, errOut := cmp("--format", "html", "-o", refused, a1, "--vs", info); code != ExitUsage {
+		t.Errorf("refused: exit %d\n%s%s", code, out, errOut)
+	}
+	var fm report.CompareModel
+	readPageData(t, refused, &fm)
+	if !strings.Contains(fm.Refused, "info.json") || len(fm.Metrics) != 0 {
+		t.Errorf("refused page: %+v", fm)
+	}
+	for _, args := range [][]string{{"report", "--gate", "p99<+5%", a1}, {"report", "--compare", a1, "--vs"}, {"report", "--format", "csv", "--compare", a1, "--vs", b1}} {
+		env, out, errOut := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, args, env); code != ExitUsage {
+			t.Errorf("%v: exit %d, want 2\n%s%s", args, code, out, errOut)
+		}
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -83,4 +130,23 @@ func TestCompareRealRuns(t *testing.T) {
 		}
 	}
 	_ = fmt.Sprint()
+}
+
+// readPageData decodes the data a comparison or search page carries.
+func readPageData(t *testing.T, path string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	const open = `<script id="lp-data" type="application/json">`
+	i := strings.Index(s, open)
+	j := strings.Index(s[max(i, 0):], "</script>")
+	if i < 0 || j < 0 {
+		t.Fatalf("%s has no page data", path)
+	}
+	if err := json.Unmarshal([]byte(s[i+len(open):i+j]), into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }

@@ -24,6 +24,7 @@ import (
 func newReportCmd(env *Env) *cobra.Command {
 	var format, output string
 	var page pageOptions
+	var rc reportCompare
 	c := &cobra.Command{
 		Use:   "report FILE...",
 		Short: "Report (and merge) result files or evidence bundles of either harness, from the files alone",
@@ -36,9 +37,24 @@ func newReportCmd(env *Env) *cobra.Command {
 			"--output writes the JSON to a file.\n" +
 			"--format html draws the files as one self-contained page (no network needed to open it):\n" +
 			"merged segments, --compare two runs, or a capacity bundle directory; -o writes it to a file.\n" +
+			"--compare A.json... --vs B.json... draws the statistical comparison of runs B against runs A\n" +
+			"(compare --format html: each change with its confidence interval and verdict).\n" +
+			"A search file or search bundle is reported alone: text, json, or html (the load-response curve).\n" +
 			"--format hgrm writes the HdrHistogram percentile distribution for the HdrHistogram plotter.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if rc.vs.set {
+				return runReportCompare(env, cmd, args, format, output, page.title, &rc)
+			}
+			if err := rc.unused(cmd); err != nil {
+				return err
+			}
+			if path, ok, err := searchArg(args); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return runSearchReport(env, path, format, output, page.title)
+			}
 			if format == report.FormatHTML || format == report.FormatHGRM {
 				return runReportPage(env, args, format, output, page)
 			}
@@ -56,6 +72,7 @@ func newReportCmd(env *Env) *cobra.Command {
 	}
 	c.Flags().StringVarP(&format, "format", "f", "text", "text, json, csv, html (a self-contained page; -o names it) or hgrm (HdrHistogram percentile distribution)")
 	addPageFlags(c, &page)
+	addReportCompareFlags(c, &rc)
 	c.Flags().StringVarP(&output, "output", "o", "", "write to this `file`: the page with --format html or hgrm, else also the merged result (or the evidence) as JSON")
 	return c
 }

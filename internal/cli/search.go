@@ -30,7 +30,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 	var (
 		cfg                            search.Config
 		sloText, abortText, resolution string
-		output, bundle                 string
+		output, bundle, htmlPage       string
 		prov                           provenance
 	)
 	c := &cobra.Command{
@@ -129,6 +129,11 @@ func newSearchCmd(env *Env) *cobra.Command {
 			}
 			res.WriteText(env.Stdout)
 			fmt.Fprintf(env.Stdout, "search file: %s; evidence bundle: %s\n", output, bundle)
+			if htmlPage != "" {
+				if err := writeSearchPage(env, res, output, htmlPage); err != nil {
+					return &ExitError{Code: ExitFailure, Err: err}
+				}
+			}
 			switch {
 			case errors.Is(runErr, search.ErrUsage):
 				return usageError("search: %v", runErr)
@@ -156,6 +161,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 	f.IntVar(&cfg.Resamples, "resamples", 1000, "bootstrap resamples for the confidence statement")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "the bootstrap's random seed (default: random, recorded)")
 	f.StringVarP(&output, "output", "o", "search.json", "the search file to write")
+	f.StringVar(&htmlPage, "html", "", "also draw the search as a self-contained page in this `file`: the load-response curve, the knee, the bracket, every trial (report --format html SEARCH.json draws it later)")
 	f.StringVar(&bundle, "bundle", "", "the evidence bundle directory: every trial's result file, search.json, manifest (default: OUTPUT without .json + -bundle; must be absent or empty)")
 	prov.bindSignKey(f, "the bundle's manifest")
 	bindRemoteWriteFlags(f)

@@ -12,6 +12,7 @@ import (
 	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
+	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/search"
 )
 
@@ -38,9 +39,10 @@ func TestSearchAgainstKeycast(t *testing.T) {
 		t.Fatalf("setup exit %d: %s", code, errs)
 	}
 	out := filepath.Join(dir, "search.json")
+	pagePath := filepath.Join(dir, "search.html")
 	start := time.Now()
 	code, stdout, errs := lpRun(t, "search", "--vary", "rate", "--from", "20", "--to", "400", "--trials", "1", "--resolution", "50%",
-		"--slo", "throughput<100/s,errors<1%", "--resamples", "100", "-o", out,
+		"--slo", "throughput<100/s,errors<1%", "--resamples", "100", "-o", out, "--html", pagePath,
 		"--", "keycast", "run", "--url", srv.URL, "--users-file", users, "-d", "1", "--ramp-up", "0", "-m", "get-public-key")
 	if code != ExitOK {
 		t.Fatalf("search exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, errs)
@@ -66,6 +68,22 @@ func TestSearchAgainstKeycast(t *testing.T) {
 	if code, vout, _ := lpRun(t, "verify", bundle); code != ExitOK || !strings.Contains(vout, "VERIFIED") {
 		t.Fatalf("verify exit %d:\n%s", code, vout)
 	}
+	// search --html and report --format html of the file and of the bundle draw the knee.
+	var sm report.SearchModel
+	readPageData(t, pagePath, &sm)
+	if float64(sm.Knee) != *res.Knee || len(sm.Points) != res.TrialCount || !strings.Contains(stdout, "search page: "+pagePath) {
+		t.Fatalf("search --html: knee %v, %d points: want %v, %d", float64(sm.Knee), len(sm.Points), *res.Knee, res.TrialCount)
+	}
+	bundlePage := filepath.Join(dir, "bundle.html")
+	if code, _, errs := lpRun(t, "report", "--format", "html", "-o", bundlePage, bundle); code != ExitOK {
+		t.Fatalf("report of the bundle: exit %d: %s", code, errs)
+	}
+	if code, tout, errs := lpRun(t, "report", out); code != ExitOK || !strings.Contains(tout, "knee: rate ") {
+		t.Fatalf("report of the search file: exit %d:\n%s%s", code, tout, errs)
+	}
+	if code, _, errs := lpRun(t, "report", out, bundle); code != ExitUsage || !strings.Contains(errs, "one search at a time") {
+		t.Fatalf("report of a search and more: exit %d: %s", code, errs)
+	}
 	// A knee changed after the fact (manifest rewritten to match) fails the recomputation.
 	var raw map[string]any
 	b, _ := os.ReadFile(filepath.Join(bundle, search.File))
@@ -89,6 +107,13 @@ func TestSearchAgainstKeycast(t *testing.T) {
 	}
 	if code, vout, _ := lpRun(t, "verify", bundle); code != ExitFailure || !strings.Contains(vout, "recomputed: knee") {
 		t.Fatalf("tampered knee: verify exit %d:\n%s", code, vout)
+	}
+	// Its page says TAMPERED at the top, and report exits 1.
+	if code, _, _ := lpRun(t, "report", "--format", "html", "-o", bundlePage, bundle); code != ExitFailure {
+		t.Fatalf("report of the tampered bundle: exit %d, want 1", code)
+	}
+	if b, _ := os.ReadFile(bundlePage); !strings.Contains(string(b), `id="lp-tampered"`) {
+		t.Fatal("the tampered bundle's page does not say TAMPERED")
 	}
 }
 

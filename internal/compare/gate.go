@@ -101,6 +101,10 @@ func (c *Comparison) ApplyGate(gates []Gate) error {
 	return nil
 }
 
+// Find returns the metric a gate's name means (a bare "p99" is the headline latency kind's), or
+// nil when the comparison has none: the page draws each allowance on the row it judges.
+func (c *Comparison) Find(name string) *Metric { return c.find(name) }
+
 func (c *Comparison) find(name string) *Metric {
 	if !strings.Contains(name, ":") && strings.HasPrefix(name, "p") {
 		for _, k := range headlineKinds {
