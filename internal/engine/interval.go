@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/result"
@@ -37,16 +36,8 @@ func IntervalFor(planned time.Duration) time.Duration {
 }
 
 // coarsen joins fine snapshots into 1 s ones: the intervals that start in the same whole second of
-// the run become one (a tick the runtime dropped makes one fine interval longer, never moves it
-// into another second).
+// the run become one (result.Rebinned: a tick the runtime dropped makes one fine interval longer,
+// never moves it into another second).
 func coarsen(ivs []result.Interval) []result.Interval {
-	var out []result.Interval
-	for i := range ivs {
-		sec := math.Floor(ivs[i].T)
-		if len(out) == 0 || math.Floor(out[len(out)-1].T) != sec {
-			out = append(out, result.Interval{T: ivs[i].T})
-		}
-		out[len(out)-1].JoinLater(&ivs[i])
-	}
-	return out
+	return result.Rebinned(ivs, time.Second.Seconds())
 }

@@ -6,18 +6,18 @@ import (
 	"math"
 )
 
-// Rebin joins the envelope's intervals into intervals of secs each, a whole multiple k of
-// IntervalSecs: every k consecutive intervals become one, exactly (counts, causes, counters and
-// histograms add; the server sample and the gauges are the last ones read in the group, the state
-// at its end). It is how the engine coarsens a run that outgrows its fine intervals, and how a
-// merge joins parts whose interval lengths differ. A secs equal to IntervalSecs changes nothing.
+// Rebin joins the envelope's intervals into intervals of secs each, a whole multiple of
+// IntervalSecs, exactly (Rebinned): counts, causes, counters and histograms add; the server sample
+// and the gauges are the last ones read in the group, the state at its end. It is how a merge joins
+// parts whose interval lengths differ; lengths that are not whole multiples of each other are
+// refused. A secs equal to IntervalSecs changes nothing.
 func (e *Envelope) Rebin(secs float64) error {
 	k, err := rebinFactor(e.IntervalSecs, secs)
 	if err != nil {
 		return err
 	}
 	if k > 1 {
-		e.Intervals = Rebinned(e.Intervals, k)
+		e.Intervals = Rebinned(e.Intervals, secs)
 	}
 	e.IntervalSecs = secs
 	return nil
@@ -42,19 +42,46 @@ func rebinFactor(from, to float64) (int, error) {
 	return int(k), nil
 }
 
-// Rebinned returns ivs joined k at a time into new intervals (the last group may hold fewer), each
-// starting where its first interval starts and lasting as long as its intervals together. The
-// intervals returned share nothing with ivs.
-func Rebinned(ivs []Interval, k int) []Interval {
-	k = max(k, 1)
-	out := make([]Interval, 0, (len(ivs)+k-1)/k)
-	for i := 0; i < len(ivs); i += k {
-		g := ivs[i:min(i+k, len(ivs))]
-		iv := Interval{T: g[0].T}
-		for j := range g {
-			iv.JoinLater(&g[j])
+// Rebinned returns ivs (in time order) joined by the slot of secs their start falls in: interval i
+// of the result holds every interval of ivs that starts in [i·secs, (i+1)·secs) of the run, starts
+// where the first of them starts and lasts as long as they do together. Slots are by time, not by
+// count, so a snapshot the runtime delivered late (one fine interval longer than the others) never
+// moves the intervals after it into another slot, and parts rebinned alike merge by index at the
+// same instants. A slot in which no interval starts (ivs skipped it) is kept, empty, at its start
+// with length 0 (at most len(ivs) of them in all). The intervals returned share nothing with ivs.
+// It is also how the engine joins a run's 100 ms snapshots into seconds.
+func Rebinned(ivs []Interval, secs float64) []Interval {
+	if len(ivs) == 0 || !(secs > 0) || math.IsInf(secs, 0) {
+		return ivs
+	}
+	slot := func(t float64) int64 {
+		if math.IsNaN(t) || t < 0 {
+			return -1
 		}
-		out = append(out, iv)
+		return int64(math.Floor(min(t/secs, 1<<40) + 1e-9))
+	}
+	first := max(slot(ivs[0].T), 0)
+	out := make([]Interval, 0, len(ivs))
+	budget := int64(len(ivs)) // empty slots kept at most, which bounds the result by twice ivs
+	for i := range ivs {
+		k := slot(ivs[i].T) - first
+		if k < int64(len(out))-1 || k < 0 {
+			k = max(int64(len(out))-1, 0) // out of order: joined to the slot at hand
+		}
+		if gap := k - int64(len(out)); gap > 0 {
+			if gap > budget {
+				k = int64(len(out)) // a gap no run leaves (a damaged file): no more empty slots for it
+			} else {
+				budget -= gap
+			}
+		}
+		for int64(len(out)) < k {
+			out = append(out, Interval{T: float64(first+int64(len(out))) * secs}) // a slot ivs skipped
+		}
+		if int64(len(out)) == k {
+			out = append(out, Interval{T: ivs[i].T})
+		}
+		out[k].JoinLater(&ivs[i])
 	}
 	return out
 }
