@@ -77,6 +77,9 @@ type Worker struct {
 	e       *engine
 }
 
+// Started is the instant the run started (its intervals count from it).
+func (w *Worker) Started() time.Time { return w.e.start }
+
 // Ending reports whether the run has ended (its duration is up, or it was cut off): a driver that
 // keeps operations in flight starts no new ones and drains what it has (see Pending).
 func (w *Worker) Ending() bool { return w.e.ending.Load() }
@@ -209,9 +212,14 @@ type Config struct {
 	// path.
 	DriverTimed bool
 
-	// Interval is the length of one interval snapshot; 0 means 1 s.
+	// Interval is the length of one interval snapshot; 0 means 1 s. AutoInterval takes
+	// FineInterval snapshots while the run is younger than FineFor and joins them into 1 s ones
+	// (result.Rebinned) once it is older, so a short run has a timeline worth drawing and a long
+	// one a result of the usual size.
 	Interval time.Duration
-	// StopWindow is the number of intervals a stop condition judges; 0 means 10.
+	// StopWindow is the number of intervals a stop condition judges; 0 means 10. With
+	// AutoInterval it counts seconds: the window's slots are 1 s whatever the snapshot length,
+	// and the condition is judged once a second.
 	StopWindow int
 	// Stop, when set, is called after every interval with the window of recent intervals; a
 	// non-nil event ends the run early and cuts off operations in flight.
@@ -220,8 +228,9 @@ type Config struct {
 	// possibly shorter one) with that interval and the cumulative figures so far. It runs on the
 	// engine's collector goroutine: keep it short.
 	OnInterval func(iv *result.Interval, total *Totals)
-	// Sample, when set, reads the target's own counters once per interval (in the background; a
-	// sample that is not back by the end of the next interval is dropped) into Interval.Server.
+	// Sample, when set, reads the target's own counters once per interval (in the background, one
+	// at a time, each given at most max(Interval, 1 s); a sample lands in the interval that closes
+	// after it is back) into Interval.Server.
 	Sample func(ctx context.Context) (map[string]float64, error)
 	// MaxServerSeries bounds the distinct series kept from Sample over the run (0 means
 	// DefaultMaxServerSeries): the first ones seen are kept, later new names are dropped and
@@ -234,6 +243,18 @@ type Config struct {
 	// every 5,000 attempts). Every operation then also passes one run-wide lock: use it where
 	// operations are slow (connection attempts), not on a hot request loop.
 	Progress func(counts []int64)
+	// Gauges, when set, is read as every interval closes (on the collector goroutine: keep it
+	// quick) into Interval.Gauges: values at that instant, such as the connections a driver holds.
+	// It returns a map of its own each call.
+	Gauges func() map[string]int64
+	// After, when set, runs once every operation has finished (the run's bound reached, or it was
+	// cut off), and the run ends when it returns: the engine keeps closing intervals, reading
+	// gauges, taking server samples and calling OnInterval meanwhile, so the timeline covers what
+	// the driver does after its operations (the connections command's hold and close). w adds
+	// driver counters to the interval current at the time (w.Add); ctx ends with the run's context
+	// or a stop condition. A signal during After is After's to handle (it is not a stop: every
+	// operation was counted).
+	After func(ctx context.Context, w *Worker)
 	// OnCutOff, when set, is called once when the run is cut off (stop condition or ctx), after
 	// the operation context is cancelled, so a driver can interrupt blocking I/O.
 	OnCutOff func()
@@ -361,6 +382,7 @@ type engine struct {
 	pacer                   Pacer
 	progMu                  sync.Mutex
 	progCounts              []int64
+	auto                    bool // Config.Interval is AutoInterval
 }
 
 // ErrNoDriver is returned by Execute for a Config without a Driver.
@@ -386,6 +408,9 @@ func newEngine(cfg Config) (*engine, error) {
 	}
 	if cfg.Count < 0 || cfg.Duration < 0 {
 		return nil, fmt.Errorf("engine: count %d and duration %v must not be negative", cfg.Count, cfg.Duration)
+	}
+	if cfg.Interval < 0 && cfg.Interval != AutoInterval {
+		return nil, fmt.Errorf("engine: interval %v must be positive, 0 for 1 s, or AutoInterval", cfg.Interval)
 	}
 	e := &engine{cfg: cfg, open: cfg.Rate > 0, endCh: make(chan struct{})}
 	e.classes = cfg.Classes
@@ -413,6 +438,10 @@ func newEngine(cfg Config) (*engine, error) {
 	}
 	e.cfg.Workers = max(cfg.Workers, 1)
 	e.cfg.Interval = cmp.Or(cfg.Interval, time.Second)
+	if e.cfg.Interval == AutoInterval {
+		e.auto = true
+		e.cfg.Interval = FineInterval
+	}
 	e.cfg.StopWindow = cmp.Or(cfg.StopWindow, 10)
 	e.late = cmp.Or(cfg.LateThreshold, time.Millisecond)
 	e.progCounts = make([]int64, len(e.classes))
@@ -535,13 +564,14 @@ func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
 	var pendingDropped int64
 	series := newSeriesCap(e.cfg.MaxServerSeries)
 	sampling := atomic.Bool{}
+	sampleTimeout := max(e.cfg.Interval, time.Second)
 	sample := func() {
 		if e.cfg.Sample == nil || !sampling.CompareAndSwap(false, true) {
 			return
 		}
 		go func() {
 			defer sampling.Store(false)
-			sctx, cancel := context.WithTimeout(e.opCtx, e.cfg.Interval)
+			sctx, cancel := context.WithTimeout(e.opCtx, sampleTimeout)
 			defer cancel()
 			if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
 				m, dropped := series.limit(m)
@@ -576,6 +606,9 @@ func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
 		}
 		iv := e.interval(ivStats, last, now)
 		iv.Server, pending = pending, nil
+		if e.cfg.Gauges != nil {
+			iv.Gauges = e.cfg.Gauges()
+		}
 		if pendingDropped > 0 {
 			if iv.Counters == nil {
 				iv.Counters = map[string]int64{}
@@ -599,12 +632,26 @@ func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
 	}
 	tick := time.NewTicker(e.cfg.Interval)
 	defer tick.Stop()
+	// The stop window's slot: one interval, or 1 s of fine ones (AutoInterval).
+	slot, perSlot, inSlot := e.cfg.Interval, 1, 0
+	if e.auto {
+		slot, perSlot = time.Second, int(time.Second/FineInterval)
+	}
+	fine := e.auto
 	sample()
 	ctxDone := ctx.Done()
+	var tailDone chan struct{}
 loop:
 	for {
 		select {
 		case <-done:
+			if e.cfg.After == nil {
+				break loop
+			}
+			done, ctxDone = nil, nil // the tail handles a signal itself
+			tailDone = make(chan struct{})
+			go e.tail(ctx, tailDone)
+		case <-tailDone:
 			break loop
 		case <-deadline:
 			e.end()
@@ -623,11 +670,19 @@ loop:
 			e.setStop(&result.StopEvent{Reason: StopSignal, ElapsedSecs: now.Sub(e.start).Seconds(), At: now.UTC().Format(time.RFC3339Nano)})
 		case now := <-tick.C:
 			closeInterval(now)
-			if win != nil {
+			if fine && now.Sub(e.start) >= FineFor {
+				// The run outgrew its fine snapshots: join them into seconds and go on by seconds.
+				fine = false
+				intervals = coarsen(intervals)
+				e.cfg.Interval, perSlot, inSlot = time.Second, 1, 0
+				tick.Reset(time.Second)
+			}
+			if inSlot++; win != nil && inSlot >= perSlot {
+				inSlot = 0
 				if ev := e.cfg.Stop(now.Sub(e.start), win); ev != nil {
 					ev.ElapsedSecs = cmp.Or(ev.ElapsedSecs, now.Sub(e.start).Seconds())
 					ev.At = cmp.Or(ev.At, now.UTC().Format(time.RFC3339Nano))
-					ev.WindowSecs = cmp.Or(ev.WindowSecs, float64(win.Len())*e.cfg.Interval.Seconds())
+					ev.WindowSecs = cmp.Or(ev.WindowSecs, float64(win.Len())*slot.Seconds())
 					e.setStop(ev)
 				}
 				win.advance()
@@ -641,7 +696,7 @@ loop:
 		for sampling.Load() {
 			time.Sleep(time.Millisecond)
 		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Interval)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sampleTimeout)
 		if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
 			pending, pendingDropped = series.limit(m)
 		}
@@ -649,6 +704,17 @@ loop:
 	}
 	closeInterval(end)
 	return e.finish(total, intervals, end)
+}
+
+// tail runs Config.After on a worker of its own, under a context that ends with ctx or with a
+// stop condition, and closes done when it returns.
+func (e *engine) tail(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(e.opCtx, cancel)
+	defer stop()
+	e.cfg.After(tctx, &Worker{ID: -1, sh: &e.shards[0], e: e})
 }
 
 func (s *stats) merge(o *stats) {

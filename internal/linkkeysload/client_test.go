@@ -26,6 +26,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
 // The worker tests re-run this test binary as a worker process.
@@ -272,6 +273,20 @@ func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
 			l := res.Hold.Loss
 			if l == nil || l.Lost != 5 || l.Reasons["closed_by_server"]+l.Reasons["reset"] != 5 || l.First.IsZero() {
 				t.Fatalf("loss %+v", l)
+			}
+			// The timeline counts each end as it is seen, by how, and the client's closes after the
+			// hold; the held gauge ends at 0.
+			ends := map[string]int64{}
+			for _, iv := range res.Intervals {
+				for k, v := range iv.Counters {
+					ends[k] += v
+				}
+			}
+			if ends[linkkeysresult.CounterClosedByServer]+ends[linkkeysresult.CounterClosedError] != 5 || ends[linkkeysresult.CounterClosedByClient] != 15 {
+				t.Fatalf("closes in the timeline %v, want 5 by the server (or in error) and 15 by the client", ends)
+			}
+			if g, ok := res.Intervals[len(res.Intervals)-1].Gauges[linkkeysresult.GaugeHeld]; g != 0 || !ok {
+				t.Fatalf("held gauge ends at %d (present %v), want 0", g, ok)
 			}
 		})
 	}

@@ -285,6 +285,7 @@ func secs(s float64) time.Duration { return time.Duration(s * float64(time.Secon
 // runCombinedSegment runs the segment's share of every stream at once and merges their results.
 func runCombinedSegment(ctx context.Context, cfg CombinedConfig, seg engine.Segment, debugOut io.Writer) (Result, error) {
 	cpu0 := processCPU()
+	ctx = withInterval(ctx, time.Second) // the streams' timelines line up by the second (assembleCombined)
 	start := cfg.Start
 	if start.IsZero() {
 		start = time.Now()

@@ -82,6 +82,16 @@ func TestCombinedAgainstServer(t *testing.T) {
 	if sampled < 2 {
 		t.Fatalf("%d server samples in %d intervals", sampled, len(res.Intervals))
 	}
+	// The held stream's timeline goes on through its hold and its close: the gauge reads the 200
+	// held, and each is counted as the client closes it.
+	heldGauge, closedByClient := int64(0), int64(0)
+	for _, iv := range res.Intervals {
+		heldGauge = max(heldGauge, iv.Gauges[linkkeysresult.Prefixed(linkkeysresult.StreamHeld, linkkeysresult.GaugeHeld)])
+		closedByClient += iv.Counters[linkkeysresult.Prefixed(linkkeysresult.StreamHeld, linkkeysresult.CounterClosedByClient)]
+	}
+	if heldGauge != 200 || closedByClient != 200 {
+		t.Fatalf("held gauge peaks at %d, %d closed by the client; want 200 and 200", heldGauge, closedByClient)
+	}
 	for _, s := range []string{"combined: streams held=127.0.31.0+8 handshakes=127.0.32.0+8 requests=127.0.33.0+4 ddos-1=127.34.0.0+300",
 		"[held] connections: DONE", "[held] survival: 200 of 200", "[handshakes] handshake-bench: DONE", "[requests] request-bench: DONE",
 		"[ddos-1] ddos: DONE", "whole run, every stream's connection attempts together"} {
@@ -126,12 +136,15 @@ func TestCombinedReportsHeldConnectionsTheServerClosed(t *testing.T) {
 	if sv.Established != 50 || sv.StillOpen != 0 || sv.Lost != 50 || sv.LostBy["EOF"]+sv.LostBy["ECONNRESET"] != 50 {
 		t.Fatalf("survival %+v\n%s", sv, out.String())
 	}
-	var lost int64
+	var lost, ends int64
 	for _, iv := range res.Intervals {
 		lost += iv.Counters["held/lost"]
+		for _, c := range []string{linkkeysresult.CounterClosedByServer, linkkeysresult.CounterClosedError, linkkeysresult.CounterClosedUnseen} {
+			ends += iv.Counters[linkkeysresult.Prefixed(linkkeysresult.StreamHeld, c)]
+		}
 	}
-	if lost != 50 {
-		t.Fatalf("timeline shows %d lost", lost)
+	if lost != 50 || ends != 50 {
+		t.Fatalf("timeline shows %d lost, %d held connections ended by the server", lost, ends)
 	}
 	h := res.Combined.Stream(linkkeysresult.StreamHandshakes).Result
 	if h.Handshakes.Completed == 0 || h.Histograms[linkkeysresult.KindUncorrected] == nil {

@@ -50,8 +50,19 @@ type ConnectionsConfig struct {
 // A held connection is a *tls.Conn with ConnectionsConfig.KeepTLS, else its bare socket.
 type holdFunc func(ctx context.Context, held []net.Conn, gone <-chan struct{})
 
+// The connections command's interval counters, as indexes into linkkeysresult.ConnectionsCounters.
+const (
+	ctrClosedByServer = iota
+	ctrClosedError
+	ctrClosedUnseen
+	ctrClosedByClient
+)
+
 // runConnectionsSegment runs one segment: its Range of the attempt indexes with its Share of the
-// concurrency, holds what it established until hold returns, then closes everything.
+// concurrency, holds what it established until hold returns, then closes everything. The hold and
+// the close run inside the engine's run (Config.After), so the segment's timeline spans all three:
+// attempts while they last, the connections held (a gauge) throughout, and the held connections
+// that end, by how, as they end.
 func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engine.Segment, p Progress, sample *MetricsSource, hold holdFunc) (Result, error) {
 	cpu0 := processCPU()
 	runtime.GC()
@@ -63,55 +74,113 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	}
 	var mu sync.Mutex
 	conns := make([]net.Conn, 0, count)
+	var held atomic.Int64          // established and not yet ended: the timeline's gauge
 	sources := cfg.Sources.In(seg) // this segment's own addresses
 	d := &attemptDriver{
 		dialer: &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout},
 		source: func(_ *engine.Worker, n int64) IPv4 { return sources.For(start + n) },
 		success: func(_ *engine.Worker, c *tls.Conn, _ time.Duration) {
-			var held net.Conn = c
+			var kept net.Conn = c
 			if !cfg.KeepTLS {
-				held = c.NetConn() // the TLS state goes to the collector; the socket stays open
+				kept = c.NetConn() // the TLS state goes to the collector; the socket stays open
 			}
 			mu.Lock()
-			conns = append(conns, held)
+			conns = append(conns, kept)
 			mu.Unlock()
+			held.Add(1)
 		},
 	}
 	ec := attemptConfig(d, int(min(conc, max(count, 1))), count, p)
 	ec.Sample = serverSampler(sample)
+	ec.Counters = linkkeysresult.ConnectionsCounters
+	ec.Gauges = func() map[string]int64 { return map[string]int64{linkkeysresult.GaugeHeld: held.Load()} }
 	if cfg.Rate > 0 {
 		ec.Rate, ec.Phase, ec.LateThreshold = seg.Rate(cfg.Rate), seg.Offset(), LateThreshold
 	}
 	// Held connections grow the live heap whether they keep their TLS state or only the socket:
 	// the ramp pacing (docs/load-testing.md, where the ramp's CPU goes).
-	restoreGC := tuneGC(gcPercentRamp)
+	restoreGC := sync.OnceFunc(tuneGC(gcPercentRamp))
+	defer restoreGC()
+	var t heldPhase
+	ec.After = func(ctx context.Context, w *engine.Worker) {
+		restoreGC()
+		t.hold(ctx, w, conns, &held, hold)
+	}
 	run, err := execute(ctx, ec, count == 0)
-	restoreGC()
 	if err != nil {
 		return Result{}, err
 	}
-	began := run.StartedAt
-	ramp := time.Since(began)
-	// Return the ramp's garbage (handshake buffers, finished goroutine stacks) to the OS, so the
-	// held RSS is what the connections themselves cost.
-	debug.FreeOSMemory()
-	rss1, split1 := readRSS()
-	watch := watchHeld(conns)
-	holdStart := time.Now()
-	hold(ctx, conns, watch.gone())
-	lasted := time.Since(holdStart)
-	open := countOpen(conns)
-	seen := watch.stop()
-	closeAll(conns)
-	end := time.Now()
 	res := segmentResult(CmdConnections, cfg.Target, seg, run)
-	res.EndedAt = end
 	res.Attempts = attemptsOf(&res)
-	res.Hold = &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: open, RampTime: Duration(ramp),
-		RSSBaseline: rss0, RSSHeld: rss1, RSSBaselineSplit: split0, RSSHeldSplit: split1, Start: holdStart, Lasted: Duration(lasted), Loss: holdLoss(int64(len(conns))-open, seen)}
+	res.Hold = &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: t.open, RampTime: Duration(t.ramp),
+		RSSBaseline: rss0, RSSHeld: t.rss, RSSBaselineSplit: split0, RSSHeldSplit: t.split, Start: t.start, Lasted: Duration(t.lasted),
+		Loss: holdLoss(int64(len(conns))-t.open, t.seen)}
 	res.ClientCPU = Duration(processCPU() - cpu0)
 	res.Finish()
 	return res, nil
+}
+
+// heldPhase is what the hold and the close of a connections segment measured.
+type heldPhase struct {
+	ramp   time.Duration
+	rss    uint64
+	split  *machine.RSS
+	start  time.Time
+	lasted time.Duration
+	open   int64
+	seen   HoldLoss
+}
+
+// hold runs after the last attempt (the engine's Config.After; w is nil when the segment made no
+// attempts): it reads the client's held RSS, holds conns until hold returns while watching them
+// end, counts what is still open, and closes everything, keeping the held gauge and the interval
+// counters of how they ended up to date as it goes.
+func (t *heldPhase) hold(ctx context.Context, w *engine.Worker, conns []net.Conn, held *atomic.Int64, hold holdFunc) {
+	add := func(ctr int, n int64) {
+		if w != nil && n > 0 {
+			w.Add(ctr, n)
+		}
+	}
+	if w != nil {
+		t.ramp = time.Since(w.Started())
+	}
+	// Return the ramp's garbage (handshake buffers, finished goroutine stacks) to the OS, so the
+	// held RSS is what the connections themselves cost.
+	debug.FreeOSMemory()
+	t.rss, t.split = readRSS()
+	watch := watchHeld(conns, func(reason string) {
+		held.Add(-1)
+		if reason == linkkeysresult.LossReset {
+			add(ctrClosedError, 1)
+		} else {
+			add(ctrClosedByServer, 1)
+		}
+	})
+	t.start = time.Now()
+	hold(ctx, conns, watch.gone())
+	t.lasted = time.Since(t.start)
+	t.open = countOpen(conns)
+	t.seen = watch.stop()
+	// The count at the end is authoritative (holdLoss): ends the watcher did not see are counted
+	// now, and the gauge is what is open.
+	var seen int64
+	for _, n := range t.seen.Reasons {
+		seen += n
+	}
+	add(ctrClosedUnseen, int64(len(conns))-t.open-seen)
+	held.Store(t.open)
+	closeEach(conns, func() {
+		for {
+			v := held.Load()
+			if v <= 0 {
+				return // a connection the server had already closed
+			}
+			if held.CompareAndSwap(v, v-1) {
+				add(ctrClosedByClient, 1)
+				return
+			}
+		}
+	})
 }
 
 // readRSS returns this process's RSS and, from the same reading, its split by kind (nil where the
@@ -160,7 +229,10 @@ func socketOf(c net.Conn) net.Conn {
 
 // closeAll closes connections from a few goroutines: a TLS connection's close writes a
 // close_notify record first, a bare socket's is a plain close.
-func closeAll[C net.Conn](conns []C) {
+func closeAll[C net.Conn](conns []C) { closeEach(conns, nil) }
+
+// closeEach is closeAll telling closed (when set) after each close, from the closing goroutines.
+func closeEach[C net.Conn](conns []C, closed func()) {
 	const closers = 8
 	var wg sync.WaitGroup
 	for w := range closers {
@@ -176,6 +248,9 @@ func closeAll[C net.Conn](conns []C) {
 				}
 				var none C
 				conns[i] = none
+				if closed != nil {
+					closed()
+				}
 			}
 		}()
 	}

@@ -27,9 +27,10 @@ type holdWatcher struct {
 
 	last int // events of the last collect (run's goroutine only)
 
-	mu   sync.Mutex
-	loss HoldLoss
-	seen int
+	mu    sync.Mutex
+	loss  HoldLoss
+	seen  int
+	onEnd func(reason string) // told of each connection seen to end, as it is seen (may be nil)
 }
 
 // Loss reasons, by what the socket saw.
@@ -38,12 +39,14 @@ const (
 	lossReset  = linkkeysresult.LossReset  // RST or a socket error
 )
 
-func watchHeld(conns []net.Conn) *holdWatcher {
+// watchHeld starts watching conns; onEnd (optional) is told the reason of each one seen to end, as
+// it is seen, on the watcher's goroutine.
+func watchHeld(conns []net.Conn, onEnd func(reason string)) *holdWatcher {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil
 	}
-	w := &holdWatcher{epfd: epfd, done: make(chan struct{}), allGone: make(chan struct{})}
+	w := &holdWatcher{epfd: epfd, done: make(chan struct{}), allGone: make(chan struct{}), onEnd: onEnd}
 	for i, c := range conns {
 		sc, ok := socketOf(c).(syscall.Conn)
 		if !ok {
@@ -97,6 +100,9 @@ func (w *holdWatcher) collect(events []unix.EpollEvent, timeoutMs int) bool {
 		}
 		w.loss.Add(reason, now)
 		w.seen++
+		if w.onEnd != nil {
+			w.onEnd(reason)
+		}
 	}
 	if w.seen == w.watched {
 		close(w.allGone)

@@ -8,7 +8,7 @@ import "net"
 // with reason "unknown" and no times.
 type holdWatcher struct{}
 
-func watchHeld([]net.Conn) *holdWatcher { return nil }
+func watchHeld([]net.Conn, func(reason string)) *holdWatcher { return nil }
 
 func (*holdWatcher) stop() HoldLoss { return HoldLoss{} }
 

@@ -264,6 +264,8 @@ func TestConnectionsTwoWorkersAgainstServer(t *testing.T) {
 			t.Fatalf("sample %v exceeds the server's %v accepted: summed over workers?", iv.Server["accepted_connections"], accepted)
 		}
 	}
+	// Both workers hold at once and their gauges sum: the parent's hold shows the 400.
+	checkHoldTimeline(t, res, 400, 0)
 	for _, n := range []string{"100", "200", "300", "400"} {
 		if !strings.Contains(out.String(), "  progress: attempted="+n+" success="+n+" failed=0\n") {
 			t.Fatalf("missing progress line at %s:\n%s", n, out.String())

@@ -133,7 +133,7 @@ func (c *Combined) Stream(name string) *Stream {
 // Prefixed returns name with the stream prefix, as the combined envelope spells it.
 func Prefixed(stream, name string) string { return stream + StreamSep + name }
 
-// PrefixEnvelope returns e with every class, cause, counter and latency kind prefixed with the
+// PrefixEnvelope returns e with every class, cause, counter, gauge and latency kind prefixed with the
 // stream's name, its intervals shifted by offset intervals (the stream's start, in whole intervals
 // from the run's start), so several streams' envelopes merge into one without mixing.
 func PrefixEnvelope(stream string, e *result.Envelope, offset int) result.Envelope {
@@ -178,7 +178,7 @@ func PrefixEnvelope(stream string, e *result.Envelope, offset int) result.Envelo
 	}
 	for _, iv := range e.Intervals {
 		n := result.Interval{T: iv.T + float64(offset)*step, Secs: iv.Secs, Counts: p(iv.Counts), Causes: p(iv.Causes),
-			Counters: p(iv.Counters), Latency: ph(iv.Latency)}
+			Counters: p(iv.Counters), Gauges: p(iv.Gauges), Latency: ph(iv.Latency)}
 		out.Intervals = append(out.Intervals, n)
 	}
 	return out

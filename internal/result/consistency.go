@@ -12,8 +12,8 @@ import (
 const MaxCount = 1 << 53
 
 // consistency checks the figures of a result against each other, as a reader relies on them:
-// no count, cause or counter is negative or above MaxCount; interval times and lengths are finite
-// and not negative; each class the intervals count totals the sum of the intervals' counts of it;
+// no count, cause, counter or gauge is negative or above MaxCount; interval times and lengths are
+// finite and not negative, and interval_secs is at least 1 ms where there are intervals; each class the intervals count totals the sum of the intervals' counts of it;
 // no histogram, whole-run or interval, holds more samples than operations were counted. Each
 // problem names its field.
 func (e *Envelope) consistency() []error {
@@ -42,6 +42,9 @@ func (e *Envelope) consistency() []error {
 			bad("histograms[%q] holds %d samples, more than the %d operations in totals", k, h.Count(), total)
 		}
 	}
+	if s := e.IntervalSecs; math.IsNaN(s) || math.IsInf(s, 0) || s < 0 || (len(e.Intervals) > 0 && s > 0 && s < 0.001) {
+		bad("interval_secs %g: want a finite length of at least 1 ms", s)
+	}
 	if len(e.Intervals) == 0 || len(errs) > 0 {
 		return errs
 	}
@@ -55,6 +58,7 @@ func (e *Envelope) consistency() []error {
 		n := checkCounts(at+".counts", iv.Counts)
 		checkCounts(at+".causes", iv.Causes)
 		checkCounts(at+".counters", iv.Counters)
+		checkCounts(at+".gauges", iv.Gauges)
 		// An interval's histograms are not held to its counts: a driver may record a latency in the
 		// interval its operation ended while its outcome is counted in the next (a LinkKeys
 		// handshake stream's connect latency, one sample across a boundary in a real capacity

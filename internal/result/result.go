@@ -1,12 +1,16 @@
 // Package result is loadproof's one result model: the envelope every result file of either harness
 // carries (format, command and flags, target, machine records, segments, totals by outcome class,
 // whole-run histograms by latency kind) and the timeline of interval snapshots the engine takes
-// during a run (default one a second), with the server samples taken in each.
+// during a run (100 ms in a run under 30 s, else one a second; the length is recorded in
+// IntervalSecs and every reader divides by it), with the server samples taken in each.
 //
 // Everything here merges exactly: segments of one run (worker processes, machines) combine into the
 // result one very large machine would have written. Intervals merge by index from each part's own
 // start, which the coordinated start of a fanned-out run makes the same instant (the clock offsets
-// are recorded in the machine records).
+// are recorded in the machine records); parts of different interval lengths, one a whole multiple
+// of the other, merge at the longer one (Rebin). Counts, causes, counters and histograms add;
+// gauges (a value at the interval's end, such as the connections held) sum across parts, which
+// hold at the same instant, and take the last value when intervals are joined in time.
 //
 // The package is pure data: it imports no protocol and runs no load, so reports read it from files.
 package result
@@ -83,7 +87,8 @@ type Envelope struct {
 	Segments  []Segment        `json:"segments,omitempty"`
 	StartedAt time.Time        `json:"started_at"`
 	EndedAt   time.Time        `json:"ended_at"`
-	// IntervalSecs is the length of one interval snapshot.
+	// IntervalSecs is the length of one interval snapshot (0.1 or 1 by default; the last interval
+	// of a run may be shorter, and each records its own Secs). Rates divide by an interval's Secs.
 	IntervalSecs float64 `json:"interval_secs,omitempty"`
 	// Classes lists the outcome classes in the harness's order (for stable reports).
 	Classes []string `json:"classes,omitempty"`
@@ -125,6 +130,11 @@ type Interval struct {
 	Counters map[string]int64 `json:"counters,omitempty"`
 	// Latency holds the interval's histograms by kind.
 	Latency map[string]*hist.Histogram `json:"latency,omitempty"`
+	// Gauges holds driver gauges read as the interval closed (the connections held at that
+	// moment), by name; zeros are kept, since a gauge at zero says something. Gauges of several
+	// segments sum (they are read at the same instant of each part's run); intervals joined in
+	// time keep the last one's.
+	Gauges map[string]int64 `json:"gauges,omitempty"`
 	// Server holds the server sample taken in this interval (RSS, open connections, shed counters,
 	// cache hits: whatever the target exposes), by metric name. Samples of several servers (or of
 	// several processes of one) are summed when merged.
@@ -171,7 +181,24 @@ func (e *Envelope) Merge(o *Envelope) error {
 	}
 	e.MarkPartial(o.MissingSegments)
 	if e.IntervalSecs != o.IntervalSecs && len(o.Intervals) > 0 && len(e.Intervals) > 0 {
-		return fmt.Errorf("result: cannot merge intervals of %gs into intervals of %gs", o.IntervalSecs, e.IntervalSecs)
+		// A part that ended before the engine coarsened its intervals (a run passing 30 s) has
+		// finer ones than a part that ran on: both merge at the coarser length, exactly.
+		switch {
+		case e.IntervalSecs < o.IntervalSecs:
+			if err := e.Rebin(o.IntervalSecs); err != nil {
+				return fmt.Errorf("result: cannot merge intervals of %gs into intervals of %gs: %w", o.IntervalSecs, e.IntervalSecs, err)
+			}
+		default:
+			c := Envelope{IntervalSecs: o.IntervalSecs, Intervals: o.Intervals}
+			if err := c.Rebin(e.IntervalSecs); err != nil {
+				return fmt.Errorf("result: cannot merge intervals of %gs into intervals of %gs: %w", o.IntervalSecs, e.IntervalSecs, err)
+			}
+			oc := *o
+			oc.Intervals, oc.IntervalSecs = c.Intervals, c.IntervalSecs
+			o = &oc
+		}
+	} else if len(e.Intervals) == 0 && len(o.Intervals) > 0 {
+		e.IntervalSecs = o.IntervalSecs
 	}
 	for _, c := range o.Classes {
 		if !slices.Contains(e.Classes, c) {
@@ -199,7 +226,7 @@ func (e *Envelope) Merge(o *Envelope) error {
 }
 
 // Add merges o (the same interval of another segment) into iv exactly: counts, causes, counters and
-// histograms add, server samples sum. A coordinator merges live snapshots with it.
+// histograms add, gauges and server samples sum. A coordinator merges live snapshots with it.
 func (iv *Interval) Add(o *Interval) { iv.merge(o) }
 
 func (iv *Interval) merge(o *Interval) {
@@ -207,6 +234,14 @@ func (iv *Interval) merge(o *Interval) {
 	iv.Causes = addCounts(iv.Causes, o.Causes)
 	iv.Counters = addCounts(iv.Counters, o.Counters)
 	iv.Latency = addHists(iv.Latency, o.Latency)
+	if len(o.Gauges) > 0 {
+		if iv.Gauges == nil {
+			iv.Gauges = make(map[string]int64, len(o.Gauges))
+		}
+		for k, v := range o.Gauges {
+			iv.Gauges[k] += v
+		}
+	}
 	if len(o.Server) > 0 {
 		if iv.Server == nil {
 			iv.Server = map[string]float64{}
