@@ -13,15 +13,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/termstatus"
 )
 
 // The LinkKeys load clients (docs/protocol-linkkeys.md, The seed's commands): flags and defaults
@@ -57,8 +58,7 @@ func (c *lkCommon) bind(f *pflag.FlagSet) {
 // lkStdoutIsTerminal reports whether the command's stdout is a terminal (the live bar replaces the
 // progress lines there).
 func lkStdoutIsTerminal(env *Env) bool {
-	f, ok := env.Stdout.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	return termstatus.IsTerminal(env.Stdout)
 }
 
 // lkWorkerArgs is the command line, after the executable, that reaches this tree's hidden worker
@@ -163,12 +163,17 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, serverMetrics string, fds i
 	if workers > 1 {
 		env.Logger.Info("fanning out to worker processes", "workers", workers, "sockets", fds, "nofile_soft", soft)
 	}
-	return target, linkkeysload.Run{
+	run := linkkeysload.Run{
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
 		Remote: hookLinkKeysRun(hook), Segment: seg, RunID: runID, AfterWrite: sign, Metrics: rt.Metrics,
-	}, nil
+	}
+	if line := statusFrom(cmd.Context()); line != nil {
+		// A terminal's status line: the attempt totals and the hold countdown, in the bar's place.
+		run.Live, run.OnHold = line.Attempts(), line.Hold
+	}
+	return target, run, nil
 }
 
 // lkSetupError maps a setup error: the library's usage errors exit 2, an unreadable info file
@@ -356,6 +361,9 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	f.BoolVar(&inTurn, "workers-in-turn", true, "with several worker processes, run them one after another, each with the whole --concurrency, instead of all at once with a share each "+
 		"(one process at a time does the handshakes; the ramp time is then from the first worker's start to the last one's end); "+
 		"--workers-in-turn=false runs them all at once, as a distributed run always does")
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "connections", Count: int64(count), LatencyKinds: []string{linkkeysresult.KindConnectHandshake}}
+	})
 	f.BoolVar(&keepTLS, "keep-tls-state", false, "hold each connection with its whole TLS state and close it with a close_notify (about 6 KiB more client memory a connection); by default a held connection keeps only its socket after the handshake and closes with a plain FIN")
 	return c
 }
@@ -407,6 +415,10 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.BoolVar(&resume, "resume", false, "resume TLS sessions (a session cache per loop); report resumed next to full handshakes")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "handshake-bench", Planned: time.Duration(duration) * time.Second,
+			LatencyKinds: []string{linkkeysresult.KindConnectHandshake, linkkeysresult.KindResumed}}
+	})
 	return c
 }
 
@@ -471,6 +483,10 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&pipeline, "pipeline", 1, "requests in flight per connection (1: the seed's one at a time)")
 	f.StringVar(&rateText, "rate", "", "open model: total requests per second across all connections (empty: the closed model)")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "request-bench", Planned: time.Duration(duration) * time.Second,
+			LatencyKinds: []string{linkkeysresult.KindRequest}}
+	})
 	return c
 }
 
@@ -541,6 +557,9 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultDDoSBase, "first source address")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "ddos", Count: int64(sources), Noun: "sources", LatencyKinds: []string{linkkeysresult.KindConnectHandshake}}
+	})
 	return c
 }
 

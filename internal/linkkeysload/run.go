@@ -25,6 +25,13 @@ type Run struct {
 	Launcher Launcher
 	// Bar shows a live progress bar on Stdout instead of the progress lines (Stdout is a terminal).
 	Bar bool
+	// Live, when set, is the caller's live view of the attempts (a terminal status line): it gets
+	// the running attempt totals too, and takes the bar's place where Bar is set. The seed's
+	// progress lines are printed as without it.
+	Live Progress
+	// OnHold, when set, is called as a connections hold starts, with the connections held and the
+	// instant the hold is planned to end (a countdown on the terminal).
+	OnHold func(held int64, until time.Time)
 	// Metrics, when set, is where the server's counters are read: once per interval into the
 	// timeline's server samples, and, for connections and ddos, before and after the run for the
 	// server's accounting.
