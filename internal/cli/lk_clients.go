@@ -18,6 +18,7 @@ import (
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/hostrule"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/machine"
@@ -172,6 +173,11 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, serverMetrics string, fds i
 	if line := statusFrom(cmd.Context()); line != nil {
 		// A terminal's status line: the attempt totals and the hold countdown, in the bar's place.
 		run.Live, run.OnHold = line.Attempts(), line.Hold
+		run.OnServerBefore = func(m linkkeys.MetricsLine) {
+			line.ServerBaseline(map[string]float64{
+				"shed_handshake_per_source": float64(m.ShedHandshakePerSource), "shed_handshake_overflow": float64(m.ShedHandshakeOverflow),
+				"shed_handshake_global": float64(m.ShedHandshakeGlobal), "shed_connection_limit": float64(m.ShedConnectionLimit)})
+		}
 	}
 	return target, run, nil
 }
@@ -362,7 +368,8 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 		"(one process at a time does the handshakes; the ramp time is then from the first worker's start to the last one's end); "+
 		"--workers-in-turn=false runs them all at once, as a distributed run always does")
 	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
-		return termstatus.Options{Label: "connections", Count: int64(count), LatencyKinds: []string{linkkeysresult.KindConnectHandshake}}
+		return termstatus.Options{Label: "connections", Count: int64(count), LatencyKinds: []string{linkkeysresult.KindConnectHandshake},
+			RefusalCounters: lkShedCounters}
 	})
 	f.BoolVar(&keepTLS, "keep-tls-state", false, "hold each connection with its whole TLS state and close it with a close_notify (about 6 KiB more client memory a connection); by default a held connection keeps only its socket after the handshake and closes with a plain FIN")
 	return c
@@ -417,7 +424,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
 	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
 		return termstatus.Options{Label: "handshake-bench", Planned: time.Duration(duration) * time.Second,
-			LatencyKinds: []string{linkkeysresult.KindConnectHandshake, linkkeysresult.KindResumed}}
+			LatencyKinds: []string{linkkeysresult.KindConnectHandshake, linkkeysresult.KindResumed}, RefusalCounters: lkShedCounters}
 	})
 	return c
 }
@@ -490,6 +497,11 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 	return c
 }
 
+// lkShedCounters are the server's counters (server sample keys) of the handshakes and connections
+// its admission control shed: the client sees each as a failed attempt, the status line shows them
+// as refused.
+var lkShedCounters = []string{"shed_handshake_per_source", "shed_handshake_overflow", "shed_handshake_global", "shed_connection_limit"}
+
 // serverMetricsReadHelp is --server-metrics on connections and ddos (read before and after the run,
 // sampled in between); serverMetricsSampleHelp on handshake-bench and request-bench (sampled only).
 // Neither says "(default …)": pflag prints the default itself.
@@ -558,7 +570,8 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
 	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
-		return termstatus.Options{Label: "ddos", Count: int64(sources), Noun: "sources", LatencyKinds: []string{linkkeysresult.KindConnectHandshake}}
+		return termstatus.Options{Label: "ddos", Count: int64(sources), Noun: "sources", LatencyKinds: []string{linkkeysresult.KindConnectHandshake},
+			RefusalCounters: lkShedCounters}
 	})
 	return c
 }

@@ -206,6 +206,9 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	WriteConnectionsHeader(out, cfg)
 	progress := r.attemptProgress("connections", int64(cfg.Count), cfg.ProgressEvery, "success", "failed")
 	before, metricsErr := r.metricsBefore(ctx)
+	if metricsErr == nil && r.Metrics != nil && r.OnServerBefore != nil {
+		r.OnServerBefore(before)
+	}
 	meter := r.startCPU(cfg.Target)
 	hold := time.Duration(cfg.HoldSecs) * time.Second
 	var res Result

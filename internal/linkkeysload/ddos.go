@@ -51,6 +51,9 @@ func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 	WriteDDoSHeader(out, cfg)
 	progress := r.attemptProgress("ddos", int64(cfg.Sources), cfg.ProgressEvery, "allowed", "denied")
 	before, metricsErr := r.metricsBefore(ctx)
+	if metricsErr == nil && r.Metrics != nil && r.OnServerBefore != nil {
+		r.OnServerBefore(before)
+	}
 	meter := r.startCPU(cfg.Target)
 	var res Result
 	var err error

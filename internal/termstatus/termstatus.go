@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,6 +90,12 @@ type Options struct {
 	// Parts, when set, are the parts of a run whose intervals count from zero again: the first
 	// interval of each restarts the clock and the counts under the next part's label.
 	Parts []Part
+	// RefusalCounters name server counters (keys of the intervals' server samples, cumulative)
+	// whose increase during the run is refusals by design that the client counted as failures: a
+	// handshake the server's limiter closed looks like a failed handshake from the client. Their
+	// increase since the baseline (Line.ServerBaseline, else the run's first sample) is shown as
+	// refused and taken off the errors.
+	RefusalCounters []string
 	// Every is the shortest time between redraws; default DefaultEvery.
 	Every time.Duration
 	// Width is the terminal's width in columns, the line is cut to one less; 0 asks the terminal
@@ -223,6 +230,15 @@ func (l *Line) Begin(label string, planned time.Duration) {
 	l.s = state{label: label, planned: planned, part: l.s.part}
 }
 
+// ServerBaseline sets the server's counters read before the run (by the names of
+// Options.RefusalCounters), from which their increase is counted; without it the run's first
+// server sample is the baseline.
+func (l *Line) ServerBaseline(counters map[string]float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.s.baseline = maps.Clone(counters)
+}
+
 // Hold shows the countdown of a hold of n connections that ends at until, in place of the
 // run's figures, until the next Begin or the first interval of a new part.
 func (l *Line) Hold(n int64, until time.Time) {
@@ -342,6 +358,9 @@ type state struct {
 
 	holding   int64
 	holdUntil time.Time
+
+	baseline      map[string]float64 // server counters before the run; nil until known
+	serverRefused int64              // their increase: refusals the client counted as failures
 }
 
 func (s *state) interval(iv *result.Interval, o Options, now time.Time) {
@@ -349,6 +368,7 @@ func (s *state) interval(iv *result.Interval, o Options, now time.Time) {
 		// A new part of the run (a capacity phase): its clock and counts start again.
 		*s = state{label: s.label, planned: s.planned, part: s.part}
 	}
+	s.server(iv.Server, o)
 	if !s.seenIv && len(o.Parts) > 0 && s.part+1 < len(o.Parts) {
 		s.part++
 		s.label, s.planned = o.Parts[s.part].Label, o.Parts[s.part].Planned
@@ -388,6 +408,32 @@ func (s *state) interval(iv *result.Interval, o Options, now time.Time) {
 		}
 	}
 	s.recent = slices.Clone(s.recent[len(s.recent)-keep:])
+}
+
+// server counts the refusal counters' increase from a sample.
+func (s *state) server(sample map[string]float64, o Options) {
+	if len(o.RefusalCounters) == 0 || len(sample) == 0 {
+		return
+	}
+	if s.baseline == nil {
+		s.baseline = map[string]float64{}
+		for _, k := range o.RefusalCounters {
+			if v, ok := sample[k]; ok {
+				s.baseline[k] = v
+			}
+		}
+	}
+	var n float64
+	for _, k := range o.RefusalCounters {
+		v, ok := sample[k]
+		if !ok {
+			continue
+		}
+		if d := v - s.baseline[k]; d > 0 {
+			n += d
+		}
+	}
+	s.serverRefused = max(s.serverRefused, int64(n)) // counters only grow; a missing sample is no drop
 }
 
 // current returns the successes per second and the p99 latency over the recent intervals
@@ -451,6 +497,9 @@ func (s *state) render(o Options, now time.Time) string {
 	if s.haveAttempts && s.attemptsFailed > failed {
 		failed = s.attemptsFailed // attempt totals run ahead of the last interval
 	}
+	// The server's refusals were counted by the client as failures: move them over.
+	moved := min(s.serverRefused, failed)
+	failed, refused = failed-moved, refused+moved
 	parts = append(parts, "errors "+count(failed), "refused "+count(refused))
 	return strings.Join(parts, "  ")
 }

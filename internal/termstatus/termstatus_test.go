@@ -303,3 +303,44 @@ func TestFormats(t *testing.T) {
 		t.Errorf("clip: %q", got)
 	}
 }
+
+// TestLineMovesServerRefusalsOffErrors: handshakes the server's limiter shed reach the client as
+// failed attempts; their increase in the server's counters since the baseline shows as refused.
+func TestLineMovesServerRefusalsOffErrors(t *testing.T) {
+	l, _, _ := newTestLine(Options{Label: "connections", Count: 60, RefusalCounters: []string{"shed_handshake_per_source", "shed_handshake_global"}})
+	defer l.Close()
+	l.ServerBaseline(map[string]float64{"shed_handshake_per_source": 1000, "shed_handshake_global": 7})
+	a := l.Attempts()
+	a.Update(60, 20, 40)
+	iv := interval(0, 0.1, map[string]int64{"success": 20, "tls": 40}, "")
+	iv.Server = map[string]float64{"shed_handshake_per_source": 1038, "shed_handshake_global": 7, "open_connections": 20}
+	l.Interval(iv)
+	got := l.Text()
+	if !strings.Contains(got, "errors 2 ") || !strings.HasSuffix(got, "refused 38") {
+		t.Fatalf("line %q: want errors 2 and refused 38 (38 shed since the baseline, of 40 failed)", got)
+	}
+	// A later sample without the counters takes nothing back.
+	l.Interval(interval(0.1, 0.1, nil, ""))
+	if got := l.Text(); !strings.HasSuffix(got, "refused 38") {
+		t.Fatalf("after a sample without counters: %q", got)
+	}
+}
+
+// TestLineFirstSampleIsTheBaselineWithoutOne: without a reading before the run the first sample is
+// the baseline, so counters left from earlier runs are never shown as this run's.
+func TestLineFirstSampleIsTheBaselineWithoutOne(t *testing.T) {
+	l, _, _ := newTestLine(Options{Label: "handshake-bench", RefusalCounters: []string{"shed_handshake_per_source"}})
+	defer l.Close()
+	iv := interval(0, 1, map[string]int64{"success": 5, "tls": 10}, "")
+	iv.Server = map[string]float64{"shed_handshake_per_source": 240000}
+	l.Interval(iv)
+	if got := l.Text(); !strings.Contains(got, "errors 10") || !strings.HasSuffix(got, "refused 0") {
+		t.Fatalf("first sample: %q", got)
+	}
+	iv = interval(1, 1, map[string]int64{"success": 5, "tls": 10}, "")
+	iv.Server = map[string]float64{"shed_handshake_per_source": 240009}
+	l.Interval(iv)
+	if got := l.Text(); !strings.Contains(got, "errors 11") || !strings.HasSuffix(got, "refused 9") {
+		t.Fatalf("second sample: %q", got)
+	}
+}
