@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/durflag"
@@ -333,6 +334,11 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("client-ip-count") {
+				pre, _ := cmd.Flags().GetBool("preflight")
+				ipCount = connectionsSources(count, pre)
+				_ = cmd.Flags().Set("client-ip-count", strconv.FormatUint(uint64(ipCount), 10)) // recorded in the result's flags as used
+			}
 			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(count))
 			if err != nil {
 				return err
@@ -361,7 +367,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	f.Var(holdFlag, "hold", "the same as --hold-secs")
 	f.Var(durflag.NewSeconds(&timeout, 10), "attempt-timeout-secs", "per-attempt (connect + TLS handshake) timeout")
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultConnectionsBase, "first source address (loopback, or this machine's own addresses for a remote target); attempts round-robin over --client-ip-count addresses")
-	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
+	f.Uint32Var(&ipCount, "client-ip-count", 0, connectionsSourcesHelp())
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
 	f.BoolVar(&inTurn, "workers-in-turn", true, "with several worker processes, run them one after another, each with the whole --concurrency, instead of all at once with a share each "+
@@ -373,6 +379,32 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	})
 	f.BoolVar(&keepTLS, "keep-tls-state", false, "hold each connection with its whole TLS state and close it with a close_notify (about 6 KiB more client memory a connection); by default a held connection keeps only its socket after the handshake and closes with a plain FIN")
 	return c
+}
+
+// connectionsSources is connections' default --client-ip-count: enough source addresses that none
+// needs more handshakes than the server's default per-source burst (TCP_HANDSHAKE_BURST) for count
+// connections, the preflight connection included, and never fewer than the seed's default; at most
+// the default distinct-source threshold, past which the server goes into protection mode (a count
+// that needs more than that is refused by design whatever the sources).
+func connectionsSources(count uint32, preflight bool) uint32 {
+	lim := admit.HandshakeDefaults()
+	need := uint64(count)
+	if preflight {
+		need++
+	}
+	burst := max(uint64(lim.Burst), 1)
+	n := (need + burst - 1) / burst
+	n = min(max(n, linkkeysload.DefaultClientIPCount), lim.DistinctSourceThreshold)
+	return uint32(n)
+}
+
+// connectionsSourcesHelp documents connectionsSources.
+func connectionsSourcesHelp() string {
+	lim := admit.HandshakeDefaults()
+	return fmt.Sprintf("number of distinct source addresses (below 1 counts as 1); by default enough that no source needs more handshakes "+
+		"than the server's default per-source burst (TCP_HANDSHAKE_BURST=%g) for --count, the preflight connection included: "+
+		"⌈(--count + 1) / %g⌉, at least %d and at most the default distinct-source threshold (%d). "+
+		"Against a server with a smaller burst, give more", lim.Burst, lim.Burst, linkkeysload.DefaultClientIPCount, lim.DistinctSourceThreshold)
 }
 
 func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
