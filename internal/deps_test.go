@@ -45,6 +45,8 @@ var forbidden = map[string][]string{
 	"report": {"linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "cli", "dashboard"},
 	// The live dashboard serves the report's page; it runs no load and knows no protocol.
 	"dashboard": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "cli"},
+	// The terminal status line draws engine intervals: like the dashboard, no protocol, no load, no server.
+	"termstatus": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	// Flame graphs read profile files; the browser driver is for tests.
 	"profiling": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
 	"browser":   {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},

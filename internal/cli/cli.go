@@ -119,6 +119,7 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 		root.AddCommand(newSearchCmd(env))
 	}
 	applyExamples(root)
+	applyGroupedHelp(root)
 	root.Version = machine.LoadproofVersion()
 	root.SilenceUsage = true
 	root.SilenceErrors = true

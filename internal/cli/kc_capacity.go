@@ -14,6 +14,7 @@ import (
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/report"
+	"github.com/loadproof/loadproof/internal/termstatus"
 )
 
 // capacityRunner replaces the load engine in tests; nil runs keycastload.
@@ -98,6 +99,15 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
 	f.DurationVar(&stopWindow, "stop-window", capacity.DefaultStopWindow, "sliding window over which the plan's stop conditions are judged live")
 	addTLSFlags(f, &tlsOpts)
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		o := termstatus.Options{Label: "capacity", LatencyKinds: []string{"latency"}}
+		if plan, err := capacity.ReadPlan(planPath); err == nil {
+			for _, ph := range plan.Phases {
+				o.Parts = append(o.Parts, termstatus.Part{Label: "capacity " + ph.Name, Planned: time.Duration(ph.DurationSeconds) * time.Second})
+			}
+		}
+		return o
+	})
 	return c
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/loadproof/loadproof/internal/procexec"
 	"github.com/loadproof/loadproof/internal/profiling"
 	"github.com/loadproof/loadproof/internal/report"
+	"github.com/loadproof/loadproof/internal/termstatus"
 )
 
 // Defaults of the Keycast tool commands that are not keycastload's.
@@ -227,6 +228,10 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.StringVar(&fl.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' requests, concurrency, rate and users are disjoint and together the whole run")
 	fl.prov.bindRunID(f)
 	fl.prov.bindSignKey(f, "the results file")
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "keycast run", Planned: time.Duration(fl.duration) * time.Second, Count: fl.requests,
+			Noun: "requests", LatencyKinds: []string{"latency"}}
+	})
 	return c
 }
 

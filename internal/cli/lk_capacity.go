@@ -11,7 +11,9 @@ import (
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/termstatus"
 )
 
 // newLinkKeysCapacityCmd is `linkkeys-loadtest capacity` / `loadproof linkkeys capacity`: run a
@@ -82,6 +84,15 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 	prov.bindSignKey(f, "the bundle's manifest.json")
 	f.StringVar(&allowHost, "allow-host", "", "authorize exactly this non-loopback `host` of a remote target (target mode remote: its addr and metrics_url)")
 	f.DurationVar(&settle, "settle-wait", 15*time.Second, "how long to wait for a server reading with no handshake in progress before and after each phase")
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		o := termstatus.Options{Label: "capacity", LatencyKinds: []string{linkkeysresult.KindRequest, linkkeysresult.KindConnectHandshake}}
+		if plan, err := capacity.ReadLinkKeysPlan(planPath); err == nil {
+			for _, ph := range plan.Phases {
+				o.Parts = append(o.Parts, termstatus.Part{Label: "capacity " + ph.Name, Planned: time.Duration(ph.DurationSeconds) * time.Second})
+			}
+		}
+		return o
+	})
 	return c
 }
 

@@ -14,15 +14,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
+	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/hostrule"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/termstatus"
 )
 
 // The LinkKeys load clients (docs/protocol-linkkeys.md, The seed's commands): flags and defaults
@@ -58,8 +61,7 @@ func (c *lkCommon) bind(f *pflag.FlagSet) {
 // lkStdoutIsTerminal reports whether the command's stdout is a terminal (the live bar replaces the
 // progress lines there).
 func lkStdoutIsTerminal(env *Env) bool {
-	f, ok := env.Stdout.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	return termstatus.IsTerminal(env.Stdout)
 }
 
 // lkWorkerArgs is the command line, after the executable, that reaches this tree's hidden worker
@@ -181,12 +183,22 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, serverMetrics string, fds i
 	if workers > 1 {
 		env.Logger.Info("fanning out to worker processes", "workers", workers, "sockets", fds, "nofile_soft", soft)
 	}
-	return target, linkkeysload.Run{
+	run := linkkeysload.Run{
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
 		Remote: hookLinkKeysRun(hook), Segment: seg, RunID: runID, AfterWrite: sign, Metrics: rt.Metrics,
-	}, nil
+	}
+	if line := statusFrom(cmd.Context()); line != nil {
+		// A terminal's status line: the attempt totals and the hold countdown, in the bar's place.
+		run.Live, run.OnHold = line.Attempts(), line.Hold
+		run.OnServerBefore = func(m linkkeys.MetricsLine) {
+			line.ServerBaseline(map[string]float64{
+				"shed_handshake_per_source": float64(m.ShedHandshakePerSource), "shed_handshake_overflow": float64(m.ShedHandshakeOverflow),
+				"shed_handshake_global": float64(m.ShedHandshakeGlobal), "shed_connection_limit": float64(m.ShedConnectionLimit)})
+		}
+	}
+	return target, run, nil
 }
 
 // lkSetupError maps a setup error: the library's usage errors exit 2, an unreadable info file
@@ -340,6 +352,11 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("client-ip-count") {
+				pre, _ := cmd.Flags().GetBool("preflight")
+				ipCount = connectionsSources(count, pre)
+				_ = cmd.Flags().Set("client-ip-count", strconv.FormatUint(uint64(ipCount), 10)) // recorded in the result's flags as used
+			}
 			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(count))
 			if err != nil {
 				return err
@@ -368,14 +385,44 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 	f.Var(holdFlag, "hold", "the same as --hold-secs")
 	f.Var(durflag.NewSeconds(&timeout, 10), "attempt-timeout-secs", "per-attempt (connect + TLS handshake) timeout")
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultConnectionsBase, "first source address (loopback, or this machine's own addresses for a remote target); attempts round-robin over --client-ip-count addresses")
-	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
+	f.Uint32Var(&ipCount, "client-ip-count", 0, connectionsSourcesHelp())
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
 	f.BoolVar(&inTurn, "workers-in-turn", true, "with several worker processes, run them one after another, each with the whole --concurrency, instead of all at once with a share each "+
 		"(one process at a time does the handshakes; the ramp time is then from the first worker's start to the last one's end); "+
 		"--workers-in-turn=false runs them all at once, as a distributed run always does")
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "connections", Count: int64(count), LatencyKinds: []string{linkkeysresult.KindConnectHandshake},
+			RefusalCounters: lkShedCounters}
+	})
 	f.BoolVar(&keepTLS, "keep-tls-state", false, "hold each connection with its whole TLS state and close it with a close_notify (about 6 KiB more client memory a connection); by default a held connection keeps only its socket after the handshake and closes with a plain FIN")
 	return c
+}
+
+// connectionsSources is connections' default --client-ip-count: enough source addresses that none
+// needs more handshakes than the server's default per-source burst (TCP_HANDSHAKE_BURST) for count
+// connections, the preflight connection included, and never fewer than the seed's default; at most
+// the default distinct-source threshold, past which the server goes into protection mode (a count
+// that needs more than that is refused by design whatever the sources).
+func connectionsSources(count uint32, preflight bool) uint32 {
+	lim := admit.HandshakeDefaults()
+	need := uint64(count)
+	if preflight {
+		need++
+	}
+	burst := max(uint64(lim.Burst), 1)
+	n := (need + burst - 1) / burst
+	n = min(max(n, linkkeysload.DefaultClientIPCount), lim.DistinctSourceThreshold)
+	return uint32(n)
+}
+
+// connectionsSourcesHelp documents connectionsSources.
+func connectionsSourcesHelp() string {
+	lim := admit.HandshakeDefaults()
+	return fmt.Sprintf("number of distinct source addresses (below 1 counts as 1); by default enough that no source needs more handshakes "+
+		"than the server's default per-source burst (TCP_HANDSHAKE_BURST=%g) for --count, the preflight connection included: "+
+		"⌈(--count + 1) / %g⌉, at least %d and at most the default distinct-source threshold (%d). "+
+		"Against a server with a smaller burst, give more", lim.Burst, lim.Burst, linkkeysload.DefaultClientIPCount, lim.DistinctSourceThreshold)
 }
 
 func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
@@ -425,6 +472,10 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.BoolVar(&resume, "resume", false, "resume TLS sessions (a session cache per loop); report resumed next to full handshakes")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "handshake-bench", Planned: time.Duration(duration) * time.Second,
+			LatencyKinds: []string{linkkeysresult.KindConnectHandshake, linkkeysresult.KindResumed}, RefusalCounters: lkShedCounters}
+	})
 	return c
 }
 
@@ -489,8 +540,17 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&pipeline, "pipeline", 1, "requests in flight per connection (1: the seed's one at a time)")
 	f.StringVar(&rateText, "rate", "", "open model: total requests per second across all connections (empty: the closed model)")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "request-bench", Planned: time.Duration(duration) * time.Second,
+			LatencyKinds: []string{linkkeysresult.KindRequest}}
+	})
 	return c
 }
+
+// lkShedCounters are the server's counters (server sample keys) of the handshakes and connections
+// its admission control shed: the client sees each as a failed attempt, the status line shows them
+// as refused.
+var lkShedCounters = []string{"shed_handshake_per_source", "shed_handshake_overflow", "shed_handshake_global", "shed_connection_limit"}
 
 // serverMetricsReadHelp is --server-metrics on connections and ddos (read before and after the run,
 // sampled in between); serverMetricsSampleHelp on handshake-bench and request-bench (sampled only).
@@ -559,6 +619,10 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultDDoSBase, "first source address")
 	f.Uint32Var(&progressEvery, "progress-every", linkkeysload.DefaultProgressEvery, "print a progress line every this many finished attempts")
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "ddos", Count: int64(sources), Noun: "sources", LatencyKinds: []string{linkkeysresult.KindConnectHandshake},
+			RefusalCounters: lkShedCounters}
+	})
 	return c
 }
 

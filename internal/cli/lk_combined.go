@@ -10,6 +10,8 @@ import (
 
 	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/termstatus"
 )
 
 // newLinkKeysCombinedCmd is `linkkeys-loadtest combined`: the four kinds of load at once, each
@@ -136,6 +138,10 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 	f.Uint32Var(&rqIPs, "request-ip-count", linkkeysload.DefaultClientIPCount, "request stream: distinct source addresses")
 	f.StringArrayVar(&waves, "ddos-wave", nil, "a ddos wave: sources=S[,at=SECS][,concurrency=C][,base=IP][,name=NAME] (repeatable; base defaults to 127.5.0.0, then to the end of the previous wave)")
 	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://HOST:PORT/metrics (a non-loopback host needs --allow-host): sampled once a second, and read before and after the run for the server's accounting")
+	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
+		return termstatus.Options{Label: "combined", Planned: time.Duration(duration) * time.Second,
+			LatencyKinds: []string{linkkeysresult.KindRequest, linkkeysresult.KindConnectHandshake}}
+	})
 	return c
 }
 

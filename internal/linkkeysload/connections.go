@@ -279,11 +279,11 @@ var ErrHoldBroken = errors.New("linkkeysload: the hold was not held")
 func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, error) {
 	out := r.stdout()
 	WriteConnectionsHeader(out, cfg)
-	var progress Progress = &SeedProgress{W: out, Every: int64(max(cfg.ProgressEvery, 1)), OKName: "success", NoName: "failed"}
-	if r.Bar {
-		progress = NewBarProgress(out, "connections", int64(cfg.Count), "success", "failed")
-	}
+	progress := r.attemptProgress("connections", int64(cfg.Count), cfg.ProgressEvery, "success", "failed")
 	before, metricsErr := r.metricsBefore(ctx)
+	if metricsErr == nil && r.Metrics != nil && r.OnServerBefore != nil {
+		r.OnServerBefore(before)
+	}
 	meter := r.startCPU(cfg.Target)
 	hold := time.Duration(cfg.HoldSecs) * time.Second
 	var res Result
@@ -292,6 +292,9 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 		res, err = runConnectionsSegment(ctx, cfg, r.seg(), progress, r.Metrics, func(ctx context.Context, held []net.Conn, gone <-chan struct{}) {
 			progress.Close()
 			r.log().Info("holding", "held", len(held), "hold", hold)
+			if r.OnHold != nil {
+				r.OnHold(int64(len(held)), time.Now().Add(hold))
+			}
 			t := time.NewTimer(hold)
 			defer t.Stop()
 			select {
@@ -318,6 +321,9 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 				now := time.Now()
 				holdStart.Store(&now)
 				r.log().Info("all workers ready; holding", "held", b.heldTotal(), "hold", hold)
+				if r.OnHold != nil {
+					r.OnHold(int64(b.heldTotal()), now.Add(hold))
+				}
 				sleepCtx(ctx, hold)
 				end := time.Now()
 				holdEnd.Store(&end)

@@ -49,11 +49,11 @@ func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p P
 func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 	out := r.stdout()
 	WriteDDoSHeader(out, cfg)
-	var progress Progress = &SeedProgress{W: out, Every: int64(max(cfg.ProgressEvery, 1)), OKName: "allowed", NoName: "denied"}
-	if r.Bar {
-		progress = NewBarProgress(out, "ddos", int64(cfg.Sources), "allowed", "denied")
-	}
+	progress := r.attemptProgress("ddos", int64(cfg.Sources), cfg.ProgressEvery, "allowed", "denied")
 	before, metricsErr := r.metricsBefore(ctx)
+	if metricsErr == nil && r.Metrics != nil && r.OnServerBefore != nil {
+		r.OnServerBefore(before)
+	}
 	meter := r.startCPU(cfg.Target)
 	var res Result
 	var err error

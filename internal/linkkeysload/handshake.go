@@ -182,6 +182,7 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, error) {
 	out := r.stdout()
 	WriteHandshakeHeader(out, cfg)
+	r.liveBaseline(ctx)
 	meter := r.startCPU(cfg.Target)
 	var res Result
 	var err error

@@ -1,6 +1,7 @@
 package linkkeysload
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -54,6 +55,46 @@ func (p *SeedProgress) Close() {}
 // success and failure counts beside it.
 func NewBarProgress(w io.Writer, name string, total int64, okName, noName string) Progress {
 	return engine.NewBar(w, name, total, okName, noName)
+}
+
+// attemptProgress is how a run shows its attempts: the seed's progress line every `every` attempts,
+// or the bar where r.Bar is set; r.Live gets the totals beside them, in the bar's place.
+func (r *Run) attemptProgress(name string, total int64, every uint32, okName, noName string) Progress {
+	var p Progress = &SeedProgress{W: r.stdout(), Every: int64(max(every, 1)), OKName: okName, NoName: noName}
+	switch {
+	case r.Bar && r.Live != nil:
+		return r.Live
+	case r.Bar:
+		return NewBarProgress(r.stdout(), name, total, okName, noName)
+	case r.Live != nil:
+		return teeProgress{p, r.Live}
+	}
+	return p
+}
+
+// liveBaseline gives r.OnServerBefore the server's latest reading, for a run that reads none
+// before it (handshake-bench): only when a live view asks for it, so a run without one reads
+// nothing more. A failed reading is no baseline (the live view then starts from the first sample).
+func (r *Run) liveBaseline(ctx context.Context) {
+	if r.OnServerBefore == nil || r.Metrics == nil {
+		return
+	}
+	if m, err := r.Metrics.Latest(ctx); err == nil {
+		r.OnServerBefore(m)
+	}
+}
+
+// teeProgress hands the totals to two displays.
+type teeProgress struct{ a, b Progress }
+
+func (t teeProgress) Update(attempted, ok, failed int64) {
+	t.a.Update(attempted, ok, failed)
+	t.b.Update(attempted, ok, failed)
+}
+
+func (t teeProgress) Close() {
+	t.a.Close()
+	t.b.Close()
 }
 
 // Worker progress protocol: a worker prints these lines on stdout; the parent reads them.

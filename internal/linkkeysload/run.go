@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -25,6 +26,16 @@ type Run struct {
 	Launcher Launcher
 	// Bar shows a live progress bar on Stdout instead of the progress lines (Stdout is a terminal).
 	Bar bool
+	// Live, when set, is the caller's live view of the attempts (a terminal status line): it gets
+	// the running attempt totals too, and takes the bar's place where Bar is set. The seed's
+	// progress lines are printed as without it.
+	Live Progress
+	// OnHold, when set, is called as a connections hold starts, with the connections held and the
+	// instant the hold is planned to end (a countdown on the terminal).
+	OnHold func(held int64, until time.Time)
+	// OnServerBefore, when set, is given the server's counters read before a connections or ddos
+	// run (the baseline from which a terminal's status line counts the server's refusals).
+	OnServerBefore func(before linkkeys.MetricsLine)
 	// Metrics, when set, is where the server's counters are read: once per interval into the
 	// timeline's server samples, and, for connections and ddos, before and after the run for the
 	// server's accounting.
