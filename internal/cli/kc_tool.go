@@ -163,6 +163,7 @@ func saveUsers(output string, uf *keycast.UsersFile) error {
 // runFlags are `run`'s flags.
 type runFlags struct {
 	prov                                     provenance
+	prices                                   prices
 	url, scenario, method, usersFile, output string
 	concurrency                              int
 	requests                                 int64
@@ -227,6 +228,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 	f.StringVar(&fl.segment, "segment", "", "run only segment I/N of the run (1-based, e.g. 2/4): the N segments' requests, concurrency, rate and users are disjoint and together the whole run")
 	fl.prov.bindRunID(f)
 	fl.prov.bindSignKey(f, "the results file")
+	fl.prices.bind(f)
 	return c
 }
 
@@ -261,6 +263,9 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout, TLS: fl.tls,
 	}
 	if err := checkTLSFlags("run", fl.url, fl.tls); err != nil {
+		return err
+	}
+	if err := fl.prices.check(); err != nil {
 		return err
 	}
 	if err := checkOutputFile("--output", fl.output); err != nil {
@@ -302,6 +307,9 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	}
 	if h := engine.ResultHook(ctx); h != nil && res.Envelope != nil {
 		h(res.Envelope)
+	}
+	if err := fl.prices.apply(res.Envelope, res.CostCapacity()); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	if err := finishRun(env, log, res, fl.output, sign); err != nil {
 		return err

@@ -303,7 +303,11 @@ func (c *Cost) Line() string {
 	fmt.Fprintf(&b, "cost: %s for %s s", Money(c.Total, c.Currency), num(c.Seconds))
 	var sides []string
 	if c.Load != nil {
-		sides = append(sides, fmt.Sprintf("load %s over %s machine-hours on %d machines", Money(c.Load.Cost, c.Currency), num(c.Load.MachineHours), len(c.Load.PerHour)))
+		machines := "1 machine"
+		if n := len(c.Load.PerHour); n != 1 {
+			machines = fmt.Sprintf("%d machines", n)
+		}
+		sides = append(sides, fmt.Sprintf("load %s over %s machine-hours on %s", Money(c.Load.Cost, c.Currency), num(c.Load.MachineHours), machines))
 	}
 	if c.Server != nil {
 		sides = append(sides, fmt.Sprintf("server %s over %s machine-hours", Money(c.Server.Cost, c.Currency), num(c.Server.MachineHours)))

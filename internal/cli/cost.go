@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/loadproof/loadproof/internal/boundedfile"
+	"github.com/loadproof/loadproof/internal/cost"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// prices are --cost-per-hour (this load machine) and --server-cost-per-hour (the server's machine),
+// read by cost.ParsePrice (docs/cost.md). Neither given: the run has no cost and nothing says one.
+type prices struct {
+	load, server cost.Price
+}
+
+// bind adds the two flags.
+func (p *prices) bind(f *pflag.FlagSet) {
+	f.Var(&p.load, "cost-per-hour", "the price of this load machine per hour, as 1.53 or 1.53USD: the result, its report and `verify` then give the run's cost and the cost of the capacity it proved (docs/cost.md)")
+	f.Var(&p.server, "server-cost-per-hour", "the price of the server's machine per hour, as 1.53 or 1.53USD; counted apart from the load machines (docs/cost.md)")
+}
+
+// given reports whether any price was given.
+func (p *prices) given() bool { return p.load.Given || p.server.Given }
+
+// check refuses prices that cannot add up (two currencies) before anything runs.
+func (p *prices) check() error {
+	if _, err := cost.Currency(p.load, p.server); err != nil {
+		return usageError("--cost-per-hour, --server-cost-per-hour: %v", err)
+	}
+	return nil
+}
+
+// apply prices the run whose envelope is e and whose capacity is capa (from the harness's figures).
+func (p *prices) apply(e *result.Envelope, capa cost.Capacity) error {
+	if !p.given() || e == nil {
+		return nil
+	}
+	return e.SetCost([]cost.Price{p.load}, p.server, capa)
+}
+
+// lkAfterWrite wraps a LinkKeys client's AfterWrite: with a price given, the written result is read
+// back, priced from its own figures, and written again before it is signed, so the file and
+// `verify` recompute the same cost. printed receives the cost for the summary's line.
+func (p *prices) lkAfterWrite(next func(string) error, printed **cost.Cost) func(string) error {
+	if !p.given() {
+		return next
+	}
+	return func(path string) error {
+		b, err := boundedfile.Read(path, boundedfile.Result)
+		if err != nil {
+			return fmt.Errorf("pricing the result: %w", err)
+		}
+		res, err := linkkeysresult.Read(b)
+		if err != nil {
+			return fmt.Errorf("pricing the result: %w", err)
+		}
+		if err := p.apply(&res.Envelope, res.CostCapacity()); err != nil {
+			return fmt.Errorf("pricing the result: %w", err)
+		}
+		if err := res.Write(path); err != nil {
+			return err
+		}
+		*printed = res.Cost
+		if next != nil {
+			return next(path)
+		}
+		return nil
+	}
+}
+
+// lkPrintCost prints a LinkKeys client's "cost:" line: the cost written to the result file, or,
+// without one, the cost of the result in memory.
+func (p *prices) lkPrintCost(w io.Writer, res *linkkeysresult.Result, written *cost.Cost) error {
+	if !p.given() || res == nil || res.Format == "" {
+		return nil
+	}
+	c := written
+	if c == nil {
+		if err := p.apply(&res.Envelope, res.CostCapacity()); err != nil {
+			return err
+		}
+		c = res.Cost
+	}
+	if c != nil {
+		fmt.Fprintln(w, c.Line())
+	}
+	return nil
+}
