@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
 	"github.com/spf13/pflag"
 
 	"github.com/loadproof/loadproof/internal/boundedfile"
+	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/cost"
+	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -90,4 +93,72 @@ func (p *prices) lkPrintCost(w io.Writer, res *linkkeysresult.Result, written *c
 		fmt.Fprintln(w, c.Line())
 	}
 	return nil
+}
+
+// keycastRunner prices each phase of a Keycast capacity run as it ends, before it is checked and
+// written.
+func (p *prices) keycastRunner(inner capacity.Runner) capacity.Runner {
+	return func(ctx context.Context, run capacity.PhaseRun) (*keycastresult.Results, error) {
+		res, err := inner(ctx, run)
+		if res != nil && res.Envelope != nil {
+			if perr := p.apply(res.Envelope, res.CostCapacity()); perr != nil && err == nil {
+				err = perr
+			}
+		}
+		return res, err
+	}
+}
+
+// linkKeysPhase prices each phase of a LinkKeys capacity run (capacity.LinkKeysOptions.PricePhase);
+// nil without a price.
+func (p *prices) linkKeysPhase() func(*linkkeysresult.Result) error {
+	if !p.given() {
+		return nil
+	}
+	return func(res *linkkeysresult.Result) error { return p.apply(&res.Envelope, res.CostCapacity()) }
+}
+
+// phaseCost is one capacity phase's cost, for the summary.
+type phaseCost struct {
+	name string
+	cost *cost.Cost
+}
+
+func keycastPhaseCosts(ev *capacity.Evidence) []phaseCost {
+	var out []phaseCost
+	for _, ph := range ev.Phases {
+		if ph.Results != nil && ph.Results.Envelope != nil && ph.Results.Cost != nil {
+			out = append(out, phaseCost{ph.Name, ph.Results.Cost})
+		}
+	}
+	return out
+}
+
+func linkKeysPhaseCosts(ev *capacity.LinkKeysEvidence) []phaseCost {
+	var out []phaseCost
+	for _, ph := range ev.Phases {
+		if ph.Results != nil && ph.Results.Cost != nil {
+			out = append(out, phaseCost{ph.Name, ph.Results.Cost})
+		}
+	}
+	return out
+}
+
+// printPhaseCosts prints each priced phase's "cost:" line and the whole run's (cost.Sum); nothing
+// when no phase was priced.
+func printPhaseCosts(w io.Writer, phases []phaseCost) {
+	if len(phases) == 0 {
+		return
+	}
+	parts := make([]*cost.Cost, len(phases))
+	for i, ph := range phases {
+		fmt.Fprintf(w, "phase %s %s\n", ph.name, ph.cost.Line())
+		parts[i] = ph.cost
+	}
+	total, err := cost.Sum(parts...)
+	if err != nil {
+		fmt.Fprintf(w, "cost: the phases' costs do not add up: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "all phases: %s\n", total.Line())
 }
