@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 
 	"github.com/spf13/pflag"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/search"
 )
 
 // prices are --cost-per-hour (this load machine) and --server-cost-per-hour (the server's machine),
@@ -161,4 +164,41 @@ func printPhaseCosts(w io.Writer, phases []phaseCost) {
 		return
 	}
 	fmt.Fprintf(w, "all phases: %s\n", total.Line())
+}
+
+// trialArgs hands the prices to each trial of a search: the client command prices its own run,
+// so every trial's result file records its cost.
+func (p *prices) trialArgs(args []string) []string {
+	out := slices.Clone(args)
+	if p.load.Given {
+		out = append(out, "--cost-per-hour="+p.load.String())
+	}
+	if p.server.Given {
+		out = append(out, "--server-cost-per-hour="+p.server.String())
+	}
+	return out
+}
+
+// printKneeCost prints the cost of the capacity a search proved: the knee step's trials' costs,
+// read from their result files in the bundle (each recomputed by the client that wrote it).
+func printKneeCost(w io.Writer, bundle string, res *search.Result) {
+	if res.Knee == nil {
+		return
+	}
+	for _, st := range res.Steps {
+		if !st.Passed || st.Value != *res.Knee {
+			continue
+		}
+		for _, t := range st.Trials {
+			if t.File == "" {
+				continue
+			}
+			env, err := search.ReadResultFile(filepath.Join(bundle, t.File))
+			if err != nil || env.Cost == nil {
+				continue
+			}
+			fmt.Fprintf(w, "at the knee (%s, trial %d) %s\n", search.FormatValue(st.Value), t.Trial, env.Cost.Line())
+		}
+		return
+	}
 }

@@ -31,6 +31,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 		sloText, abortText, resolution string
 		output, bundle                 string
 		prov                           provenance
+		prices                         prices
 	)
 	c := &cobra.Command{
 		Use:   "search --vary FLAG --from N --to N --slo TERMS [flags] -- <client command>",
@@ -92,7 +93,10 @@ func newSearchCmd(env *Env) *cobra.Command {
 				return fmt.Errorf("search: %w", err)
 			}
 			defer logf.Close()
-			tr := &search.CommandTrialer{Args: args, Vary: cfg.Vary, OutFlag: outFlag, Dir: bundle, Log: logf}
+			if err := prices.check(); err != nil {
+				return err
+			}
+			tr := &search.CommandTrialer{Args: prices.trialArgs(args), Vary: cfg.Vary, OutFlag: outFlag, Dir: bundle, Log: logf}
 			fmt.Fprintf(env.Stderr, "search: trials write to %s (their output: %s)\n", bundle, filepath.Join(bundle, search.LogFile))
 			res, runErr := search.Run(cmd.Context(), cfg, tr)
 			if res == nil {
@@ -113,6 +117,9 @@ func newSearchCmd(env *Env) *cobra.Command {
 				return fmt.Errorf("search: writing %s: %w", output, err)
 			}
 			res.WriteText(env.Stdout)
+			if prices.given() {
+				printKneeCost(env.Stdout, bundle, res)
+			}
 			fmt.Fprintf(env.Stdout, "search file: %s; evidence bundle: %s\n", output, bundle)
 			switch {
 			case errors.Is(runErr, search.ErrUsage):
@@ -141,6 +148,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 	f.IntVar(&cfg.Resamples, "resamples", 1000, "bootstrap resamples for the confidence statement")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "the bootstrap's random seed (default: random, recorded)")
 	f.StringVarP(&output, "output", "o", "search.json", "the search file to write")
+	prices.bind(f)
 	f.StringVar(&bundle, "bundle", "", "the evidence bundle directory: every trial's result file, search.json, manifest (default: OUTPUT without .json + -bundle; must be absent or empty)")
 	prov.bindSignKey(f, "the bundle's manifest")
 	return c
