@@ -3,6 +3,8 @@ package evidence
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/loadproof/loadproof/internal/cost"
 )
@@ -53,4 +55,44 @@ func bundleCostHeld(b *Bundle) string {
 
 func costSummary(c *cost.Cost) string {
 	return cost.Money(c.Total, c.Currency) + " for " + fmt.Sprintf("%.4g", c.Seconds) + " s"
+}
+
+// checkMemberCosts reads, with read (VerifyOptions.ReadResult), every result file a record
+// bundle's manifest lists that records a cost, so a cost that does not recompute fails the bundle;
+// it says how many held.
+func checkMemberCosts(f *Findings, dir, record string, read func(path string, data []byte) error) {
+	mb, err := readCapped(filepath.Join(dir, ManifestFile), MaxManifestBytes)
+	if err != nil {
+		return // VerifyManifestOf has said why
+	}
+	m, err := ParseManifest(mb)
+	if err != nil {
+		return
+	}
+	var parts []*cost.Cost
+	for _, e := range m.Files {
+		if e.Path == record || !ValidMemberName(e.Path) || !strings.HasSuffix(e.Path, ".json") {
+			continue
+		}
+		p := filepath.Join(dir, e.Path)
+		data, err := readCapped(p, MaxEvidenceBytes)
+		if err != nil {
+			continue // the manifest check names it
+		}
+		c := recordedCost(data)
+		if c == nil {
+			continue
+		}
+		if err := read(p, data); err != nil {
+			f.fail(err)
+			continue
+		}
+		parts = append(parts, c)
+	}
+	if len(parts) == 0 {
+		return
+	}
+	if total, err := cost.Sum(parts...); err == nil {
+		f.Held = append(f.Held, fmt.Sprintf("the cost of each of %d priced result files recomputes from its own figures (all together %s)", len(parts), costSummary(total)))
+	}
 }
