@@ -94,7 +94,7 @@ var forbidden = map[string][]string{
 }
 
 // leaves import nothing of ours: small helpers every package may use.
-var leaves = []string{"textclip"}
+var leaves = []string{"textclip", "cost"}
 
 // leanServerMustNotLink are packages cmd/linkkeys-server must not link, directly or not: the load
 // side, the command tree and the large libraries only other commands need.

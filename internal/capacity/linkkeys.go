@@ -144,6 +144,9 @@ type LinkKeysOptions struct {
 	Clients linkkeysload.Launcher
 	// Runner runs each phase; nil runs the real one (Server, Clients).
 	Runner LinkKeysRunner
+	// PricePhase, when set, records the cost of each phase's result (--cost-per-hour) before it is
+	// checked and written.
+	PricePhase func(res *linkkeysresult.Result) error
 	// Environ reads a server process's TCP_*/PUBLIC_READ_* variables; nil reads /proc.
 	Environ func(pid uint32) (map[string]string, error)
 	// SettleWait bounds the wait for the server's quiet readings; 0 means 15 s.
@@ -234,6 +237,11 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 			logs[i] = log
 			if err != nil || res == nil {
 				return nil, err
+			}
+			if opts.PricePhase != nil {
+				if err := opts.PricePhase(res); err != nil {
+					return nil, &SafeError{Msg: "pricing the phase", Err: err}
+				}
 			}
 			m := LinkKeysPhaseMetrics(res)
 			return &PhaseResult[*linkkeysresult.Result]{Results: res, Envelope: &res.Envelope, Metrics: m, Stop: res.Stop,

@@ -185,7 +185,7 @@ func newKeygenCmd(env *Env) *cobra.Command {
 // verifyAny verifies a search bundle (search.Verify) or anything else evidence.Verify takes.
 func verifyAny(p string, key ed25519.PublicKey) *evidence.Findings {
 	if dir, ok := search.IsBundle(p); ok {
-		return search.Verify(dir, evidence.VerifyOptions{Key: key})
+		return search.Verify(dir, evidence.VerifyOptions{Key: key, ReadResult: readAnyResult})
 	}
 	return evidence.Verify(p, verifyOptions(key))
 }

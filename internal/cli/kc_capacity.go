@@ -26,6 +26,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 	var (
 		planPath, output, allowHost string
 		prov                        provenance
+		prices                      prices
 		refuseHosts                 []string
 		stopWindow                  time.Duration
 		tlsOpts                     keycastload.TLSOptions
@@ -74,6 +75,15 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := prices.check(); err != nil {
+				return err
+			}
+			if prices.given() {
+				if runner == nil {
+					runner = capacity.KeycastloadRunner(env.Stderr, env.Logger, 0, tlsOpts)
+				}
+				runner = prices.keycastRunner(runner)
+			}
 			ev, err := capacity.Execute(cmd.Context(), plan, capacity.Options{
 				OutputDir:  output,
 				SignKey:    signKey,
@@ -86,6 +96,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			})
 			if ev != nil {
 				printCapacitySummary(env.Stdout, ev, evidencePath(output))
+				printPhaseCosts(env.Stdout, keycastPhaseCosts(ev))
 			}
 			return capacityExit(planPath, err)
 		},
@@ -95,6 +106,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 	f.StringVarP(&planPath, "plan", "p", "", "Capacity plan with predeclared phases and limits (required)")
 	f.StringVarP(&output, "output", "o", capacity.DefaultOutputDir, "directory for the evidence bundle (must be absent or empty)")
 	prov.bindSignKey(f, "the bundle's manifest.json")
+	prices.bind(f)
 	f.StringVar(&allowHost, "allow-host", "", "Explicitly authorize a non-local target host from the plan")
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "refuse this target host in addition to the production Keycast hosts (repeatable)")
 	f.DurationVar(&stopWindow, "stop-window", capacity.DefaultStopWindow, "sliding window over which the plan's stop conditions are judged live")

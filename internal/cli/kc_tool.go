@@ -164,6 +164,7 @@ func saveUsers(output string, uf *keycast.UsersFile) error {
 // runFlags are `run`'s flags.
 type runFlags struct {
 	prov                                     provenance
+	prices                                   prices
 	url, scenario, method, usersFile, output string
 	concurrency                              int
 	requests                                 int64
@@ -232,6 +233,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 		return termstatus.Options{Label: "keycast run", Planned: time.Duration(fl.duration) * time.Second, Count: fl.requests,
 			Noun: "requests", LatencyKinds: []string{"latency"}}
 	})
+	fl.prices.bind(f)
 	return c
 }
 
@@ -266,6 +268,9 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout, TLS: fl.tls,
 	}
 	if err := checkTLSFlags("run", fl.url, fl.tls); err != nil {
+		return err
+	}
+	if err := fl.prices.check(); err != nil {
 		return err
 	}
 	if err := checkOutputFile("--output", fl.output); err != nil {
@@ -307,6 +312,9 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	}
 	if h := engine.ResultHook(ctx); h != nil && res.Envelope != nil {
 		h(res.Envelope)
+	}
+	if err := fl.prices.apply(res.Envelope, res.CostCapacity()); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	if err := finishRun(env, log, res, fl.output, sign); err != nil {
 		return err

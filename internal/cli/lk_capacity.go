@@ -23,6 +23,7 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 	var (
 		planPath, output string
 		prov             provenance
+		prices           prices
 		settle           time.Duration
 		allowHost        string
 	)
@@ -61,6 +62,9 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := prices.check(); err != nil {
+				return err
+			}
 			ev, err := capacity.ExecuteLinkKeys(cmd.Context(), plan, capacity.LinkKeysOptions{
 				OutputDir:  output,
 				SignKey:    signKey,
@@ -68,11 +72,13 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 				Server:     capacity.ServerLauncher{Executable: exe, Args: lkServerArgs(cmd)},
 				Clients:    linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 				SettleWait: settle,
+				PricePhase: prices.linkKeysPhase(),
 				Progress:   env.Stderr,
 				Logger:     env.Logger,
 			})
 			if ev != nil {
 				printLinkKeysCapacitySummary(env.Stdout, ev, evidencePath(output))
+				printPhaseCosts(env.Stdout, linkKeysPhaseCosts(ev))
 			}
 			return capacityExit(planPath, err)
 		},
@@ -82,6 +88,7 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 	f.StringVarP(&planPath, "plan", "p", "", "LinkKeys capacity plan with predeclared phases, profiles and limits (required)")
 	f.StringVarP(&output, "output", "o", capacity.DefaultOutputDir, "directory for the evidence bundle (must be absent or empty)")
 	prov.bindSignKey(f, "the bundle's manifest.json")
+	prices.bind(f)
 	f.StringVar(&allowHost, "allow-host", "", "authorize exactly this non-loopback `host` of a remote target (target mode remote: its addr and metrics_url)")
 	f.DurationVar(&settle, "settle-wait", 15*time.Second, "how long to wait for a server reading with no handshake in progress before and after each phase")
 	attachStatus(c, env, func(*cobra.Command) termstatus.Options {

@@ -18,6 +18,7 @@ import (
 	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/linkkeys"
@@ -42,6 +43,9 @@ type lkCommon struct {
 	fingerprint string
 	domain      string
 	allowHost   string
+	prices      prices
+	// priced is the cost written to the --json file (lkAfterWrite), for the summary's line.
+	priced *cost.Cost
 }
 
 func (c *lkCommon) bind(f *pflag.FlagSet) {
@@ -55,6 +59,7 @@ func (c *lkCommon) bind(f *pflag.FlagSet) {
 	f.StringVar(&c.fingerprint, "fingerprint", "", "the server key's SHA-256 to pin, 64 `hex` characters; empty: the info file's")
 	f.StringVar(&c.domain, "domain", "", "the server's domain `name`; empty: the info file's")
 	f.Bool("preflight", true, "make one pinned connection before the run, so a dead server, a stale info file or a non-TLS port fails at once; --preflight=false skips it (a fault test that counts every attempt, a proxy that fails the first connection)")
+	c.prices.bind(f)
 	f.StringVar(&c.allowHost, "allow-host", "", "authorize exactly this non-loopback target `host` (and a --server-metrics URL on it); loopback targets need no flag")
 }
 
@@ -129,7 +134,10 @@ func redactURL(raw string) string {
 // lkRun prepares the Run of a client: the target (the info file, overridden by --target,
 // --fingerprint and --domain, authorized by --allow-host), the server's metrics source, worker
 // count, bar, flags.
-func lkRun(cmd *cobra.Command, env *Env, c lkCommon, serverMetrics string, fds int64) (linkkeysload.Target, linkkeysload.Run, error) {
+func lkRun(cmd *cobra.Command, env *Env, c *lkCommon, serverMetrics string, fds int64) (linkkeysload.Target, linkkeysload.Run, error) {
+	if err := c.prices.check(); err != nil {
+		return linkkeysload.Target{}, linkkeysload.Run{}, err
+	}
 	opts := linkkeysload.TargetOptions{InfoFile: c.infoFile, InfoFileGiven: cmd.Flags().Changed("info-file"),
 		Addr: c.target, Fingerprint: c.fingerprint, Domain: c.domain, ServerMetrics: serverMetrics,
 		Rules: hostrule.Rules{AllowHost: c.allowHost}}
@@ -187,7 +195,7 @@ func lkRun(cmd *cobra.Command, env *Env, c lkCommon, serverMetrics string, fds i
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
-		Remote: hookLinkKeysRun(hook), Segment: seg, RunID: runID, AfterWrite: sign, Metrics: rt.Metrics,
+		Remote: hookLinkKeysRun(hook), Segment: seg, RunID: runID, AfterWrite: c.prices.lkAfterWrite(sign, &c.priced), Metrics: rt.Metrics,
 	}
 	if line := statusFrom(cmd.Context()); line != nil {
 		// A terminal's status line: the attempt totals and the hold countdown, in the bar's place.
@@ -287,6 +295,15 @@ func lkResult(err error) error {
 	return &ExitError{Code: ExitFailure, Err: err}
 }
 
+// verdict prints the run's "cost:" line when a price was given, then decides its exit status
+// (lkVerdict).
+func (c *lkCommon) verdict(env *Env, ctx context.Context, res linkkeysload.Result, err error) error {
+	if perr := c.prices.lkPrintCost(env.Stdout, &res, c.priced); perr != nil && err == nil {
+		return &ExitError{Code: ExitFailure, Err: perr}
+	}
+	return lkVerdict(ctx, res, err)
+}
+
 // lkVerdict is a finished client's exit status: lkResult's for an error or an interrupted run,
 // ExitNoSuccess when the run made attempts and not one succeeded (a dead server, a limiter that
 // refused everything: the counts above say which), as keycast run does.
@@ -357,7 +374,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 				ipCount = connectionsSources(count, pre)
 				_ = cmd.Flags().Set("client-ip-count", strconv.FormatUint(uint64(ipCount), 10)) // recorded in the result's flags as used
 			}
-			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(count))
+			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(count))
 			if err != nil {
 				return err
 			}
@@ -372,7 +389,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
 				ProgressEvery: progressEvery, KeepTLS: keepTLS, WorkersInTurn: inTurn}
 			res, err := linkkeysload.Connections(cmd.Context(), cfg, run)
-			return lkVerdict(cmd.Context(), res, err)
+			return common.verdict(env, cmd.Context(), res, err)
 		},
 	}
 	f := c.Flags()
@@ -448,7 +465,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(conc))
+			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conc))
 			if err != nil {
 				return err
 			}
@@ -459,7 +476,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 			cfg := linkkeysload.HandshakeConfig{Target: target, DurationSecs: duration, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
 			res, err := linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
-			return lkVerdict(cmd.Context(), res, err)
+			return common.verdict(env, cmd.Context(), res, err)
 		},
 	}
 	f := c.Flags()
@@ -512,7 +529,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(conns))
+			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conns))
 			if err != nil {
 				return err
 			}
@@ -525,7 +542,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
 				Pipeline: pipeline, Rate: rate}
 			res, err := linkkeysload.RequestBench(cmd.Context(), cfg, run)
-			return lkVerdict(cmd.Context(), res, err)
+			return common.verdict(env, cmd.Context(), res, err)
 		},
 	}
 	f := c.Flags()
@@ -596,7 +613,7 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, run, err := lkRun(cmd, env, common, serverMetrics, int64(conc))
+			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conc))
 			if err != nil {
 				return err
 			}
@@ -607,7 +624,7 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 			cfg := linkkeysload.DDoSConfig{Target: target, Sources: sources, Concurrency: conc,
 				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
 			res, err := linkkeysload.DDoS(cmd.Context(), cfg, run)
-			return lkVerdict(cmd.Context(), res, err)
+			return common.verdict(env, cmd.Context(), res, err)
 		},
 	}
 	f := c.Flags()

@@ -97,7 +97,7 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return usageError("%v", err)
 			}
-			target, run, err := lkRun(cmd, env, common, serverMetrics, cfg.Sockets())
+			target, run, err := lkRun(cmd, env, &common, serverMetrics, cfg.Sockets())
 			if err != nil {
 				return err
 			}
@@ -105,7 +105,10 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 				return err
 			}
 			cfg.Target = target
-			_, err = linkkeysload.Combined(cmd.Context(), cfg, run)
+			res, err := linkkeysload.Combined(cmd.Context(), cfg, run)
+			if perr := common.prices.lkPrintCost(env.Stdout, &res, common.priced); perr != nil && err == nil {
+				err = perr
+			}
 			return lkResult(interrupted(cmd.Context(), err))
 		},
 	}

@@ -32,6 +32,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 		sloText, abortText, resolution string
 		output, bundle, htmlPage       string
 		prov                           provenance
+		prices                         prices
 	)
 	c := &cobra.Command{
 		Use:   "search --vary FLAG --from N --to N --slo TERMS [flags] -- <client command>",
@@ -97,7 +98,10 @@ func newSearchCmd(env *Env) *cobra.Command {
 				return fmt.Errorf("search: %w", err)
 			}
 			defer logf.Close()
-			tr := &search.CommandTrialer{Args: args, Vary: cfg.Vary, OutFlag: outFlag, Dir: bundle, Log: logf}
+			if err := prices.check(); err != nil {
+				return err
+			}
+			tr := &search.CommandTrialer{Args: prices.trialArgs(args), Vary: cfg.Vary, OutFlag: outFlag, Dir: bundle, Log: logf}
 			if rwArgs != nil {
 				// Every trial streams to the endpoint: its series carry the search's ID and the
 				// trial as their phase, so a dashboard follows the whole search.
@@ -128,6 +132,9 @@ func newSearchCmd(env *Env) *cobra.Command {
 				return fmt.Errorf("search: writing %s: %w", output, err)
 			}
 			res.WriteText(env.Stdout)
+			if prices.given() {
+				printKneeCost(env.Stdout, bundle, res)
+			}
 			fmt.Fprintf(env.Stdout, "search file: %s; evidence bundle: %s\n", output, bundle)
 			if htmlPage != "" {
 				if err := writeSearchPage(env, res, output, htmlPage); err != nil {
@@ -162,6 +169,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 	f.Uint64Var(&cfg.Seed, "seed", 0, "the bootstrap's random seed (default: random, recorded)")
 	f.StringVarP(&output, "output", "o", "search.json", "the search file to write")
 	f.StringVar(&htmlPage, "html", "", "also draw the search as a self-contained page in this `file`: the load-response curve, the knee, the bracket, every trial (report --format html SEARCH.json draws it later)")
+	prices.bind(f)
 	f.StringVar(&bundle, "bundle", "", "the evidence bundle directory: every trial's result file, search.json, manifest (default: OUTPUT without .json + -bundle; must be absent or empty)")
 	prov.bindSignKey(f, "the bundle's manifest")
 	bindRemoteWriteFlags(f)

@@ -24,6 +24,9 @@ func VerifyRecordBundle(dir, recordFile string, recompute func() []string, opts 
 			f.Held = append(f.Held, recordFile+" recomputes from the bundle's result files as recorded")
 		}
 	}
+	if opts.ReadResult != nil {
+		checkMemberCosts(f, dir, recordFile, opts.ReadResult)
+	}
 	checkSignature(f, filepath.Join(dir, SignatureFile), filepath.Join(dir, ManifestFile), ManifestFile, opts.Key)
 	return f
 }

@@ -96,6 +96,9 @@ func verifyBundle(f *Findings, path string, opts VerifyOptions) {
 		}
 	} else {
 		f.Held = append(f.Held, "every check, phase outcome and the verdict recompute from the phase results as recorded")
+		if h := bundleCostHeld(b); h != "" {
+			f.Held = append(f.Held, h)
+		}
 	}
 	sigPath := filepath.Join(b.Dir, SignatureFile)
 	manifest := filepath.Join(b.Dir, ManifestFile)
@@ -112,6 +115,9 @@ func verifyResult(f *Findings, path string, opts VerifyOptions) {
 			f.fail(err)
 		} else {
 			f.Held = append(f.Held, "reads as a result file")
+			if h := costHeld(b); h != "" {
+				f.Held = append(f.Held, h)
+			}
 		}
 	}
 	checkSignature(f, path+SignatureSuffix, path, filepath.Base(path), opts.Key)

@@ -250,6 +250,9 @@ func Parse(b []byte) (*Results, error) {
 		if err := r.Envelope.Validate(); err != nil {
 			return nil, err
 		}
+		if err := r.CheckCost(r.CostCapacity()); err != nil {
+			return nil, err
+		}
 	}
 	return &r, nil
 }

@@ -728,6 +728,9 @@ func Read(b []byte) (Result, error) {
 	if err := r.Validate(); err != nil {
 		return Result{}, errorf("reading result: %w", err)
 	}
+	if err := r.CheckCost(r.CostCapacity()); err != nil {
+		return Result{}, errorf("reading result: %w", err)
+	}
 	return r, nil
 }
 

@@ -128,6 +128,7 @@ type RunView struct {
 	StartedAt string            `json:"started_at,omitempty"`
 	EndedAt   string            `json:"ended_at,omitempty"`
 	Extra     [][2]string       `json:"extra,omitempty"`
+	Cost      *CostView         `json:"cost,omitempty"` // cost.go
 	Headline  Headline          `json:"headline"`
 	Totals    [][2]any          `json:"totals"`
 	Causes    [][2]any          `json:"causes,omitempty"`
@@ -844,6 +845,7 @@ func runView(label string, env *result.Envelope, parts []part, stop *result.Stop
 		rv.Segments = append(rv.Segments, s.String())
 	}
 	rv.Extra = append(rv.Extra, validityExtra(env.Machines)...)
+	rv.Cost = costView(env)
 	n := 0
 	for _, p := range parts {
 		n += len(p.env.Intervals)

@@ -302,6 +302,7 @@ func LinkKeysText(w io.Writer, r *lkr.Result) error {
 		LinkKeysCombinedDone(w, r)
 		writeTimeline(w, r)
 		writeMachine(w, r)
+		writeCost(w, &r.Envelope)
 		return nil
 	default:
 		return fmt.Errorf("report: cannot report a LinkKeys result of command %q", r.Command)
@@ -319,6 +320,7 @@ func LinkKeysText(w io.Writer, r *lkr.Result) error {
 	LinkKeysHeadline(w, r)
 	writeTimeline(w, r)
 	writeMachine(w, r)
+	writeCost(w, &r.Envelope)
 	return nil
 }
 

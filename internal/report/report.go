@@ -129,7 +129,7 @@ func Additions(r *keycastresult.Results) string {
 			lines = append(lines, hl...)
 		}
 	}
-	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses()) == 0 {
+	if len(lines) == 0 && r.OpenModel == nil && r.Stop == nil && len(r.FailureCauses()) == 0 && costText(r.Envelope) == "" {
 		return ""
 	}
 	var b strings.Builder
@@ -185,6 +185,9 @@ func Additions(r *keycastresult.Results) string {
 		}
 		fmt.Fprintf(&b, "\nMachine: %s, %d cores (GOMAXPROCS %d), kernel %s, %s, loadproof %s\n",
 			orUnknown(m.CPUModel), m.Cores, m.GOMAXPROCS, orUnknown(m.Kernel), m.GoVersion, m.LoadproofVersion)
+	}
+	if c := costText(r.Envelope); c != "" {
+		b.WriteString("\n" + c + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

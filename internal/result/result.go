@@ -22,6 +22,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/machine"
 )
@@ -103,6 +104,10 @@ type Envelope struct {
 	// RemoteWrite says what streaming the run to a Prometheus remote-write endpoint delivered
 	// (--remote-write); absent when the run was not streamed.
 	RemoteWrite *RemoteWrite `json:"remote_write,omitempty"`
+	// Cost is what the run cost and what a unit of the capacity it proved costs (--cost-per-hour,
+	// --server-cost-per-hour; docs/cost.md); absent when no price was given. A merge never carries
+	// it over: the command that writes the merged run prices it again.
+	Cost *cost.Cost `json:"cost,omitempty"`
 }
 
 // RemoteWrite is the delivery of a run's remote-write stream: requests sent, dropped (queue full),

@@ -301,6 +301,8 @@
     headlineFigures(h).forEach(function (f) {
       g.appendChild(el('div', { cls: 'fig' }, [el('div', { cls: 'v', text: f[1] }), el('div', { cls: 'l', text: f[0] + (h.kind && f[0].charAt(0) === 'p' || f[0] === 'max' ? ' (' + h.kind + ')' : '') })]));
     });
+    var cv = model.runs[0].cost; // the cost tile (cost.go): only when the run was priced
+    if (cv) g.appendChild(el('div', { cls: 'fig', id: 'cost' }, [el('div', { cls: 'v', text: cv.total }), el('div', { cls: 'l', text: cv.label })]));
     root.appendChild(g);
     if (h.stop) {
       var s = h.stop;
@@ -352,6 +354,7 @@
         ['Started', r.started_at || ''], ['Ended', r.ended_at || ''], ['Segments', (r.segments || []).join(', ') || 'whole run']];
       (r.extra || []).forEach(function (e) { rows.push(e); });
       root.appendChild(table(['', ''], rows));
+      if (r.cost) { root.appendChild(el('h3', { text: 'Cost' })); var ct = table(['', ''], r.cost.rows); ct.id = 'cost-rows'; root.appendChild(ct); }
       var tot = (r.totals || []).map(function (t) { return [t[0], fmtInt(t[1])]; });
       if (tot.length) { root.appendChild(el('h3', { text: 'Outcome classes' })); root.appendChild(table(['Class', 'Operations'], tot, [false, true])); }
       var cau = (r.causes || []).map(function (t) { return [t[0], fmtInt(t[1])]; });
