@@ -72,6 +72,8 @@
   }
 
   // ---------- charts ----------
+  // MIN_CHART_POINTS: a series with fewer points is shown as a table, not a chart.
+  var MIN_CHART_POINTS = 3;
   function seriesColor(name, i) { return CLASS_COLORS[name] || PALETTE[i % PALETTE.length]; }
 
   // bands draws the capacity phases as shaded spans with their names and pass/fail, and the stop
@@ -145,8 +147,29 @@
     var data = buildData(lines);
     info.points = data[0].length;
     info.nonNull = data.slice(1).map(function (a) { return a.filter(function (v) { return v != null; }).length; });
-    var key = info.series.join('\u0000') + (spec.xlog ? 'log' : '');
+    var small = info.points < MIN_CHART_POINTS && !spec.xlog;
+    var key = info.series.join('\u0000') + (spec.xlog ? 'log' : '') + (small ? 'table' : '');
     var prev = charts[spec.id];
+    if (small) {
+      // Fewer points than make a line: a small table says as much without dots on an empty axis.
+      if (prev && prev.u) prev.u.destroy();
+      box.textContent = '';
+      box.className = 'chart small';
+      box.appendChild(el('div', { cls: 'ctitle', text: spec.title }));
+      var fy = spec.unit === 'bytes' ? bytes : spec.unit === 'ratio' ? function (v) { return isNum(v) ? fmt(v * 100) + ' %' : '—'; } : fmt;
+      var rows = data[0].map(function (x, i) {
+        return [fmt(x, 3)].concat(data.slice(1).map(function (ys) { return ys[i] == null ? '—' : fy(ys[i]); }));
+      });
+      var tb = table([spec.xlabel || 'seconds since start'].concat(info.series.map(function (s) { return s + (spec.unit && spec.unit !== 'bytes' ? ' (' + spec.unit + ')' : ''); })), rows,
+        [true].concat(info.series.map(function () { return true; })));
+      tb.className = 'small-series';
+      box.appendChild(tb);
+      charts[spec.id] = { el: box, key: key };
+      info.drawn = true;
+      info.table = true;
+      return info;
+    }
+    box.className = 'chart';
     if (prev && prev.u && prev.key === key) {
       prev.u.setData(data);
       info.drawn = true;
@@ -201,8 +224,11 @@
     var kinds = [];
     model.runs.forEach(function (r) { (r.latency || []).forEach(function (l) { if (kinds.indexOf(l.kind) < 0) kinds.push(l.kind); }); });
     var pc = [['p50', '#2ca02c'], ['p90', '#1f77b4'], ['p99', '#ff7f0e'], ['p999', '#d62728'], ['max', '#7f7f7f']];
+    var alsoOf = {};
+    model.runs.forEach(function (r) { (r.latency || []).forEach(function (l) { if (l.also && l.also.length) alsoOf[l.kind] = l.also; }); });
     kinds.forEach(function (kind) {
-      out.push({ id: 'latency-' + kind, title: 'Latency percentiles over time (' + kind + ')', unit: 'ms',
+      var also = alsoOf[kind] ? ' = ' + alsoOf[kind].join(' = ') + ' (identical)' : '';
+      out.push({ id: 'latency-' + kind, title: 'Latency percentiles over time (' + kind + also + ')', unit: 'ms',
         lines: runsLines(function (r) {
           var ls = (r.latency || []).filter(function (l) { return l.kind === kind; })[0];
           if (!ls) return [];
@@ -252,7 +278,7 @@
         xfmt: function (u, vals) { return vals.map(function (v) { return v == null ? '' : pctLabel(1 - 1 / v); }); },
         lines: runsLines(function (r) {
           return (r.distribution || []).map(function (d, i) {
-            return { label: d.kind, x: d.p.map(function (p) { return 1 / (1 - p); }), y: d.ms, color: PALETTE[i % PALETTE.length] };
+            return { label: d.kind + (d.also && d.also.length ? ' = ' + d.also.join(' = ') : ''), x: d.p.map(function (p) { return 1 / (1 - p); }), y: d.ms, color: PALETTE[i % PALETTE.length] };
           });
         }) });
     }

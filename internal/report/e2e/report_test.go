@@ -77,7 +77,11 @@ func expectCharts(m *report.Model) map[string]wantChart {
 			add("server-"+g.Group+"-"+strings.ReplaceAll(g.Unit, " ", "-"), ri, names(g.Series)...)
 		}
 		for _, d := range r.Dist {
-			add("distribution", ri, d.Kind)
+			label := d.Kind
+			for _, a := range d.Also {
+				label += " = " + a
+			}
+			add("distribution", ri, label)
 			var x []float64
 			for _, p := range d.Percentile {
 				x = append(x, 1/(1-p))

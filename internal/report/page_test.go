@@ -1,0 +1,139 @@
+package report
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/result"
+)
+
+// handshakeEnvelope is a handshake-bench-shaped run of n intervals of secs seconds: every attempt
+// timed as attempt and, when ok, as connect_handshake too. failEvery > 0 fails every failEvery-th
+// attempt (timed as attempt only).
+func handshakeEnvelope(n int, secs float64, perIv int, failEvery int) *result.Envelope {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	env := &result.Envelope{Format: result.Format, Harness: "linkkeys", Command: "handshake-bench", Target: "127.0.0.1:1",
+		StartedAt: start, EndedAt: start.Add(time.Duration(float64(n) * secs * float64(time.Second))), IntervalSecs: secs,
+		Classes:    []string{"success", "network"},
+		Histograms: map[string]*hist.Histogram{"attempt": hist.New(), "connect_handshake": hist.New()}, Totals: map[string]int64{}}
+	for i := range n {
+		iv := result.Interval{T: float64(i) * secs, Secs: secs, Counts: map[string]int64{},
+			Latency: map[string]*hist.Histogram{"attempt": hist.New(), "connect_handshake": hist.New()}}
+		for k := range perIv {
+			us := int64(300 + 37*k + 11*i)
+			iv.Latency["attempt"].RecordMicros(us)
+			if failEvery > 0 && k%failEvery == 0 {
+				iv.Counts["network"]++
+				continue
+			}
+			iv.Latency["connect_handshake"].RecordMicros(us)
+			iv.Counts["success"]++
+		}
+		for k, h := range iv.Latency {
+			env.Histograms[k].Merge(h)
+		}
+		for k, v := range iv.Counts {
+			env.Totals[k] += v
+		}
+		env.Intervals = append(env.Intervals, iv)
+	}
+	return env
+}
+
+func kinds(rv *RunView) (lat, dist []string) {
+	for _, l := range rv.Latency {
+		lat = append(lat, l.Kind)
+	}
+	for _, d := range rv.Dist {
+		dist = append(dist, d.Kind)
+	}
+	return lat, dist
+}
+
+// TestIdenticalLatencyKindsDrawnOnce: when every attempt succeeded, attempt and connect_handshake
+// are the same histogram; the page draws it once, under the success kind, naming the other. When
+// some attempts failed the two differ and both are drawn.
+func TestIdenticalLatencyKindsDrawnOnce(t *testing.T) {
+	env := handshakeEnvelope(5, 1, 40, 0)
+	rv := runView("a", env, []part{{env: env}}, nil, nil)
+	lat, dist := kinds(rv)
+	if !slices.Equal(lat, []string{"connect_handshake"}) || !slices.Equal(dist, []string{"connect_handshake"}) {
+		t.Fatalf("latency kinds %v, distributions %v: want connect_handshake once", lat, dist)
+	}
+	if !slices.Equal(rv.Latency[0].Also, []string{"attempt"}) || !slices.Equal(rv.Dist[0].Also, []string{"attempt"}) {
+		t.Errorf("also %v / %v, want [attempt]", rv.Latency[0].Also, rv.Dist[0].Also)
+	}
+	if rv.Headline.Kind != "connect_handshake" {
+		t.Errorf("headline kind %q", rv.Headline.Kind)
+	}
+
+	env = handshakeEnvelope(5, 1, 40, 4)
+	rv = runView("b", env, []part{{env: env}}, nil, nil)
+	lat, dist = kinds(rv)
+	slices.Sort(lat)
+	slices.Sort(dist)
+	if !slices.Equal(lat, []string{"attempt", "connect_handshake"}) || !slices.Equal(dist, lat) {
+		t.Errorf("latency kinds %v, distributions %v: with failures both kinds differ and are drawn", lat, dist)
+	}
+	for _, l := range rv.Latency {
+		if len(l.Also) > 0 {
+			t.Errorf("%s also %v, want none", l.Kind, l.Also)
+		}
+	}
+}
+
+// TestMergedTailRateUsesItsLength: a short last interval folded into the one before is one row
+// whose throughput is its operations over the merged length, and a server counter growing at a
+// steady rate draws that rate in it (not twice it: the growth of two samples over one interval).
+func TestMergedTailRateUsesItsLength(t *testing.T) {
+	const perSec = 200.0
+	for _, secs := range []float64{1, 0.1} {
+		env := handshakeEnvelope(6, secs, int(perSec*secs), 0)
+		// The engine samples the server when an interval closes and attaches the sample to the next
+		// one (the last interval's sample is taken after the load): counter = perSec × sample time.
+		for i := range env.Intervals {
+			iv := &env.Intervals[i]
+			at := iv.T
+			if i == len(env.Intervals)-1 {
+				iv.Secs = secs / 5 // the run's end cut the last interval short
+				at = iv.T + iv.Secs
+				for k, h := range iv.Latency {
+					h.Reset()
+					h.RecordMicros(400)
+					iv.Latency[k] = h
+				}
+				iv.Counts = map[string]int64{"success": int64(perSec * iv.Secs)}
+			}
+			iv.Server = map[string]float64{"handshakes_total": perSec * at}
+		}
+		rv := runView("a", env, []part{{env: env}}, nil, nil)
+		if len(rv.T) != 5 {
+			t.Fatalf("interval %v: %d rows, want the short tail folded into 5", secs, len(rv.T))
+		}
+		if got, want := rv.T[4], 5*secs+secs/5; math.Abs(got-want) > 1e-9 {
+			t.Errorf("interval %v: last row ends at %v, want %v", secs, got, want)
+		}
+		if thr := rv.Throughput[4]; math.Abs(thr-perSec) > perSec*0.01 {
+			t.Errorf("interval %v: merged row throughput %v/s, want %v/s (operations over the merged length)", secs, thr, perSec)
+		}
+		var rates nums
+		for _, g := range rv.Server {
+			for _, s := range g.Series {
+				if s.Name == "handshakes_total" {
+					rates = s.Values
+				}
+			}
+		}
+		if len(rates) != 5 {
+			t.Fatalf("interval %v: handshakes_total drawn as %v", secs, rates)
+		}
+		for i, v := range rates[1:] {
+			if math.Abs(v-perSec) > perSec*0.01 {
+				t.Errorf("interval %v: row %d server rate %v/s, want %v/s", secs, i+1, v, perSec)
+			}
+		}
+	}
+}
