@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +137,70 @@ func TestMergedTailRateUsesItsLength(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCombinedOpensOnSummary: a combined page starts with a summary tab, one row per report with
+// its verdict, key figure and warnings; refusals by design are a warning of their own, not
+// failures; every tab is a #tab=NAME link, names unique.
+func TestCombinedOpensOnSummary(t *testing.T) {
+	env := handshakeEnvelope(4, 1, 50, 0)
+	env.Classes = append(env.Classes, result.ClassRefused)
+	for i := range env.Intervals {
+		env.Intervals[i].Counts[result.ClassRefused] = 300
+		env.Totals[result.ClassRefused] += 300
+	}
+	lk := must(HTML([]Source{{"lk.json", encode(t, env)}}, HTMLOptions{Title: "handshakes"}))
+	failing := synthResults(3, 40)
+	kc := must(HTML([]Source{{"kc.json", encode(t, failing)}}, HTMLOptions{}))
+	page, err := Combined("demo", []Part{{"LinkKeys handshake-bench", lk}, {"Keycast run", kc}, {"Keycast run", kc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	nav := s[strings.Index(s, "<nav>"):strings.Index(s, "</nav>")]
+	for _, want := range []string{`href="#tab=summary"`, `href="#tab=linkkeys-handshake-bench"`, `href="#tab=keycast-run"`, `href="#tab=keycast-run-2"`} {
+		if !strings.Contains(nav, want) {
+			t.Errorf("nav lacks %s: %s", want, nav)
+		}
+	}
+	if strings.Index(nav, "#tab=summary") > strings.Index(nav, "#tab=linkkeys") {
+		t.Error("the summary tab is not first")
+	}
+	if strings.Count(s, "<iframe ") != 3 || strings.Count(s, `<tr><td><a href="#tab=`) != 3 {
+		t.Errorf("want 3 frames and 3 summary rows")
+	}
+	m := pageData(t, lk)
+	row := Summarize("lk", m)
+	h := m.Runs[0].Headline
+	if row.Verdict != "ok" || !row.OK || h.Failures != 0 || h.Refused != 1200 {
+		t.Errorf("limiter-heavy run: verdict %q ok %v, headline failures %d refused %d; want ok, 0 failures, 1,200 refused",
+			row.Verdict, row.OK, h.Failures, h.Refused)
+	}
+	if !strings.Contains(row.Key, "50.0 handshakes/s") || len(row.Warnings) != 1 || !strings.HasPrefix(row.Warnings[0], "refused by design: 1,200") {
+		t.Errorf("key %q warnings %q: want 50.0 handshakes/s and one refusal warning", row.Key, row.Warnings)
+	}
+	kr := Summarize("kc", pageData(t, kc))
+	if kr.OK || kr.Verdict != "failures" || !slices.ContainsFunc(kr.Warnings, func(w string) bool { return strings.HasPrefix(w, "failures: ") }) {
+		t.Errorf("a run with network failures: %+v", kr)
+	}
+	if _, err := Combined("x", []Part{{"not a report", []byte("<html></html>")}}); err == nil || !strings.Contains(err.Error(), "not a report") {
+		t.Errorf("a part that is no report page: %v", err)
+	}
+}
+
+// FuzzPageModel: reading a page's model back never panics and fails with a message on anything
+// but a page's data element holding a model.
+func FuzzPageModel(f *testing.F) {
+	f.Add([]byte(`<script id="lp-data" type="application/json">{"title":"x","runs":[]}</script>`))
+	f.Add([]byte(`<script id="lp-data" type="application/json">{"title":`))
+	f.Add([]byte(`<html></html>`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := PageModel(b)
+		if (m == nil) == (err == nil) {
+			t.Fatalf("model %v and error %v", m, err)
+		}
+		if err == nil {
+			Summarize("fuzz", m)
+		}
+	})
 }
