@@ -342,7 +342,37 @@ func capacityModel(m *Model, l *loaded) error {
 	}
 	m.Runs = []*RunView{rv}
 	m.Capacity = cv
+	labelPhases(cv.Phases)
 	return nil
+}
+
+// labelPhases gives each phase its label for the chart bands: its name without the prefix every
+// phase's name shares ("kc-capacity-warmup", "kc-capacity-spike" are "warmup", "spike"), cut
+// at a separator so that no label starts mid-word; the whole name where nothing would be left.
+func labelPhases(phases []*PhaseView) {
+	if len(phases) < 2 {
+		for _, p := range phases {
+			p.Label = p.Name
+		}
+		return
+	}
+	prefix := phases[0].Name
+	for _, p := range phases[1:] {
+		n := 0
+		for n < len(prefix) && n < len(p.Name) && prefix[n] == p.Name[n] {
+			n++
+		}
+		prefix = prefix[:n]
+	}
+	// Cut back to just after the last separator in the shared part.
+	cut := strings.LastIndexAny(prefix, "-_ .:/")
+	prefix = prefix[:cut+1]
+	for _, p := range phases {
+		p.Label = p.Name
+		if rest := strings.TrimLeft(p.Name[len(prefix):], "-_ .:/"); rest != "" {
+			p.Label = rest
+		}
+	}
 }
 
 func addTo(dst, src map[string]int64) map[string]int64 {

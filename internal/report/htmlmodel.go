@@ -177,7 +177,9 @@ type CapacityView struct {
 
 // PhaseView is one capacity phase: its band on the time axis and its checks.
 type PhaseView struct {
-	Name         string            `json:"name"`
+	Name string `json:"name"`
+	// Label is the name as the chart bands show it: without the prefix all phases share.
+	Label        string            `json:"label"`
 	Kind         string            `json:"kind"`
 	Passed       bool              `json:"passed"`
 	Start        num               `json:"start"`

@@ -204,3 +204,28 @@ func FuzzPageModel(f *testing.F) {
 		}
 	})
 }
+
+// TestPhaseLabelsWithoutCommonPrefix: band labels drop the prefix all phase names share, cut at a
+// separator; a name that would be left empty keeps its whole name.
+func TestPhaseLabelsWithoutCommonPrefix(t *testing.T) {
+	for _, c := range []struct{ names, want []string }{
+		{[]string{"kc-capacity-warmup", "kc-capacity-steady", "kc-capacity-spike"}, []string{"warmup", "steady", "spike"}},
+		{[]string{"step-10", "step-11", "step-12"}, []string{"10", "11", "12"}},
+		{[]string{"steady", "spike"}, []string{"steady", "spike"}},
+		{[]string{"load", "load-2"}, []string{"load", "load-2"}}, // the prefix is a whole name: kept
+		{[]string{"only-one"}, []string{"only-one"}},
+	} {
+		var ps []*PhaseView
+		for _, n := range c.names {
+			ps = append(ps, &PhaseView{Name: n})
+		}
+		labelPhases(ps)
+		var got []string
+		for _, p := range ps {
+			got = append(got, p.Label)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%q: labels %q, want %q", c.names, got, c.want)
+		}
+	}
+}
