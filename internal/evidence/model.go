@@ -61,6 +61,11 @@ type Phase struct {
 	StopChecks   []Check           `json:"stop_checks"`
 	LiveStop     *result.StopEvent `json:"live_stop"`
 	Server       *Server           `json:"server"`
+	// PlannedSecs is the phase's planned length, ElapsedSecs how long its load ran, Overran that
+	// it ran more than twice as long as planned (capacity.Overran); zero in bundles written before.
+	PlannedSecs float64 `json:"planned_secs"`
+	ElapsedSecs float64 `json:"elapsed_secs"`
+	Overran     bool    `json:"overran"`
 	// Results are the phase's results as evidence.json embeds them, in the harness's own result
 	// form (both carry the shared result.Envelope at their top level); null when the phase has none.
 	Results json.RawMessage `json:"results"`

@@ -261,9 +261,11 @@ func capacityModel(m *Model, l *loaded) error {
 	var parts []part
 	var first time.Time
 	var cursor float64
+	var refused map[string]int64
 	for _, ph := range ev.Phases {
 		pv := &PhaseView{Name: ph.Name, Kind: ph.Kind, Passed: ph.Passed, StopBreached: ph.StopBreached,
-			Interrupted: ph.Interrupted, LiveStop: ph.LiveStop, Start: num(cursor), End: num(cursor)}
+			Interrupted: ph.Interrupted, LiveStop: ph.LiveStop, Start: num(cursor), End: num(cursor),
+			PlannedSecs: num(ph.PlannedSecs), ElapsedSecs: num(ph.ElapsedSecs), Overran: ph.Overran}
 		if ph.Error != nil {
 			pv.Error = *ph.Error
 		}
@@ -289,7 +291,11 @@ func capacityModel(m *Model, l *loaded) error {
 			}
 			pv.Start, pv.End = num(off), num(end)
 			cursor = end
-			pv.Headline = headlineOf(env.Totals, env.Histograms, env.Elapsed(), r.Stop, nil)
+			pv.Headline = headlineOf(env.Totals, env.Histograms, env.Elapsed(), r.Stop, r.refused)
+			refused = addTo(refused, r.refused)
+			if pv.ElapsedSecs == 0 && !ph.Overran {
+				pv.ElapsedSecs = num(env.Elapsed().Seconds()) // a bundle written before phases recorded it
+			}
 			// Phases are not segments of one run: sum their figures without the interval merge.
 			whole.Totals = addTo(whole.Totals, env.Totals)
 			whole.Causes = addTo(whole.Causes, env.Causes)
@@ -325,17 +331,48 @@ func capacityModel(m *Model, l *loaded) error {
 	if ev.Machine != nil && len(whole.Machines) == 0 {
 		whole.Machines = []machine.Record{*ev.Machine}
 	}
-	rv := runView(cv.Profile, whole, parts, nil, nil)
+	rv := runView(cv.Profile, whole, parts, nil, refused)
 	rv.Command = "capacity"
 	// The headline's duration is the axis the phases cover, not the first start to the last end
 	// of files that may have been written apart.
 	rv.Headline.DurationS = num(cursor)
 	if cursor > 0 {
-		rv.Headline.Throughput = num(float64(rv.Headline.Operations) / cursor)
+		rv.Headline.Throughput = num(float64(rv.Headline.Succeeded) / cursor)
+		rv.Headline.OfferedRate = num(float64(rv.Headline.Operations) / cursor)
 	}
 	m.Runs = []*RunView{rv}
 	m.Capacity = cv
+	labelPhases(cv.Phases)
 	return nil
+}
+
+// labelPhases gives each phase its label for the chart bands: its name without the prefix every
+// phase's name shares ("kc-capacity-warmup", "kc-capacity-spike" are "warmup", "spike"), cut
+// at a separator so that no label starts mid-word; the whole name where nothing would be left.
+func labelPhases(phases []*PhaseView) {
+	if len(phases) < 2 {
+		for _, p := range phases {
+			p.Label = p.Name
+		}
+		return
+	}
+	prefix := phases[0].Name
+	for _, p := range phases[1:] {
+		n := 0
+		for n < len(prefix) && n < len(p.Name) && prefix[n] == p.Name[n] {
+			n++
+		}
+		prefix = prefix[:n]
+	}
+	// Cut back to just after the last separator in the shared part.
+	cut := strings.LastIndexAny(prefix, "-_ .:/")
+	prefix = prefix[:cut+1]
+	for _, p := range phases {
+		p.Label = p.Name
+		if rest := strings.TrimLeft(p.Name[len(prefix):], "-_ .:/"); rest != "" {
+			p.Label = rest
+		}
+	}
 }
 
 func addTo(dst, src map[string]int64) map[string]int64 {
@@ -406,15 +443,28 @@ func Page(m *Model) ([]byte, error) {
 
 // phaseResults decodes a phase's embedded results for drawing: both harnesses' results carry the
 // shared envelope at their top level, which is all a capacity page draws (with the stop event).
-func phaseResults(ph evidence.Phase) *keycastresult.Results {
+func phaseResults(ph evidence.Phase) *phaseResult {
 	if len(ph.Results) == 0 || string(ph.Results) == "null" {
 		return nil
 	}
-	var r keycastresult.Results
-	if json.Unmarshal(ph.Results, &r) != nil {
+	var r phaseResult
+	if json.Unmarshal(ph.Results, &r.Results) != nil {
 		return nil
 	}
+	// A LinkKeys phase's refusals by design by reason (its results' refused field).
+	var lk struct {
+		Refused map[string]int64 `json:"refused"`
+	}
+	if json.Unmarshal(ph.Results, &lk) == nil {
+		r.refused = lk.Refused
+	}
 	return &r
+}
+
+// phaseResult is a phase's results as a capacity page draws them.
+type phaseResult struct {
+	keycastresult.Results
+	refused map[string]int64
 }
 
 // LoadEnvelope reads one result file of either harness (not an evidence bundle) as its envelope,

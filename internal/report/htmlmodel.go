@@ -93,11 +93,13 @@ const MaxSeriesPerChart = 24
 // LatencySeries holds one latency kind's percentiles over time.
 type LatencySeries struct {
 	Kind string `json:"kind"`
-	P50  nums   `json:"p50"`
-	P90  nums   `json:"p90"`
-	P99  nums   `json:"p99"`
-	P999 nums   `json:"p999"`
-	Max  nums   `json:"max"`
+	// Also names the kinds identical to this one (drawn once, under Kind).
+	Also []string `json:"also,omitempty"`
+	P50  nums     `json:"p50"`
+	P90  nums     `json:"p90"`
+	P99  nums     `json:"p99"`
+	P999 nums     `json:"p999"`
+	Max  nums     `json:"max"`
 }
 
 // ServerGroup is one panel of server samples (memory, connections, buffers, shedding, other).
@@ -110,7 +112,8 @@ type ServerGroup struct {
 // Distribution is one latency kind's percentile distribution, HdrHistogram's form: the value at
 // each percentile step, plotted against 1/(1-percentile) on a log axis.
 type Distribution struct {
-	Kind string `json:"kind"`
+	Kind string   `json:"kind"`
+	Also []string `json:"also,omitempty"`
 	// Percentile is written in full: rounding would fold the steps near 100 % together.
 	Percentile []float64 `json:"p"`
 	Ms         nums      `json:"ms"`
@@ -175,7 +178,9 @@ type CapacityView struct {
 
 // PhaseView is one capacity phase: its band on the time axis and its checks.
 type PhaseView struct {
-	Name         string            `json:"name"`
+	Name string `json:"name"`
+	// Label is the name as the chart bands show it: without the prefix all phases share.
+	Label        string            `json:"label"`
 	Kind         string            `json:"kind"`
 	Passed       bool              `json:"passed"`
 	Start        num               `json:"start"`
@@ -186,6 +191,11 @@ type PhaseView struct {
 	LiveStop     *result.StopEvent `json:"live_stop,omitempty"`
 	Checks       []CheckView       `json:"checks"`
 	Headline     Headline          `json:"headline"`
+	// PlannedSecs is the phase's planned length and ElapsedSecs how long its load ran (0 when the
+	// bundle does not record them); Overran says it ran more than twice as long as planned.
+	PlannedSecs num  `json:"planned_secs"`
+	ElapsedSecs num  `json:"elapsed_secs"`
+	Overran     bool `json:"overran,omitempty"`
 }
 
 // CheckView is one check row.
@@ -269,7 +279,11 @@ var timePercentiles = []float64{50, 90, 99, 99.9, 100}
 // that Prometheus counters (names ending in _total) are drawn as rates.
 type timeline struct {
 	prevServer map[string]float64
-	prevT      float64
+	// prevT is when the previous server sample was taken, on the drawn axis.
+	prevT float64
+	// nominal is the interval length the result records (interval_secs): the rate of an interval
+	// that does not record its own length. 0 means 1 s.
+	nominal float64
 	// firstServer holds each server counter's first sample of the run: counters are drawn as their
 	// growth since then, not as totals since the server started (which carry earlier runs).
 	firstServer map[string]float64
@@ -365,11 +379,25 @@ func serverCounter(name string) bool {
 // row reduces iv, which starts offset seconds into the drawn axis. running holds the connection
 // counters' running totals and is updated.
 func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]float64) Row {
+	return tl.rowAt(iv, offset, running, false)
+}
+
+// rowAt is row; sampledAtEnd says iv's server sample was taken when it closed (the engine's last
+// interval: the sample after the load). The engine takes every other sample when the interval
+// before closes and attaches it to the next one, so a sample's time is its interval's start: a
+// server counter's rate is its growth over the time between two samples, not between two rows
+// (which, where the short last interval is folded into the one before, would count the growth of
+// two intervals over the length of one and draw the rate doubled).
+func (tl *timeline) rowAt(iv *result.Interval, offset float64, running map[string]float64, sampledAtEnd bool) Row {
 	secs := iv.Secs
 	if secs <= 0 {
-		secs = 1
+		secs = cmp.Or(tl.nominal, 1)
 	}
-	r := Row{T: num(offset + iv.T + iv.Secs), Throughput: num(float64(iv.Total()) / secs)}
+	sampleT := offset + iv.T
+	if sampledAtEnd {
+		sampleT += secs
+	}
+	r := Row{T: num(offset + iv.T + secs), Throughput: num(float64(iv.Total()) / secs)}
 	if len(iv.Latency) > 0 {
 		r.Latency = make(map[string][5]num, len(iv.Latency))
 		for kind, h := range iv.Latency {
@@ -424,7 +452,7 @@ func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]
 			key := g + "|" + u + "|" + k
 			if u == "per second" {
 				prev, ok := tl.prevServer[k]
-				dt := float64(r.T) - tl.prevT
+				dt := sampleT - tl.prevT
 				if !ok || dt <= 0 || v < prev {
 					continue // the first sample of a counter (or a restart) has no rate yet
 				}
@@ -442,7 +470,7 @@ func (tl *timeline) row(iv *result.Interval, offset float64, running map[string]
 				r.Server[key] = num(v)
 			}
 		}
-		tl.prevServer, tl.prevT = iv.Server, float64(r.T)
+		tl.prevServer, tl.prevT = iv.Server, sampleT
 	}
 	return r
 }
@@ -496,7 +524,9 @@ func foldShortTail(ivs []result.Interval, nominal float64) []result.Interval {
 	if nominal <= 0 {
 		nominal = 1
 	}
-	if n < 2 || ivs[n-1].Secs >= nominal/2 {
+	// An interval that does not record its length cannot be told short (nor its rate computed
+	// from a merged length): such files are drawn as they are.
+	if n < 2 || ivs[n-1].Secs >= nominal/2 || ivs[n-1].Secs <= 0 || ivs[n-2].Secs <= 0 {
 		return ivs
 	}
 	a, b := ivs[n-2], ivs[n-1]
@@ -609,9 +639,13 @@ func (c *columns) finish(classOrder []string, causeTotals map[string]int64) {
 		return cmp.Or(cmp.Compare(orderOf(groupOrder, a.Group), orderOf(groupOrder, b.Group)), strings.Compare(a.Unit, b.Unit))
 	})
 	for _, g := range rv.Server {
+		// A series that is zero throughout says nothing (a limiter that never fired, a counter of
+		// an unused feature) and is dropped, in every group.
+		g.Series = slices.DeleteFunc(g.Series, func(s *Series) bool { return zeroPts(s.pts) })
 		if g.Group == "other" {
-			// "other" server samples can be many (runtime gauges); keep the ones that move.
-			g.Series = slices.DeleteFunc(g.Series, func(s *Series) bool { return flatPts(s.pts) })
+			// "other" server samples can be many (runtime gauges); keep the gauges that move, and
+			// every rate that is not zero (a steady rate is a figure).
+			g.Series = slices.DeleteFunc(g.Series, func(s *Series) bool { return g.Unit != "per second" && flatPts(s.pts) })
 			slices.SortFunc(g.Series, func(a, b *Series) int { return strings.Compare(a.Name, b.Name) })
 			if len(g.Series) > 12 {
 				g.Series = g.Series[:12]
@@ -674,6 +708,16 @@ func magnitude(s *Series) float64 {
 		}
 	}
 	return t
+}
+
+// zeroPts reports whether a series has no point other than zero (or a gap).
+func zeroPts(ps []pt) bool {
+	for _, p := range ps {
+		if p.v != 0 && !math.IsNaN(p.v) {
+			return false
+		}
+	}
+	return true
 }
 
 // flatPts reports whether a series' points never change.
@@ -857,16 +901,70 @@ func runView(label string, env *result.Envelope, parts []part, stop *result.Stop
 		if i > 0 {
 			cols.gap(p.offset) // a pause between phases is a gap, not a line across it
 		}
-		tl := timeline{attempts: attemptRun(env.Harness, env.Command, env.Classes)}
+		tl := timeline{attempts: attemptRun(env.Harness, env.Command, env.Classes), nominal: p.env.IntervalSecs}
 		running := map[string]float64{}
 		ivs := foldShortTail(p.env.Intervals, p.env.IntervalSecs)
 		for j := range ivs {
-			cols.add(tl.row(&ivs[j], p.offset, running))
+			cols.add(tl.rowAt(&ivs[j], p.offset, running, j == len(ivs)-1))
 		}
 	}
 	cols.finish(env.Classes, env.Causes)
 	rv.Dist = distributions(env.Histograms)
+	sameKinds(rv, env.Histograms)
 	return rv
+}
+
+// sameKinds draws a latency kind identical to another (the same histogram over the run, the same
+// percentiles in every interval: a handshake-bench whose every attempt succeeded times attempt and
+// connect_handshake alike) once: under the name the headline would quote (a success kind before
+// "attempt"), the other names listed in its Also.
+func sameKinds(rv *RunView, hs map[string]*hist.Histogram) {
+	same := func(a, b string) bool {
+		ha, hb := hs[a], hs[b]
+		return ha != nil && hb != nil && ha.Count() > 0 && slices.Equal(ha.Buckets(), hb.Buckets())
+	}
+	rank := func(kind string) int { return orderOf(successKinds, kind) }
+	into := map[string]string{} // a kind drawn under another's name -> that name
+	var kept []*LatencySeries
+	for _, ls := range rv.Latency {
+		i := slices.IndexFunc(kept, func(k *LatencySeries) bool { return same(k.Kind, ls.Kind) && sameSeries(k, ls) })
+		if i < 0 {
+			kept = append(kept, ls)
+			continue
+		}
+		k := kept[i]
+		if rank(ls.Kind) < rank(k.Kind) {
+			ls.Also = append(append(ls.Also, k.Kind), k.Also...)
+			k.Also = nil
+			for a, b := range into {
+				if b == k.Kind {
+					into[a] = ls.Kind
+				}
+			}
+			into[k.Kind] = ls.Kind
+			kept[i] = ls
+		} else {
+			k.Also = append(k.Also, ls.Kind)
+			into[ls.Kind] = k.Kind
+		}
+	}
+	rv.Latency = kept
+	also := map[string][]string{}
+	for _, k := range kept {
+		also[k.Kind] = k.Also
+	}
+	rv.Dist = slices.DeleteFunc(rv.Dist, func(d *Distribution) bool { _, gone := into[d.Kind]; return gone })
+	for _, d := range rv.Dist {
+		d.Also = also[d.Kind]
+	}
+}
+
+// sameSeries reports whether two latency kinds draw the same lines.
+func sameSeries(a, b *LatencySeries) bool {
+	eq := func(x, y nums) bool {
+		return slices.EqualFunc(x, y, func(p, q float64) bool { return p == q || math.IsNaN(p) && math.IsNaN(q) })
+	}
+	return eq(a.P50, b.P50) && eq(a.P90, b.P90) && eq(a.P99, b.P99) && eq(a.P999, b.P999) && eq(a.Max, b.Max)
 }
 
 // keycastExtra lists a Keycast results file's own figures for the run's details.

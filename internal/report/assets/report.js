@@ -72,6 +72,8 @@
   }
 
   // ---------- charts ----------
+  // MIN_CHART_POINTS: a series with fewer points is shown as a table, not a chart.
+  var MIN_CHART_POINTS = 3;
   function seriesColor(name, i) { return CLASS_COLORS[name] || PALETTE[i % PALETTE.length]; }
 
   // bands draws the capacity phases as shaded spans with their names and pass/fail, and the stop
@@ -89,9 +91,14 @@
             var x0 = u.valToPos(p.start, 'x', true), x1 = u.valToPos(p.end, 'x', true);
             ctx.fillStyle = p.passed ? (i % 2 ? 'rgba(44,160,44,0.10)' : 'rgba(44,160,44,0.16)') : 'rgba(214,39,40,0.14)';
             ctx.fillRect(x0, top, x1 - x0, h);
-            ctx.fillStyle = p.passed ? '#11772d' : '#b3261e';
+            ctx.fillStyle = p.passed && !p.overran ? '#11772d' : '#b3261e';
             ctx.font = (11 * devicePixelRatio) + 'px system-ui, sans-serif';
-            ctx.fillText(p.name + (p.passed ? ' ✓' : ' ✗'), x0 + 4 * devicePixelRatio, top + 12 * devicePixelRatio);
+            // The label only where it fits in its band (labels of short phases would run into
+            // each other): the short name, else the phase's number.
+            var room = x1 - x0 - 6 * devicePixelRatio;
+            var label = (p.label || p.name) + (p.passed ? ' ✓' : ' ✗') + (p.overran ? ' OVERRAN' : '');
+            if (ctx.measureText(label).width > room) label = String(i + 1);
+            if (ctx.measureText(label).width <= room) ctx.fillText(label, x0 + 4 * devicePixelRatio, top + 12 * devicePixelRatio);
           });
           ctx.restore();
         }],
@@ -126,6 +133,23 @@
     return function (u, vals) { return vals.map(si); };
   }
 
+  // WIDE_RANGE: values spanning this factor or more (and all above zero) are drawn on a log axis,
+  // where a 20 µs median and a 2 s stall both show.
+  var WIDE_RANGE = 100;
+  function wideRange(ys) {
+    var lo = Infinity, hi = -Infinity;
+    for (var i = 0; i < ys.length; i++) {
+      for (var j = 0; j < ys[i].length; j++) {
+        var v = ys[i][j];
+        if (v == null || !isNum(v)) continue;
+        if (v <= 0) return false;
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+    }
+    return hi / lo >= WIDE_RANGE;
+  }
+
   function chartWidth(box) { return Math.max(320, (box.clientWidth || app.clientWidth || 1000) - 12); }
 
   function drawChart(parent, spec) {
@@ -145,8 +169,31 @@
     var data = buildData(lines);
     info.points = data[0].length;
     info.nonNull = data.slice(1).map(function (a) { return a.filter(function (v) { return v != null; }).length; });
-    var key = info.series.join('\u0000') + (spec.xlog ? 'log' : '');
+    var small = info.points < MIN_CHART_POINTS && !spec.xlog;
+    var ylog = !!spec.ylogWide && wideRange(data.slice(1));
+    info.ylog = ylog;
+    var key = info.series.join('\u0000') + (spec.xlog ? 'log' : '') + (small ? 'table' : '') + (ylog ? 'ylog' : '');
     var prev = charts[spec.id];
+    if (small) {
+      // Fewer points than make a line: a small table says as much without dots on an empty axis.
+      if (prev && prev.u) prev.u.destroy();
+      box.textContent = '';
+      box.className = 'chart small';
+      box.appendChild(el('div', { cls: 'ctitle', text: spec.title }));
+      var fy = spec.unit === 'bytes' ? bytes : spec.unit === 'ratio' ? function (v) { return isNum(v) ? fmt(v * 100) + ' %' : '—'; } : fmt;
+      var rows = data[0].map(function (x, i) {
+        return [fmt(x, 3)].concat(data.slice(1).map(function (ys) { return ys[i] == null ? '—' : fy(ys[i]); }));
+      });
+      var tb = table([spec.xlabel || 'seconds since start'].concat(info.series.map(function (s) { return s + (spec.unit && spec.unit !== 'bytes' ? ' (' + spec.unit + ')' : ''); })), rows,
+        [true].concat(info.series.map(function () { return true; })));
+      tb.className = 'small-series';
+      box.appendChild(tb);
+      charts[spec.id] = { el: box, key: key };
+      info.drawn = true;
+      info.table = true;
+      return info;
+    }
+    box.className = 'chart';
     if (prev && prev.u && prev.key === key) {
       prev.u.setData(data);
       info.drawn = true;
@@ -164,10 +211,10 @@
       width: chartWidth(box),
       height: spec.height || 260,
       series: series,
-      scales: { x: spec.xlog ? { time: false, distr: 3, log: 10 } : { time: false } },
+      scales: { x: spec.xlog ? { time: false, distr: 3, log: 10 } : { time: false }, y: ylog ? { distr: 3, log: 10 } : {} },
       axes: [
         { label: spec.xlabel || 'seconds since start', values: spec.xfmt },
-        { label: spec.unit, size: 70, values: yFormatter(spec.unit) }
+        { label: spec.unit + (ylog ? ' (log scale)' : ''), size: 70, values: yFormatter(spec.unit) }
       ],
       legend: { live: true },
       plugins: spec.bands === false ? [] : [bandsPlugin()].filter(Boolean)
@@ -201,8 +248,11 @@
     var kinds = [];
     model.runs.forEach(function (r) { (r.latency || []).forEach(function (l) { if (kinds.indexOf(l.kind) < 0) kinds.push(l.kind); }); });
     var pc = [['p50', '#2ca02c'], ['p90', '#1f77b4'], ['p99', '#ff7f0e'], ['p999', '#d62728'], ['max', '#7f7f7f']];
+    var alsoOf = {};
+    model.runs.forEach(function (r) { (r.latency || []).forEach(function (l) { if (l.also && l.also.length) alsoOf[l.kind] = l.also; }); });
     kinds.forEach(function (kind) {
-      out.push({ id: 'latency-' + kind, title: 'Latency percentiles over time (' + kind + ')', unit: 'ms',
+      var also = alsoOf[kind] ? ' = ' + alsoOf[kind].join(' = ') + ' (identical)' : '';
+      out.push({ id: 'latency-' + kind, title: 'Latency percentiles over time (' + kind + also + ')', unit: 'ms', ylogWide: true,
         lines: runsLines(function (r) {
           var ls = (r.latency || []).filter(function (l) { return l.kind === kind; })[0];
           if (!ls) return [];
@@ -252,7 +302,7 @@
         xfmt: function (u, vals) { return vals.map(function (v) { return v == null ? '' : pctLabel(1 - 1 / v); }); },
         lines: runsLines(function (r) {
           return (r.distribution || []).map(function (d, i) {
-            return { label: d.kind, x: d.p.map(function (p) { return 1 / (1 - p); }), y: d.ms, color: PALETTE[i % PALETTE.length] };
+            return { label: d.kind + (d.also && d.also.length ? ' = ' + d.also.join(' = ') : ''), x: d.p.map(function (p) { return 1 / (1 - p); }), y: d.ms, color: PALETTE[i % PALETTE.length] };
           });
         }) });
     }
@@ -276,8 +326,8 @@
       figs.push(['Refused by design', fmtInt(h.refused) + (by ? ' (' + by + ')' : '')]);
     }
     return figs.concat([
-      ['Duration', fmt(h.duration_s) + ' s'], ['p50', fmt(h.p50_ms) + ' ms'], ['p90', fmt(h.p90_ms) + ' ms'],
-      ['p99', fmt(h.p99_ms) + ' ms'], ['p99.9', fmt(h.p999_ms) + ' ms'], ['max', fmt(h.max_ms) + ' ms']
+      ['Duration', fmt(h.duration_s) + ' s'], ['p50', msText(h.p50_ms)], ['p90', msText(h.p90_ms)],
+      ['p99', msText(h.p99_ms)], ['p99.9', msText(h.p999_ms)], ['max', msText(h.max_ms)]
     ]);
   }
 
@@ -310,41 +360,75 @@
     }
   }
 
-  function capacitySection(root) {
+  // capacityVerdict: the verdict first (a loopback rehearsal is never certifiable, whatever its
+  // checks say), then the headline; the phases and checks come after it (capacityPhases).
+  function capacityVerdict(root) {
     var c = model.capacity;
     if (!c) return;
     root.appendChild(el('h2', { text: 'Capacity verdict' }));
-    var v = el('div', { cls: 'card verdict' }, [
+    var overran = c.phases.filter(function (p) { return p.overran; });
+    var v = el('div', { cls: 'card verdict', id: 'verdict' }, [
       el('span', { cls: c.passed ? 'pass' : 'fail', text: c.passed ? 'PASSED' : 'FAILED' }), '  certification ready: ',
       c.rehearsal ? el('span', { cls: 'fail', text: 'rehearsal: not certifiable (loopback target)' })
         : el('span', { cls: c.certification_ready ? 'pass' : 'fail', text: c.certification_ready ? 'yes' : 'no' }),
-      c.stopped_after_phase ? '  stopped after phase "' + c.stopped_after_phase + '" (' + (c.stop_reason || 'stop') + ')' : ''
+      c.stopped_after_phase ? '  stopped after phase "' + c.stopped_after_phase + '" (' + (c.stop_reason || 'stop') + ')' : '',
+      overran.length ? el('span', { cls: 'overran', text: '  OVERRAN: ' + overran.map(function (p) {
+        return p.name + ' ran ' + fmt(p.elapsed_secs, 1) + ' s of ' + fmt(p.planned_secs, 1) + ' s planned'; }).join('; ') }) : ''
     ]);
     root.appendChild(v);
     root.appendChild(el('div', { cls: 'sub', text: (c.scope || '') + (c.target ? ' — target ' + c.target : '') + (c.generated_at ? ' — generated ' + c.generated_at : '') }));
     if (c.blockers && c.blockers.length) {
       var ul = el('ul');
       c.blockers.forEach(function (b) { ul.appendChild(el('li', { text: b })); });
-      root.appendChild(el('details', { open: '' }, [el('summary', { text: 'Why certification is not ready' }), ul]));
+      root.appendChild(el('details', null, [el('summary', { text: 'Why certification is not ready (' + c.blockers.length + ')' }), ul]));
     }
+  }
+
+  function capacityPhases(root) {
+    var c = model.capacity;
+    if (!c) return;
     root.appendChild(el('h3', { text: 'Phases' }));
-    root.appendChild(table(['Phase', 'Kind', 'Result', 'From (s)', 'To (s)', 'Requests', 'Throughput', 'p50 ms', 'p99 ms', 'Success rate', 'Note'],
+    var pt = table(['Phase', 'Kind', 'Result', 'Planned (s)', 'Ran (s)', 'Served', 'Served /s', 'Refused by design', 'Failures', 'p50', 'p99', 'Note'],
       c.phases.map(function (p) {
         var h = p.headline || {};
         var note = p.error || (p.live_stop ? 'live stop: ' + (p.live_stop.metric || p.live_stop.reason) : '') || (p.interrupted ? 'interrupted' : '') || (p.stop_breached ? 'stop condition breached' : '');
-        return [p.name, p.kind, outcomeSpan(p.passed ? 'passed' : 'failed'), fmt(p.start, 1), fmt(p.end, 1), fmtInt(h.operations),
-          fmt(h.throughput), fmt(h.p50_ms), fmt(h.p99_ms), fmtPct(h.success_rate), note];
-      }), [false, false, false, true, true, true, true, true, true, true, false]));
+        var ran = el('span', { cls: p.overran ? 'overran' : '', text: fmt(p.elapsed_secs, 1) + (p.overran ? ' OVERRAN' : '') });
+        return [p.name, p.kind, outcomeSpan(p.passed ? 'passed' : 'failed'), p.planned_secs ? fmt(p.planned_secs, 1) : '—', ran,
+          fmtInt(h.succeeded), fmt(h.throughput), el('span', { cls: h.refused ? 'refused' : '', text: fmtInt(h.refused || 0) }), fmtInt(h.failures),
+          msText(h.p50_ms), msText(h.p99_ms), note];
+      }), [false, false, false, true, true, true, true, true, true, true, true, false]);
+    pt.id = 'phases';
+    root.appendChild(pt);
     root.appendChild(el('h3', { text: 'Checks' }));
-    var rows = [];
+    var all = [], open = [];
     c.phases.forEach(function (p) {
       (p.checks || []).forEach(function (ch) {
-        rows.push([p.name, ch.stop ? 'stop' : 'check', ch.metric, ch.comparison, fmt(ch.observed, 4), fmt(ch.limit, 4), outcomeSpan(ch.outcome)]);
+        var row = [p.name, ch.stop ? 'stop' : 'check', ch.metric, ch.comparison, fmt(ch.observed, 4), fmt(ch.limit, 4), outcomeSpan(ch.outcome)];
+        all.push(row);
+        if (ch.outcome !== 'passed') open.push(row);
       });
     });
-    var t = table(['Phase', 'Type', 'Metric', 'Comparison', 'Observed', 'Limit', 'Outcome'], rows, [false, false, false, false, true, true, false]);
-    t.id = 'checks';
-    root.appendChild(t);
+    var head = ['Phase', 'Type', 'Metric', 'Comparison', 'Observed', 'Limit', 'Outcome'], numeric = [false, false, false, false, true, true, false];
+    var passed = all.length - open.length;
+    root.appendChild(el('div', { cls: 'card', id: 'checks-folded' }, [
+      el('span', { cls: open.length ? 'fail' : 'pass', text: passed + ' of ' + all.length + ' checks passed' }),
+      open.length ? '; ' + open.length + ' failed or not tested, listed below' : '']));
+    if (open.length) {
+      var t = table(head, open, numeric);
+      t.id = 'checks';
+      root.appendChild(t);
+    }
+    var ta = table(head, all, numeric);
+    ta.id = 'checks-all';
+    root.appendChild(el('details', null, [el('summary', { text: 'Every check (' + all.length + ')' }), ta]));
+  }
+
+  // msText writes a latency in the unit that suits it (µs, ms, s).
+  function msText(ms) {
+    if (!isNum(ms)) return '—';
+    if (ms < 1) return fmt(ms * 1000) + ' µs';
+    if (ms >= 1000) return fmt(ms / 1000) + ' s';
+    return fmt(ms) + ' ms';
   }
 
   function detailsSection(root) {
@@ -390,10 +474,11 @@
       b.addEventListener('click', save);
       title.appendChild(b);
     }
-    capacitySection(app);
+    capacityVerdict(app);
     var hs = el('div', { id: 'headline-section' });
     app.appendChild(hs);
     headlineSection(hs);
+    capacityPhases(app);
     app.appendChild(el('h2', { text: 'Over time' }));
     chartRoot = el('div', { id: 'charts' });
     app.appendChild(chartRoot);

@@ -77,7 +77,11 @@ func expectCharts(m *report.Model) map[string]wantChart {
 			add("server-"+g.Group+"-"+strings.ReplaceAll(g.Unit, " ", "-"), ri, names(g.Series)...)
 		}
 		for _, d := range r.Dist {
-			add("distribution", ri, d.Kind)
+			label := d.Kind
+			for _, a := range d.Also {
+				label += " = " + a
+			}
+			add("distribution", ri, label)
 			var x []float64
 			for _, p := range d.Percentile {
 				x = append(x, 1/(1-p))
@@ -189,9 +193,39 @@ func TestReportsInBrowser(t *testing.T) {
 			for _, ph := range m.Capacity.Phases {
 				checks += len(ph.Checks)
 			}
-			rows, err := browser.Eval[int](p, `document.querySelectorAll('#checks tr').length`)
+			var open int
+			for _, ph := range m.Capacity.Phases {
+				for _, c := range ph.Checks {
+					if c.Outcome != "passed" {
+						open++
+					}
+				}
+			}
+			rows, err := browser.Eval[int](p, `document.querySelectorAll('#checks-all tr').length`)
 			if err != nil || rows != checks+1 || checks == 0 {
-				t.Errorf("checks table has %d rows (%v), want %d", rows, err, checks+1)
+				t.Errorf("every-check table has %d rows (%v), want %d", rows, err, checks+1)
+			}
+			// Passed checks fold into one line; only the others are listed.
+			rows, err = browser.Eval[int](p, `document.querySelectorAll('#checks tr').length`)
+			if want := map[bool]int{true: open + 1, false: 0}[open > 0]; err != nil || rows != want {
+				t.Errorf("checks table has %d rows (%v), want %d (the %d checks not passed)", rows, err, want, open)
+			}
+			line, err := browser.Eval[string](p, `document.getElementById('checks-folded').textContent`)
+			if want := fmt.Sprintf("%d of %d checks passed", checks-open, checks); err != nil || !strings.HasPrefix(line, want) {
+				t.Errorf("folded checks line %q (%v), want %q first", line, err, want)
+			}
+			// The verdict, then the headline, then the phases and checks.
+			order, err := browser.Eval[bool](p, `(function(){var v=document.getElementById('verdict'),h=document.getElementById('headline'),ph=document.getElementById('phases');`+
+				`return !!(v&&h&&ph) && !!(v.compareDocumentPosition(h)&Node.DOCUMENT_POSITION_FOLLOWING) && !!(h.compareDocumentPosition(ph)&Node.DOCUMENT_POSITION_FOLLOWING);})()`)
+			if err != nil || !order {
+				t.Errorf("the capacity page is not verdict, headline, phases in that order (%v)", err)
+			}
+			// The spike's 503s are the server's shedding by design: apart from the failures.
+			checkRefusalTiles(t, tiles(t, p, false), m.Runs[0].Headline)
+			for _, ph := range m.Capacity.Phases {
+				if ph.Label == "" || ph.PlannedSecs <= 0 {
+					t.Errorf("phase %s: label %q, planned %v s", ph.Name, ph.Label, ph.PlannedSecs)
+				}
 			}
 			if len(m.Capacity.Phases) != 6 {
 				t.Errorf("%d phases, want the rehearsal's 6", len(m.Capacity.Phases))
