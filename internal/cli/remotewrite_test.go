@@ -23,6 +23,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/remotewrite"
 	"github.com/loadproof/loadproof/internal/search"
@@ -333,5 +334,53 @@ func TestRemoteWriteSearchTrials(t *testing.T) {
 				t.Errorf("trial %s (%s): Prometheus total %v, its file %d", tr.File, phase, got, env.Total())
 			}
 		}
+	}
+}
+
+// TestRemoteWriteConnectionsHeld: a connections run streams the connections it holds through the
+// hold as loadproof_connections_held; Prometheus's highest reading is the run's held count.
+func TestRemoteWriteConnectionsHeld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and a connections run")
+	}
+	if remotewrite.HeldGauge != linkkeysresult.GaugeHeld || remotewrite.StreamSep != linkkeysresult.StreamSep {
+		t.Fatalf("remotewrite's gauge names (%q, %q) differ from linkkeysresult's (%q, %q)",
+			remotewrite.HeldGauge, remotewrite.StreamSep, linkkeysresult.GaugeHeld, linkkeysresult.StreamSep)
+	}
+	base := startPrometheus(t)
+	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	dir := t.TempDir()
+	info := filepath.Join(dir, "info.json")
+	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "c.json")
+	env, out, errOut := lkTestEnv()
+	if code := Run(context.Background(), LinkKeys, []string{"connections", "--info-file", info, "--count", "20", "--hold", "3s",
+		"--json", jsonPath, "--remote-write", base + "/api/v1/write"}, env); code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := linkkeysload.ReadResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	for _, iv := range res.Intervals {
+		held = max(held, iv.Gauges[linkkeysresult.GaugeHeld])
+	}
+	if held != 20 {
+		t.Fatalf("the result's timeline holds at most %d connections; want 20", held)
+	}
+	got := promQuery(t, base, fmt.Sprintf(`max_over_time(loadproof_connections_held{run_id=%q}[10m])`, res.RunID))
+	if int64(got) != held {
+		t.Errorf("Prometheus's highest loadproof_connections_held %v; the result held %d", got, held)
 	}
 }

@@ -240,6 +240,9 @@ func (w *Writer) Observe(iv *result.Interval) {
 	if iv.Server != nil {
 		w.server = maps.Clone(iv.Server)
 	}
+	if iv.Gauges != nil {
+		w.gauges = maps.Clone(iv.Gauges)
+	}
 	w.pending = true
 	if now.Sub(w.last) >= w.cfg.Every {
 		w.enqueue(now)
@@ -340,11 +343,14 @@ func (w *Writer) request(ts int64) *prompb.WriteRequest {
 		sample("loadproof_driver_events_total", float64(w.counters[k]), prompb.Label{Name: "event", Value: k})
 	}
 	for _, k := range slices.Sorted(maps.Keys(w.gauges)) {
-		if k == HeldGauge {
+		switch stream, ok := strings.CutSuffix(k, StreamSep+HeldGauge); {
+		case k == HeldGauge:
 			sample("loadproof_connections_held", float64(w.gauges[k]))
-			continue
+		case ok && stream != "":
+			sample("loadproof_connections_held", float64(w.gauges[k]), prompb.Label{Name: "stream", Value: stream})
+		default:
+			sample("loadproof_driver_gauge", float64(w.gauges[k]), prompb.Label{Name: "name", Value: k})
 		}
-		sample("loadproof_driver_gauge", float64(w.gauges[k]), prompb.Label{Name: "name", Value: k})
 	}
 	server := w.server
 	for _, k := range slices.Sorted(maps.Keys(server)) {
@@ -544,13 +550,17 @@ func (w *Writer) Endpoint() string {
 }
 
 // HeldGauge is the gauge the LinkKeys drivers name the connections held (linkkeysresult.GaugeHeld):
-// it is written as loadproof_connections_held; other gauges as loadproof_driver_gauge{name}.
-const HeldGauge = "held"
+// it is written as loadproof_connections_held, a combined run's stream's (STREAM/held,
+// linkkeysresult.StreamSep) with stream="STREAM"; other gauges as loadproof_driver_gauge{name}.
+const (
+	HeldGauge = "held"
+	StreamSep = "/"
+)
 
 // reservedLabels are the labels loadproof sets itself (and Prometheus's own): a --remote-write-label
 // may not name them.
 var reservedLabels = map[string]bool{"run_id": true, "harness": true, "command": true, "host": true, "outcome": true,
-	"kind": true, "cause": true, "event": true, "name": true, "le": true, "refused": true, "job": true, "instance": true}
+	"kind": true, "cause": true, "event": true, "name": true, "le": true, "refused": true, "stream": true, "job": true, "instance": true}
 
 // maxLabelText bounds a label flag; MaxLabels bounds how many a run adds.
 const (
