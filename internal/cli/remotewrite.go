@@ -72,6 +72,7 @@ func attachRemoteWrite(c *cobra.Command, env *Env, run dashboardRun) {
 			return usageError("--remote-write: %v", err)
 		}
 		ctx := engine.WithIntervalObserver(cmd.Context(), w.Observe)
+		ctx = engine.WithWorkerObserver(ctx, w.ObserveWorker) // a coordinated run's per-host series
 		// Each result file records its delivery: the queue drains (up to 10 s) before the file is
 		// written. A capacity plan writes a file per phase: each phase's series carry its name
 		// (phase="…") and count from zero, and its file records its own requests.

@@ -384,3 +384,36 @@ func TestRemoteWriteConnectionsHeld(t *testing.T) {
 		t.Errorf("Prometheus's highest loadproof_connections_held %v; the result held %d", got, held)
 	}
 }
+
+// TestRemoteWriteCoordinated: a coordinated run streams once, from the coordinator: the merged
+// series count every request once (equal to the merged result file), and per-worker series split
+// them by load machine (each worker's equal to its own segment, together the whole).
+func TestRemoteWriteCoordinated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus, NATS and workers")
+	}
+	base := startPrometheus(t)
+	srv := kctest.Start(t, keycastserver.Config{})
+	users := kcUsers(t, srv.URL, 4)
+	out := filepath.Join(t.TempDir(), "m.json")
+	code, errs := umbrella(context.Background(), t, "coordinate", "--workers", "3", "--start-lead", "500ms", "--",
+		"keycast", "run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "301", "-c", "6", "-m", "get-public-key",
+		"--ramp-up", "0", "-o", out, "--remote-write", base+"/api/v1/write")
+	if code != ExitOK {
+		t.Fatalf("coordinate exit %d: %s", code, errs)
+	}
+	m := readResults(t, out)
+	if m.RunID == "" || m.Total() != 301 {
+		t.Fatalf("merged result: run %q, %d requests", m.RunID, m.Total())
+	}
+	sel := fmt.Sprintf(`{run_id=%q}`, m.RunID)
+	if got := promQuery(t, base, "sum(loadproof_operations_total"+sel+")"); int64(got) != m.Total() {
+		t.Errorf("merged series: Prometheus %v, result %d", got, m.Total())
+	}
+	if got := promQuery(t, base, "sum(loadproof_worker_operations_total"+sel+")"); int64(got) != m.Total() {
+		t.Errorf("per-worker series: Prometheus %v in all, result %d", got, m.Total())
+	}
+	if got := promQuery(t, base, "count(count by (worker) (loadproof_worker_operations_total"+sel+"))"); got != 3 {
+		t.Errorf("per-worker series name %v workers; want 3", got)
+	}
+}

@@ -70,7 +70,8 @@ func (c *Coordinator) KeycastRun(ctx context.Context, cfg keycastload.RunConfig)
 		cfg.ReportInterval = keycastload.DefaultReportInterval
 	}
 	interval := time.Second
-	opts := TaskOptions{IntervalSecs: interval.Seconds(), Describe: "keycast run", Observe: engine.IntervalObserver(ctx)}
+	opts := TaskOptions{IntervalSecs: interval.Seconds(), Describe: "keycast run", Observe: engine.IntervalObserver(ctx),
+		ObserveWorker: engine.WorkerObserver(ctx)}
 	if sc := cfg.Stop; sc != nil {
 		s := *sc
 		if s.Window == 0 {
@@ -117,6 +118,9 @@ func (c *Coordinator) KeycastRun(ctx context.Context, cfg keycastload.RunConfig)
 		return nil, err
 	}
 	res.Metadata.Requests = cfg.Requests
+	if res.Envelope != nil && cfg.RunID != "" {
+		res.Envelope.RunID = cfg.RunID // the whole run's ID, as one machine's run would carry it
+	}
 	if cfg.Rate > 0 {
 		res.Metadata.TargetRate = cfg.Rate
 	}

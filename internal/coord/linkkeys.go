@@ -35,7 +35,7 @@ func (c *Coordinator) LinkKeysRun(ctx context.Context, spec string) ([][]byte, e
 	describe := "linkkeys " + head.Command
 	args := []string{"linkkeys", "worker", "--spec", spec}
 	tr, err := c.RunTask(ctx, args, TaskOptions{Describe: describe, BarrierPath: head.Barrier,
-		Observe: engine.IntervalObserver(ctx), LatencyKind: kind})
+		Observe: engine.IntervalObserver(ctx), ObserveWorker: engine.WorkerObserver(ctx), LatencyKind: kind})
 	if err != nil {
 		return nil, err
 	}

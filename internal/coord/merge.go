@@ -44,6 +44,12 @@ func (ts *taskState) add(c *Coordinator, s *Snapshot) {
 		ts.merged = append(ts.merged, result.Interval{T: s.Interval.T, Secs: s.Interval.Secs})
 	}
 	s.Interval.AddTo(&ts.merged[s.Seq])
+	if ts.opts.ObserveWorker != nil && s.Index < len(c.workers) && c.workers[s.Index] != nil {
+		var own result.Interval
+		s.Interval.AddTo(&own)
+		own.T = s.Interval.T
+		ts.opts.ObserveWorker(s.Index, c.workers[s.Index].Name, &own)
+	}
 	ts.advance()
 }
 

@@ -37,6 +37,9 @@ type TaskOptions struct {
 	// sent it (or finished): what the engine's interval observer receives from a run on one machine
 	// (a dashboard, a client's progress lines). It runs under the coordinator's lock: keep it short.
 	Observe func(iv *result.Interval)
+	// ObserveWorker, when set, receives each worker's own interval snapshots as they arrive
+	// (worker: its index and join name), for per-host series beside the merged ones.
+	ObserveWorker func(index int, name string, iv *result.Interval)
 	// LatencyKind is the histogram the progress lines quote (default "latency", Keycast's).
 	LatencyKind string
 }

@@ -101,3 +101,28 @@ func StartPhase(ctx context.Context, name string) {
 		fn(name)
 	}
 }
+
+type workerObserverKey struct{}
+
+// WithWorkerObserver returns a context under which a coordinated run hands fn each worker's own
+// interval snapshots (worker: its index and join name) beside the merged ones the interval observer
+// receives: how remote write keeps per-host series.
+func WithWorkerObserver(ctx context.Context, fn func(index int, name string, iv *result.Interval)) context.Context {
+	if fn == nil {
+		return ctx
+	}
+	if outer := WorkerObserver(ctx); outer != nil {
+		inner := fn
+		fn = func(index int, name string, iv *result.Interval) {
+			outer(index, name, iv)
+			inner(index, name, iv)
+		}
+	}
+	return context.WithValue(ctx, workerObserverKey{}, fn)
+}
+
+// WorkerObserver returns ctx's worker observer, or nil.
+func WorkerObserver(ctx context.Context) func(index int, name string, iv *result.Interval) {
+	fn, _ := ctx.Value(workerObserverKey{}).(func(int, string, *result.Interval))
+	return fn
+}

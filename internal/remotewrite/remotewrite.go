@@ -91,6 +91,7 @@ type Writer struct {
 	gauges   map[string]int64
 	server   map[string]float64
 	lat      map[string]*hist.Histogram
+	workers  map[int]*workerTotals // a coordinated run's per-worker totals, by worker index
 	stats    Stats
 	closed   bool
 	phase    string
@@ -104,6 +105,43 @@ type Writer struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	final     Stats
+}
+
+// workerTotals are one worker's own totals in a coordinated run.
+type workerTotals struct {
+	name    string
+	ops     map[string]int64
+	held    int64
+	hasHeld bool
+}
+
+// maxWorkers bounds the per-worker series a run writes (a coordinator refuses more workers long
+// before this).
+const maxWorkers = 4096
+
+// ObserveWorker adds one worker's own interval snapshot of a coordinated run to that worker's
+// totals: the next request carries them as loadproof_worker_operations_total and
+// loadproof_worker_connections_held with worker="INDEX" and worker_host="NAME", beside the merged
+// series (which count each operation once; the per-worker ones split them by load machine). It
+// queues nothing itself and never blocks.
+func (w *Writer) ObserveWorker(index int, name string, iv *result.Interval) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || index < 0 || index >= maxWorkers {
+		return
+	}
+	wt := w.workers[index]
+	if wt == nil {
+		wt = &workerTotals{name: name, ops: map[string]int64{}}
+		w.workers[index] = wt
+	}
+	for k, v := range iv.Counts {
+		wt.ops[k] += v
+	}
+	if v, ok := iv.Gauges[HeldGauge]; ok {
+		wt.held, wt.hasHeld = v, true
+	}
+	w.pending = true
 }
 
 // item is one queued request, or (ack set, body nil) a marker the sender closes when every request
@@ -270,6 +308,7 @@ func (w *Writer) enqueue(now time.Time) {
 func (w *Writer) reset() {
 	w.ops, w.causes, w.counters, w.lat = map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]*hist.Histogram{}
 	w.gauges, w.server = nil, nil
+	w.workers = map[int]*workerTotals{}
 	w.pending = false
 }
 
@@ -350,6 +389,17 @@ func (w *Writer) request(ts int64) *prompb.WriteRequest {
 			sample("loadproof_connections_held", float64(w.gauges[k]), prompb.Label{Name: "stream", Value: stream})
 		default:
 			sample("loadproof_driver_gauge", float64(w.gauges[k]), prompb.Label{Name: "name", Value: k})
+		}
+	}
+	for _, i := range slices.Sorted(maps.Keys(w.workers)) {
+		wt := w.workers[i]
+		id := []prompb.Label{{Name: "worker", Value: fmt.Sprint(i)}, {Name: "worker_host", Value: wt.name}}
+		for _, k := range slices.Sorted(maps.Keys(wt.ops)) {
+			sample("loadproof_worker_operations_total", float64(wt.ops[k]), append(slices.Clone(id), prompb.Label{Name: "outcome", Value: k},
+				prompb.Label{Name: "refused", Value: fmt.Sprint(result.IsRefusal(k))})...)
+		}
+		if wt.hasHeld {
+			sample("loadproof_worker_connections_held", float64(wt.held), id...)
 		}
 	}
 	server := w.server
@@ -560,7 +610,7 @@ const (
 // reservedLabels are the labels loadproof sets itself (and Prometheus's own): a --remote-write-label
 // may not name them.
 var reservedLabels = map[string]bool{"run_id": true, "harness": true, "command": true, "host": true, "outcome": true,
-	"kind": true, "cause": true, "event": true, "name": true, "le": true, "refused": true, "stream": true, "job": true, "instance": true}
+	"kind": true, "cause": true, "event": true, "name": true, "le": true, "refused": true, "stream": true, "worker": true, "worker_host": true, "job": true, "instance": true}
 
 // maxLabelText bounds a label flag; MaxLabels bounds how many a run adds.
 const (
