@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
-	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/compare"
 	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/result"
@@ -79,15 +77,17 @@ func newCompareCmd(env *Env) *cobra.Command {
 				return usageError("compare: --format %q: text, json or html", format)
 			}
 			if !fs.Changed("seed") {
-				// Drawn here rather than inside compare, so the page can state it for a rerun.
-				opt.seed = rand.Uint64()
+				// Derived from the files rather than drawn: the same files give the same intervals
+				// (and the same page), so a gate does not flip on a rerun.
+				// A file that cannot be read is named by the comparison itself (and its page).
+				opt.seed, _ = filesSeed(append(slices.Clone(args), vs...))
 			}
 			return runCompare(env, args, vs, opt, format, output)
 		},
 	}
 	f := c.Flags()
 	opt.bind(f)
-	f.Uint64Var(&opt.seed, "seed", 0, "resampling seed (0: a random one); the same seed and files give the same intervals")
+	f.Uint64Var(&opt.seed, "seed", 0, "resampling seed (default: one derived from the files' bytes, so the same files give the same intervals)")
 	f.StringVarP(&format, "format", "f", "text", "text, json or html (a self-contained page)")
 	f.StringVarP(&output, "output", "o", "", "also write the comparison as JSON to this `file` (with --format html: the page)")
 	f.StringVar(&opt.title, "title", "", "html: the page's title (default from the runs' command)")
@@ -220,7 +220,7 @@ func addReportCompareFlags(c *cobra.Command, o *reportCompare) {
 	fl := f.VarPF(&o.vs, "vs", "", "with --compare: the files after it are runs B, those before it runs A; draws the bootstrap comparison (compare --format html)")
 	fl.NoOptDefVal = "true"
 	o.opt.bind(f)
-	f.Uint64Var(&o.seed, "seed", 0, "with --vs: the resampling seed (default: one derived from the files, so the page is a function of them)")
+	f.Uint64Var(&o.seed, "seed", 0, "with --vs: the resampling seed (default: one derived from the files' bytes, so the page is a function of them)")
 }
 
 // runReportCompare is report --compare A... --vs B...: the comparison as compare draws it, with a
@@ -237,17 +237,27 @@ func runReportCompare(env *Env, cmd *cobra.Command, args []string, format, outpu
 	opt.title = title
 	opt.seed = o.seed
 	if !cmd.Flags().Changed("seed") {
-		h := fnv.New64a()
-		for _, p := range args {
-			data, err := boundedfile.Read(p, boundedfile.Result)
-			if err != nil {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
-			}
-			h.Write(data)
+		var err error
+		if opt.seed, err = filesSeed(args); err != nil {
+			return err
 		}
-		opt.seed = max(h.Sum64(), 1)
 	}
 	return runCompare(env, a, b, opt, format, output)
+}
+
+// filesSeed is the bootstrap's default seed: a hash of the files' bytes in order (never 0, which
+// compare takes for "draw one").
+func filesSeed(paths []string) (uint64, error) {
+	srcs, err := readSources(slices.Clone(paths))
+	if err != nil {
+		return 0, err
+	}
+	h := fnv.New64a()
+	for _, s := range srcs {
+		h.Write(s.Data)
+		h.Write([]byte{0})
+	}
+	return max(h.Sum64(), 1), nil
 }
 
 // readEnvelopes reads result files of either harness.

@@ -100,6 +100,17 @@ func TestCompareRealRuns(t *testing.T) {
 	if rm.Metrics[0].Verdict != "worse" || rm.RunsB != 2 || rm.Gate != nil {
 		t.Errorf("report page: %+v", rm.Metrics[0])
 	}
+	// Without --seed, compare derives the seed from the files: the same files give the same output.
+	plain := func() string {
+		env, out, errOut := lkTestEnv()
+		if code := Run(context.Background(), Loadproof, []string{"compare", "--iterations", "300", "--format", "json", a1, a2, "--vs", b1, b2}, env); code != ExitOK {
+			t.Fatalf("compare without --seed: exit %d\n%s%s", code, out, errOut)
+		}
+		return out.String()
+	}
+	if x, y := plain(), plain(); x != y || x == "" {
+		t.Error("compare without --seed gave two different answers for the same files")
+	}
 	// A comparison that cannot be made still writes its page, saying why, and exits 2.
 	refused := filepath.Join(dir, "refused.html")
 	if code, out, errOut := cmp("--format", "html", "-o", refused, a1, "--vs", info); code != ExitUsage {

@@ -160,9 +160,17 @@ func BuildSearchModel(r *search.Result, name, title string) (*SearchModel, error
 		m.Title = "loadproof search: the knee of " + m.Vary
 	}
 	m.KneeRule = kneeRule(c, m.SLO)
+	for _, v := range []struct {
+		what string
+		p    *float64
+	}{{"knee", r.Knee}, {"last pass", r.LastPass}, {"first fail", r.FirstFail}} {
+		if v.p != nil && (!(*v.p > 0) || math.IsInf(*v.p, 0)) {
+			return nil, fmt.Errorf("report: %s: the %s %v is not a positive number: the file is damaged", m.File, v.what, *v.p)
+		}
+	}
 	for si, st := range r.Steps {
 		if !(st.Value > 0) || math.IsInf(st.Value, 0) {
-			return nil, fmt.Errorf("report: %s: step %d tries %s %v: a value must be a positive number", name, si+1, c.Vary, st.Value)
+			return nil, fmt.Errorf("report: %s: step %d tries %s %v: a value must be a positive number", m.File, si+1, m.Vary, st.Value)
 		}
 		sv := SearchStep{Index: st.Index, Phase: pageText(st.Phase), Value: num(st.Value), Passed: st.Passed, Held: num(st.Held)}
 		var p50s, p99s, tps []float64

@@ -394,6 +394,13 @@ func TestSearchModelHostileBounded(t *testing.T) {
 	if len(m.Points) != MaxSearchPoints || m.Omitted != 100*1000-MaxSearchPoints || len(m.Limits) != maxPageList || strings.Contains(m.Vary, "\x1b") {
 		t.Errorf("%d points, %d omitted, %d limits, vary %q", len(m.Points), m.Omitted, len(m.Limits), m.Vary)
 	}
+	// A knee that is no positive number is refused.
+	bad := -3.0
+	res.Knee = &bad
+	if _, err := BuildSearchModel(res, "bad.json", ""); err == nil || !strings.Contains(err.Error(), "the knee -3") {
+		t.Errorf("negative knee: %v", err)
+	}
+	res.Knee = nil
 	// A value that is no positive number is refused with the step that holds it.
 	res.Steps[3].Value = math.Inf(1)
 	if _, err := BuildSearchModel(res, "bad.json", ""); err == nil || !strings.Contains(err.Error(), "step 4") {

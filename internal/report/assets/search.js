@@ -82,6 +82,15 @@
   }
 
   // ---------- the load-response curve ----------
+  // xTicks are the 1-2-5 ticks of the load axis, or the values tried when the range is too narrow
+  // for three of those.
+  function xTicks(lo, hi) {
+    var t = logTicks(lo, hi);
+    if (t.length >= 3) return t;
+    var seen = {};
+    (model.steps || []).forEach(function (s) { if (isNum(s.value) && s.value > 0) seen[s.value] = true; });
+    return Object.keys(seen).map(Number).sort(function (a, b) { return a - b; });
+  }
   function logTicks(lo, hi) {
     var out = [];
     for (var e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
@@ -133,7 +142,7 @@
         'data-from': model.last_pass, 'data-to': model.first_fail }));
     }
     // Axes and grid.
-    logTicks(xlo, xhi).forEach(function (v) {
+    xTicks(xlo, xhi).forEach(function (v) {
       s.appendChild(svg('line', { cls: 'grid', x1: x(v), x2: x(v), y1: T, y2: H - B }));
       s.appendChild(svg('text', { cls: 'tick', x: x(v), y: H - B + 16, 'text-anchor': 'middle' }, si(v)));
     });
@@ -225,7 +234,7 @@
     function x(v) { return L + (Math.log10(v) - Math.log10(xlo)) / (Math.log10(xhi) - Math.log10(xlo)) * (W - L - R); }
     function y(v) { return H - B - Math.min(v, ymax) / ymax * (H - T - B); }
     var s = svg('svg', { id: 'tput', width: W, height: H, viewBox: '0 0 ' + W + ' ' + H });
-    logTicks(xlo, xhi).forEach(function (v) {
+    xTicks(xlo, xhi).forEach(function (v) {
       s.appendChild(svg('line', { cls: 'grid', x1: x(v), x2: x(v), y1: T, y2: H - B }));
       s.appendChild(svg('text', { cls: 'tick', x: x(v), y: H - B + 16, 'text-anchor': 'middle' }, si(v)));
     });

@@ -172,6 +172,35 @@ func TestStatPagesInBrowser(t *testing.T) {
 		}
 	})
 
+	// The search's other endings, drawn from its own steps: the first value failed (no knee), and
+	// the ceiling passed (no first fail).
+	t.Run("search-ends", func(t *testing.T) {
+		one := res.Steps[0].Value
+		noKnee := *res
+		noKnee.Steps, noKnee.Knee, noKnee.LastPass, noKnee.FirstFail = []search.Step{res.Steps[0]}, nil, nil, &one
+		noKnee.Steps[0].Passed = false
+		ceiling := *res
+		ceiling.FirstFail = nil
+		for _, c := range []struct {
+			name string
+			r    *search.Result
+			want string
+		}{{"search-no-knee", &noKnee, "No knee: the SLO failed at the first value"}, {"search-ceiling", &ceiling, "the ceiling (--to) passed"}} {
+			page, err := report.SearchPage(c.r, c.name+".json", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(out, c.name+".html")
+			if err := os.WriteFile(path, page, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := checkPage(t, b, fileURL(path), nil, filepath.Join(out, c.name+".png"))
+			if got := visibleText(t, p, "knee"); !strings.Contains(got, c.want) {
+				t.Errorf("%s: the page says %q, want %q", c.name, got, c.want)
+			}
+		}
+	})
+
 	t.Run("compare", func(t *testing.T) {
 		// A: the first step's trials; B: the highest step's (more offered load).
 		first, top := res.Steps[0], res.Steps[0]
