@@ -82,7 +82,8 @@ type LinkKeysPhaseEvidence struct {
 	// Metrics are every named figure of the phase (what checks may read), NaN written as null.
 	Metrics map[string]Number `json:"metrics,omitempty"`
 	// PlannedSecs is the phase's planned duration (duration_seconds), ElapsedSecs how long its
-	// load ran (0 when it produced no results); Overran says ElapsedSecs > 2 × PlannedSecs, a
+	// load ran past its held population's ramp (linkkeysresult.Result.PlannedPartSecs; 0 when it
+	// produced no results); Overran says ElapsedSecs > 2 × PlannedSecs, a
 	// certification blocker.
 	PlannedSecs float64 `json:"planned_secs"`
 	ElapsedSecs float64 `json:"elapsed_secs"`
@@ -245,7 +246,7 @@ func ExecuteLinkKeys(ctx context.Context, pl *LinkKeysPlan, opts LinkKeysOptions
 			}
 			m := LinkKeysPhaseMetrics(res)
 			return &PhaseResult[*linkkeysresult.Result]{Results: res, Envelope: &res.Envelope, Metrics: m, Stop: res.Stop,
-				ElapsedSecs: time.Duration(res.Elapsed).Seconds(), Summary: linkKeysSummary(res, m)}, nil
+				ElapsedSecs: res.PlannedPartSecs(), Summary: linkKeysSummary(res, m)}, nil
 		},
 		Checks: func(i int) ([]CheckSpec, []CheckSpec) {
 			checks, stop, shed := linkKeysCheckSpecs(pl, &pl.Phases[i])

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -153,7 +152,7 @@ func recomputeLinkKeys(b *evidence.Bundle) []string {
 				var res linkkeysresult.Result
 				if res, err = linkkeysresult.Read(data); err == nil {
 					m := LinkKeysPhaseMetrics(&res)
-					diffs = append(diffs, sameTiming(pe.Name, ph.DurationSeconds, pe.PlannedSecs, pe.ElapsedSecs, pe.Overran, time.Duration(res.Elapsed).Seconds())...)
+					diffs = append(diffs, sameTiming(pe.Name, ph.DurationSeconds, pe.PlannedSecs, pe.ElapsedSecs, pe.Overran, res.PlannedPartSecs())...)
 					rc.checks, rc.stop, rc.has = EvaluateAll(specs, m), EvaluateAll(stopSpecs, m), true
 					diffs = append(diffs, sameResults(pe.Name, in.embedded, &res)...)
 				}

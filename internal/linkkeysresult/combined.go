@@ -1,6 +1,8 @@
 package linkkeysresult
 
 import (
+	"time"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -292,4 +294,28 @@ func streamOrder(name string) int {
 		return 2
 	}
 	return 3
+}
+
+// PlannedPartSecs is how long the run's planned part lasted: its whole length less the ramp of its
+// held population (connections, or a combined run's held stream from its start to its last
+// attempt), which no plan sets a length for. A capacity phase's planned duration is held to it
+// (capacity.Overran): a held phase whose 2,000 connections take a busy machine 3 s to open has not
+// stalled, one whose hold or requests run on past their end has.
+func (r *Result) PlannedPartSecs() float64 {
+	elapsed := time.Duration(r.Elapsed).Seconds()
+	var ramp float64
+	if r.Hold != nil {
+		ramp = time.Duration(r.Hold.RampTime).Seconds()
+	}
+	if r.Combined != nil {
+		for _, s := range r.Combined.Streams {
+			if s.Result != nil && s.Result.Hold != nil {
+				ramp = max(ramp, s.StartSecs+time.Duration(s.Result.Hold.RampTime).Seconds())
+			}
+		}
+	}
+	if ramp <= 0 || ramp > elapsed {
+		return elapsed
+	}
+	return elapsed - ramp
 }
