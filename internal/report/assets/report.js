@@ -408,9 +408,10 @@
     });
     var head = ['Phase', 'Type', 'Metric', 'Comparison', 'Observed', 'Limit', 'Outcome'], numeric = [false, false, false, false, true, true, false];
     var passed = all.length - open.length;
+    var failed = open.filter(function (r) { return r[6].textContent === 'failed'; }).length;
     root.appendChild(el('div', { cls: 'card', id: 'checks-folded' }, [
-      el('span', { cls: open.length ? 'fail' : 'pass', text: passed + ' of ' + all.length + ' checks passed' }),
-      open.length ? '; ' + open.length + ' failed or not tested, listed below' : '']));
+      el('span', { cls: failed ? 'fail' : 'pass', text: passed + ' of ' + all.length + ' checks passed' }),
+      open.length ? '; ' + failed + ' failed, ' + (open.length - failed) + ' not tested (listed below)' : '']));
     if (open.length) {
       var t = table(head, open, numeric);
       t.id = 'checks';
