@@ -398,7 +398,7 @@
       ['Success rate (not refused)', fmtPct(h.success_rate)], ['Failures', fmtInt(h.failures)]];
     if (h.refused > 0) {
       var by = Object.keys(h.refused_by || {}).sort().map(function (k) { return k + ' ' + fmtInt(h.refused_by[k]); }).join(', ');
-      figs.push(['Refused by design', fmtInt(h.refused) + (by ? ' (' + by + ')' : '')]);
+      figs.push(['Refused by design', fmtInt(h.refused), by]);
     }
     return figs.concat([
       ['Duration', fmt(h.duration_s) + ' s'], ['p50', msText(h.p50_ms)], ['p90', msText(h.p90_ms)],
@@ -424,7 +424,8 @@
     var h = model.runs[0].headline;
     var g = el('div', { cls: 'grid', id: 'headline' });
     headlineFigures(h).forEach(function (f) {
-      g.appendChild(el('div', { cls: 'fig' }, [el('div', { cls: 'v', text: f[1] }), el('div', { cls: 'l', text: f[0] + (h.kind && f[0].charAt(0) === 'p' || f[0] === 'max' ? ' (' + h.kind + ')' : '') })]));
+      g.appendChild(el('div', { cls: 'fig' }, [el('div', { cls: 'v', text: f[1] }), el('div', { cls: 'l', text: f[0] + (h.kind && f[0].charAt(0) === 'p' || f[0] === 'max' ? ' (' + h.kind + ')' : '') }),
+        f[2] ? el('div', { cls: 'd', text: f[2] }) : null]));
     });
     root.appendChild(g);
     if (h.stop) {
