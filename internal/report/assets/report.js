@@ -76,6 +76,8 @@
   // ---------- charts ----------
   // MIN_CHART_POINTS: a series with fewer points is shown as a table, not a chart.
   var MIN_CHART_POINTS = 3;
+  // MIN_FOLDED_PHASES: this many repeated phases or more, all passed on time, fold into one row.
+  var MIN_FOLDED_PHASES = 3;
   function seriesColor(name, i) { return CLASS_COLORS[name] || PALETTE[i % PALETTE.length]; }
 
   // bands draws the capacity phases as shaded spans with their names and pass/fail, and the stop
@@ -462,17 +464,49 @@
     var c = model.capacity;
     if (!c) return;
     root.appendChild(el('h3', { text: 'Phases' }));
-    var pt = table(['Phase', 'Kind', 'Result', 'Planned (s)', 'Ran (s)', 'Served', 'Served /s', 'Refused by design', 'Failures', 'p50', 'p99', 'Note'],
-      c.phases.map(function (p) {
-        var h = p.headline || {};
-        var note = p.error || (p.live_stop ? 'live stop: ' + (p.live_stop.metric || p.live_stop.reason) : '') || (p.interrupted ? 'interrupted' : '') || (p.stop_breached ? 'stop condition breached' : '');
-        var ran = el('span', { cls: p.overran ? 'overran' : '', text: fmt(p.elapsed_secs, 1) + (p.overran ? ' OVERRAN' : '') });
-        return [p.name, p.kind, outcomeSpan(p.passed ? 'passed' : 'failed'), p.planned_secs ? fmt(p.planned_secs, 1) : '—', ran,
-          fmtInt(h.succeeded), fmt(h.throughput), el('span', { cls: h.refused ? 'refused' : '', text: fmtInt(h.refused || 0) }), fmtInt(h.failures),
-          msText(h.p50_ms), msText(h.p99_ms), note];
-      }), [false, false, false, true, true, true, true, true, true, true, true, false]);
+    var phead = ['Phase', 'Kind', 'Result', 'Planned (s)', 'Ran (s)', 'Served', 'Served /s', 'Refused by design', 'Failures', 'p50', 'p99', 'Note'];
+    var pnum = [false, false, false, true, true, true, true, true, true, true, true, false];
+    function phaseRow(p) {
+      var h = p.headline || {};
+      var note = p.error || (p.live_stop ? 'live stop: ' + (p.live_stop.metric || p.live_stop.reason) : '') || (p.interrupted ? 'interrupted' : '') || (p.stop_breached ? 'stop condition breached' : '');
+      var ran = el('span', { cls: p.overran ? 'overran' : '', text: fmt(p.elapsed_secs, 1) + (p.overran ? ' OVERRAN' : '') });
+      return [p.name, p.kind, outcomeSpan(p.passed ? 'passed' : 'failed'), p.planned_secs ? fmt(p.planned_secs, 1) : '—', ran,
+        fmtInt(h.succeeded), fmt(h.throughput), el('span', { cls: h.refused ? 'refused' : '', text: fmtInt(h.refused || 0) }), fmtInt(h.failures),
+        msText(h.p50_ms), msText(h.p99_ms), note];
+    }
+    // Repeated phases (the same name but for a trailing number, the same kind: "step-1" …
+    // "step-12") that all passed on time fold into one row; every phase is listed below.
+    var rows = [], folded = 0;
+    function stem(p) { return (p.label || p.name).replace(/[-_ .]?\d+$/, ''); }
+    function foldable(p) { return p.passed && !p.overran && !p.error && stem(p) !== (p.label || p.name); }
+    for (var i = 0; i < c.phases.length;) {
+      var j = i + 1, st = stem(c.phases[i]);
+      if (foldable(c.phases[i])) {
+        while (j < c.phases.length && foldable(c.phases[j]) && stem(c.phases[j]) === st && c.phases[j].kind === c.phases[i].kind) j++;
+      }
+      var run = c.phases.slice(i, j);
+      if (run.length >= MIN_FOLDED_PHASES) {
+        var sum = function (f) { return run.reduce(function (a, p) { var v = f(p); return a + (isNum(v) ? v : 0); }, 0); };
+        var served = sum(function (p) { return (p.headline || {}).succeeded; }), ranS = sum(function (p) { return p.elapsed_secs; });
+        rows.push([run[0].name + ' … ' + run[run.length - 1].name + ' (' + run.length + ' phases)', run[0].kind, outcomeSpan('passed'),
+          fmt(sum(function (p) { return p.planned_secs; }), 1), fmt(ranS, 1), fmtInt(served), ranS > 0 ? fmt(served / ranS) : '—',
+          fmtInt(sum(function (p) { return (p.headline || {}).refused; })), fmtInt(sum(function (p) { return (p.headline || {}).failures; })), '',
+          msText(Math.max.apply(null, run.map(function (p) { return isNum((p.headline || {}).p99_ms) ? p.headline.p99_ms : 0; }))) + ' (highest)',
+          run.length + ' repeated phases folded']);
+        folded += run.length;
+      } else {
+        run.forEach(function (p) { rows.push(phaseRow(p)); });
+      }
+      i = j;
+    }
+    var pt = table(phead, rows, pnum);
     pt.id = 'phases';
     root.appendChild(pt);
+    if (folded) {
+      var pa = table(phead, c.phases.map(phaseRow), pnum);
+      pa.id = 'phases-all';
+      root.appendChild(el('details', null, [el('summary', { text: 'Every phase (' + c.phases.length + ')' }), pa]));
+    }
     root.appendChild(el('h3', { text: 'Checks' }));
     var all = [], open = [];
     c.phases.forEach(function (p) {
