@@ -426,7 +426,7 @@
     var h = model.runs[0].headline;
     var g = el('div', { cls: 'grid', id: 'headline' });
     headlineFigures(h).forEach(function (f) {
-      g.appendChild(el('div', { cls: 'fig' }, [el('div', { cls: 'v', text: f[1] }), el('div', { cls: 'l', text: f[0] + (h.kind && f[0].charAt(0) === 'p' || f[0] === 'max' ? ' (' + h.kind + ')' : '') }),
+      g.appendChild(el('div', { cls: 'fig' }, [el('div', { cls: 'v', text: f[1] }), el('div', { cls: 'l', text: f[0] + (h.kind && (/^p\d/.test(f[0]) || f[0] === 'max') ? ' (' + h.kind + ')' : '') }),
         f[2] ? el('div', { cls: 'd', text: f[2] }) : null]));
     });
     root.appendChild(g);
