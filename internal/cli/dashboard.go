@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/dashboard"
+	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/localhttp"
 	"github.com/loadproof/loadproof/internal/report"
@@ -31,6 +34,7 @@ type dashboardRun struct {
 // the command's RunE is set.
 func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
 	c.Flags().String("dashboard", "", "serve a live dashboard of the run on this address (HOST:PORT; :PORT or 127.0.0.1:PORT binds loopback); read-only, it shows the final report at the end")
+	c.Flags().Var(durflag.NewDuration(new(time.Duration), 0), "dashboard-linger", "keep serving the dashboard's final report this long after the run ends (as 300 or 5m; Ctrl-C ends it sooner)")
 	c.Flags().String("dashboard-token", "", "require this token on every dashboard request (the URL printed at start carries it); env "+dashboardTokenEnv+" keeps it out of the process list; give one before binding a non-loopback address")
 	inner := c.RunE
 	c.RunE = func(cmd *cobra.Command, args []string) error {
@@ -52,8 +56,9 @@ func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
 		if f := cmd.Flags().Lookup("target"); f != nil && f.Changed {
 			target = f.Value.String() // a LinkKeys client's --target names the server better than its info file
 		}
+		planned, rate := runPlan(cmd)
 		d, err := dashboard.Start(dashboard.Options{Addr: addr, Title: fmt.Sprintf("loadproof %s %s (live)", run.harness, run.command),
-			Harness: run.harness, Command: run.command, Target: target, Token: token, Logger: env.Logger})
+			Harness: run.harness, Command: run.command, Target: target, Token: token, Logger: env.Logger, Planned: planned, TargetRate: rate})
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--dashboard: %w", err)}
 		}
@@ -61,7 +66,8 @@ func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
 		fmt.Fprintf(env.Stderr, "dashboard: %s\n", d.TokenURL())
 		cmd.SetContext(engine.WithIntervalObserver(cmd.Context(), d.Interval))
 		runErr := inner(cmd, args)
-		finishDashboard(env, d, run.outputs(cmd))
+		linger, _ := durflag.Parse(cmd.Flags().Lookup("dashboard-linger").Value.String())
+		finishDashboard(cmd.Context(), env, d, run.outputs(cmd), linger)
 		return runErr
 	}
 	attachRemoteWrite(c, env, run)
@@ -89,7 +95,8 @@ func flagOrEnvToken(cmd *cobra.Command, env *Env, flag, envName string) (string,
 
 // finishDashboard sends the final report drawn from the run's files (when they exist) and closes
 // the dashboard, giving open pages a few seconds to receive it.
-func finishDashboard(env *Env, d *dashboard.Dashboard, files []string) {
+// With linger it keeps serving that long first (until ctx ends).
+func finishDashboard(ctx context.Context, env *Env, d *dashboard.Dashboard, files []string, linger time.Duration) {
 	srcs, err := readSources(files)
 	if err == nil {
 		var m *report.Model
@@ -102,9 +109,34 @@ func finishDashboard(env *Env, d *dashboard.Dashboard, files []string) {
 	} else {
 		fmt.Fprintf(env.Stderr, "dashboard: final report sent to the page (save it from there, or `loadproof report --format html`)\n")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if linger > 0 {
+		fmt.Fprintf(env.Stderr, "dashboard: still serving %s for %s (--dashboard-linger; Ctrl-C ends it)\n", d.URL(), linger)
+		d.Linger(ctx, linger)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = d.Close(ctx)
+	_ = d.Close(cctx)
+}
+
+// runPlan reads a command's planned length (--duration or --duration-secs, plus --hold-secs) and
+// target rate (--rate) for the dashboard; 0 where the command has none or the value is not a
+// plain figure.
+func runPlan(cmd *cobra.Command) (time.Duration, float64) {
+	flag := func(name string) time.Duration {
+		if f := cmd.Flags().Lookup(name); f != nil {
+			if d, err := durflag.Parse(f.Value.String()); err == nil && d > 0 {
+				return d
+			}
+		}
+		return 0
+	}
+	// --duration-secs is --duration's alias where both exist: count it once.
+	planned := cmp.Or(flag("duration"), flag("duration-secs")) + flag("hold-secs")
+	var rate float64
+	if f := cmd.Flags().Lookup("rate"); f != nil {
+		rate, _ = strconv.ParseFloat(f.Value.String(), 64)
+	}
+	return planned, rate
 }
 
 // flagFiles returns the value of a file flag, when the file exists.

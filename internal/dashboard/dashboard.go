@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -73,6 +74,10 @@ type Options struct {
 	Token string
 	// MaxClients caps the event streams served at once; 0 means MaxEventClients.
 	MaxClients int
+	// Planned is the run's planned length and TargetRate the rate it aims at (operations per
+	// second); 0 where not known. The page shows elapsed against planned and draws the target.
+	Planned    time.Duration
+	TargetRate float64
 	// Logger receives the server's errors and the warning about a non-loopback address; nil
 	// discards them.
 	Logger *slog.Logger
@@ -106,6 +111,10 @@ func Start(o Options) (*Dashboard, error) {
 	}
 	d := &Dashboard{log: log, started: time.Now(), feed: report.NewLiveFeed(o.Harness, o.Command, o.Target), wake: make(chan struct{}),
 		max: cmp.Or(o.MaxClients, MaxEventClients), token: o.Token}
+	if o.Planned < 0 || o.TargetRate < 0 || math.IsNaN(o.TargetRate) || math.IsInf(o.TargetRate, 0) {
+		return nil, fmt.Errorf("dashboard: planned %v, target rate %v: want 0 (not known) or more", o.Planned, o.TargetRate)
+	}
+	d.feed.SetPlan(o.Planned, o.TargetRate)
 	if d.page, err = d.feed.Page(o.Title, EventsPath); err != nil {
 		return nil, err
 	}
@@ -197,6 +206,20 @@ func (d *Dashboard) Finish(m *report.Model) error {
 	d.broadcast()
 	d.mu.Unlock()
 	return nil
+}
+
+// Linger keeps serving the final report (the page, /report.html) after the run, for pages opened
+// late, until linger has passed or ctx ends (an interrupt); it returns at once when linger is 0.
+func (d *Dashboard) Linger(ctx context.Context, linger time.Duration) {
+	if linger <= 0 {
+		return
+	}
+	t := time.NewTimer(linger)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Close waits, until ctx ends, for the pages connected now to receive the final report, then shuts

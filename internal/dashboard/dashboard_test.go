@@ -281,3 +281,63 @@ func TestDashboardCapsEventStreams(t *testing.T) {
 		t.Error("a negative MaxClients started a dashboard")
 	}
 }
+
+// TestDashboardPlanAndLinger: the page carries the planned length and the target rate; bad ones
+// are refused; after the run, Linger keeps the final report served until its time is up or its
+// context ends.
+func TestDashboardPlanAndLinger(t *testing.T) {
+	for _, o := range []Options{{Planned: -time.Second}, {TargetRate: -1}} {
+		o.Addr = "127.0.0.1:0"
+		if d, err := Start(o); err == nil {
+			d.Close(context.Background())
+			t.Errorf("Start(%+v) accepted a negative plan", o)
+		}
+	}
+	d := start(t, Options{Addr: "127.0.0.1:0", Title: "t", Harness: "keycast", Command: "run", Planned: 90 * time.Second, TargetRate: 250})
+	m, err := report.PageModel(must(t, d.page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Live == nil || m.Live.PlannedSecs != 90 || m.Live.TargetRate != 250 {
+		t.Fatalf("live view %+v: want planned 90 s, target 250/s", m.Live)
+	}
+	d.Interval(interval(0, 10))
+	if err := d.Finish(&report.Model{Title: "final", Mode: "single"}); err != nil {
+		t.Fatal(err)
+	}
+	base := strings.TrimSuffix(d.URL(), "/")
+	lingered := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { d.Linger(ctx, time.Hour); close(lingered) }()
+	// While it lingers, a page opened now still gets the final report.
+	if code, _, body := get(t, http.DefaultClient, base+"/report.html", ""); code != http.StatusOK || !strings.Contains(body, "<title>final</title>") {
+		t.Errorf("while lingering: /report.html %d", code)
+	}
+	select {
+	case <-lingered:
+		t.Fatal("Linger returned before its time or its context ended")
+	default:
+	}
+	cancel()
+	select {
+	case <-lingered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Linger did not return when its context ended")
+	}
+	done := make(chan struct{})
+	go func() { d.Linger(context.Background(), 10*time.Millisecond); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Linger did not return when its time was up")
+	}
+	d.Linger(context.Background(), 0) // returns at once
+}
+
+func must(t *testing.T, b []byte) []byte {
+	t.Helper()
+	if len(b) == 0 {
+		t.Fatal("empty page")
+	}
+	return b
+}

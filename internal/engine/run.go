@@ -698,6 +698,13 @@ loop:
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sampleTimeout)
 		if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
+			// It supersedes a sample taken when the last interval began and not yet attached:
+			// the last interval's sample is the one after the load (a report's rate over the
+			// last interval counts the growth up to its end, not to its start).
+			select {
+			case <-sampleCh:
+			default:
+			}
 			pending, pendingDropped = series.limit(m)
 		}
 		cancel()

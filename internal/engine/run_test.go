@@ -181,6 +181,11 @@ func TestServerSamplesLandInIntervals(t *testing.T) {
 	if got == 0 || r.Intervals[len(r.Intervals)-1].Server == nil {
 		t.Fatalf("%d of %d intervals carry a server sample; the last must", got, len(r.Intervals))
 	}
+	// The last interval carries the sample taken after the load (the last one taken), not one
+	// taken when that interval began.
+	if last := r.Intervals[len(r.Intervals)-1].Server["rss_bytes"]; last != float64(k.Load()) {
+		t.Errorf("the last interval's sample is call %v of %d: want the sample after the load", last, k.Load())
+	}
 }
 
 func TestBadConfigIsRefused(t *testing.T) {

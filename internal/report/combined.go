@@ -2,7 +2,6 @@ package report
 
 import (
 	"errors"
-	"fmt"
 	"html"
 	"strconv"
 	"strings"
@@ -28,11 +27,12 @@ func Combined(title string, parts []Part) ([]byte, error) {
 	taken := map[string]bool{"summary": true}
 	rows := make([]SummaryRow, len(parts))
 	for i, p := range parts {
+		// A part whose data cannot be read still gets its tab; its summary row says why.
 		m, err := PageModel(p.Page)
-		if err != nil {
-			return nil, fmt.Errorf("report: part %q: %w", p.Name, err)
-		}
 		rows[i] = Summarize(p.Name, m)
+		if err != nil {
+			rows[i].Warnings = append(rows[i].Warnings, err.Error())
+		}
 		rows[i].Tab = tabName(p.Name, taken)
 	}
 	esc := html.EscapeString

@@ -41,6 +41,11 @@ type Model struct {
 type LiveView struct {
 	Events string `json:"events"`
 	Ended  bool   `json:"ended"`
+	// PlannedSecs is how long the run is planned to last (0: not known); TargetRate the rate it
+	// aims at, operations per second (0: none, as fast as it goes). The page shows the elapsed time
+	// against the first and draws the second as a line on the throughput chart.
+	PlannedSecs num `json:"planned_secs,omitempty"`
+	TargetRate  num `json:"target_rate,omitempty"`
 }
 
 // Headline is a run's headline figures.
@@ -788,7 +793,7 @@ func headlineOf(totals map[string]int64, hs map[string]*hist.Histogram, elapsed 
 	var h Headline
 	for k, v := range totals {
 		h.Operations += v
-		if result.IsRefusal(k) {
+		if result.IsRefusal(k) && v > 0 {
 			h.Refused += v
 			if h.RefusedBy == nil {
 				h.RefusedBy = map[string]int64{}

@@ -15,6 +15,7 @@ import (
 // safe for concurrent use.
 type LiveFeed struct {
 	run     RunView
+	plan    LiveView
 	tl      timeline
 	running map[string]float64
 	offset  float64
@@ -34,7 +35,15 @@ func NewLiveFeed(harness, command, target string) *LiveFeed {
 // events from the URL path events.
 func (f *LiveFeed) Page(title, events string) ([]byte, error) {
 	rv := f.run
-	return Page(&Model{Title: title, Mode: "live", Runs: []*RunView{&rv}, Live: &LiveView{Events: events}})
+	lv := f.plan
+	lv.Events = events
+	return Page(&Model{Title: title, Mode: "live", Runs: []*RunView{&rv}, Live: &lv})
+}
+
+// SetPlan tells the page the run's planned length and target rate (operations per second), 0
+// where there is none; call it before Page.
+func (f *LiveFeed) SetPlan(planned time.Duration, targetRate float64) {
+	f.plan.PlannedSecs, f.plan.TargetRate = num(max(planned.Seconds(), 0)), num(max(targetRate, 0))
 }
 
 // StartPart begins a new part of the run's time axis (a capacity phase) at offset seconds: its

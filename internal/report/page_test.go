@@ -183,8 +183,9 @@ func TestCombinedOpensOnSummary(t *testing.T) {
 	if kr.OK || kr.Verdict != "failures" || !slices.ContainsFunc(kr.Warnings, func(w string) bool { return strings.HasPrefix(w, "failures: ") }) {
 		t.Errorf("a run with network failures: %+v", kr)
 	}
-	if _, err := Combined("x", []Part{{"not a report", []byte("<html></html>")}}); err == nil || !strings.Contains(err.Error(), "not a report") {
-		t.Errorf("a part that is no report page: %v", err)
+	odd, err := Combined("x", []Part{{"not a report", []byte("<html></html>")}})
+	if err != nil || !strings.Contains(string(odd), "no data") || !strings.Contains(string(odd), "has no data element") {
+		t.Errorf("a part that is no report page: %v; want its tab with a row saying why", err)
 	}
 }
 

@@ -6,6 +6,8 @@
 
   var PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
     '#bcbd22', '#17becf', '#393b79', '#ad494a', '#637939', '#8c6d31', '#843c39', '#7b4173'];
+  // REFUSAL_CLASSES are the outcome classes of refusals by design (result.IsRefusal).
+  var REFUSAL_CLASSES = ['refused', 'rate-limited', 'intentional'];
   var CLASS_COLORS = { success: '#2ca02c', network: '#7f7f7f', auth: '#9467bd', server: '#d62728',
     client: '#8c564b', rate_limited: '#ff7f0e', intentional: '#1f77b4', other: '#bcbd22' };
 
@@ -74,6 +76,8 @@
   // ---------- charts ----------
   // MIN_CHART_POINTS: a series with fewer points is shown as a table, not a chart.
   var MIN_CHART_POINTS = 3;
+  // MIN_FOLDED_PHASES: this many repeated phases or more, all passed on time, fold into one row.
+  var MIN_FOLDED_PHASES = 3;
   function seriesColor(name, i) { return CLASS_COLORS[name] || PALETTE[i % PALETTE.length]; }
 
   // bands draws the capacity phases as shaded spans with their names and pass/fail, and the stop
@@ -233,7 +237,7 @@
     model.runs.forEach(function (r, ri) {
       pick(r).forEach(function (s, si2) {
         out.push({ label: (multi ? String.fromCharCode(65 + ri) + ' ' : '') + s.label, name: s.name || s.label,
-          x: s.x || r.t, y: s.y, dash: ri > 0,
+          x: s.x || r.t, y: s.y, dash: ri > 0 || !!s.dash,
           color: multi ? (s.color || seriesColor(s.name || s.label, si2)) : s.color });
       });
     });
@@ -243,10 +247,17 @@
   function specs() {
     var out = [];
     var r0 = model.runs[0];
-    out.push({ id: 'throughput', title: 'Throughput', unit: 'ops/s',
-      lines: runsLines(function (r) { return [{ label: 'throughput', y: r.throughput, color: '#1f77b4' }]; }) });
+    var target = model.live && isNum(model.live.target_rate) && model.live.target_rate > 0 ? model.live.target_rate : 0;
+    out.push({ id: 'throughput', title: 'Throughput' + (target ? ' (target ' + fmt(target) + ' /s dashed)' : ''), unit: 'ops/s',
+      lines: runsLines(function (r) {
+        var ls = [{ label: 'throughput', y: r.throughput, color: '#1f77b4' }];
+        if (target) ls.push({ label: 'target', y: r.t.map(function () { return target; }), color: '#7f7f7f', dash: true });
+        return ls;
+      }) });
     var kinds = [];
-    model.runs.forEach(function (r) { (r.latency || []).forEach(function (l) { if (kinds.indexOf(l.kind) < 0) kinds.push(l.kind); }); });
+    model.runs.forEach(function (r) { (r.latency || []).forEach(function (l) { if (kinds.indexOf(l.kind) < 0 && !sameAsKept(r, l)) kinds.push(l.kind); }); });
+    // The order the final report has (its primary kind first, the rest by name), live as well.
+    kinds.sort(function (a, b) { return kindRank(a) < kindRank(b) ? -1 : kindRank(a) > kindRank(b) ? 1 : 0; });
     var pc = [['p50', '#2ca02c'], ['p90', '#1f77b4'], ['p99', '#ff7f0e'], ['p999', '#d62728'], ['max', '#7f7f7f']];
     var alsoOf = {};
     model.runs.forEach(function (r) { (r.latency || []).forEach(function (l) { if (l.also && l.also.length) alsoOf[l.kind] = l.also; }); });
@@ -285,13 +296,19 @@
       var ga = order.indexOf(a.split('|')[0]), gb = order.indexOf(b.split('|')[0]);
       return ga !== gb ? ga - gb : (a < b ? -1 : a > b ? 1 : 0);
     });
+    groups = groups.filter(function (k) {
+      var gu = k.split('|');
+      return model.runs.some(function (r) {
+        return (r.server || []).some(function (g) { return g.group === gu[0] && g.unit === gu[1] && shownSeries(g).length > 0; });
+      });
+    });
     groups.forEach(function (k) {
       var gu = k.split('|');
       out.push({ id: 'server-' + gu[0] + '-' + gu[1].replace(/\s+/g, '-'), title: 'Server samples: ' + gu[0] + ' (' + gu[1] + ')',
         unit: gu[1] === 'bytes' ? 'bytes' : gu[1],
         lines: runsLines(function (r) {
           var g = (r.server || []).filter(function (g) { return g.group === gu[0] && g.unit === gu[1]; })[0];
-          return g ? g.series.map(function (s) { return { label: s.name, y: s.values }; }) : [];
+          return g ? shownSeries(g).map(function (s) { return { label: s.name, y: s.values }; }) : [];
         }) });
     });
     var dkinds = [];
@@ -309,6 +326,43 @@
     return out;
   }
 
+  // The rules the final report's model follows (htmlmodel.go), applied to the live data too, so
+  // that the charts are the same live and final: a server series zero throughout is dropped, and
+  // so is an "other" gauge that never moves; a latency kind identical to another is drawn once,
+  // under the kind the headline would quote.
+  function allZero(v) { return v.every(function (x) { return x == null || x === 0; }); }
+  function flatValues(v) {
+    var first = null;
+    return v.every(function (x) { if (x == null) return true; if (first == null) first = x; return x === first; });
+  }
+  function shownSeries(g) {
+    return g.series.filter(function (s) {
+      return !allZero(s.values) && !(g.group === 'other' && g.unit !== 'per second' && flatValues(s.values));
+    });
+  }
+  var SUCCESS_KINDS = ['latency', 'connect_handshake', 'request', 'resumed'];
+  function kindRank(kind) { return kind === 'latency' ? '' : kind; }
+  function successRank(kind) { var i = SUCCESS_KINDS.indexOf(kind); return i < 0 ? SUCCESS_KINDS.length : i; }
+  function sameLatency(a, b) {
+    var any = false;
+    var eq = ['p50', 'p90', 'p99', 'p999', 'max'].every(function (p) {
+      var x = a[p] || [], y = b[p] || [];
+      if (x.length !== y.length) return false;
+      for (var i = 0; i < x.length; i++) { if (x[i] !== y[i]) return false; if (x[i] != null) any = true; }
+      return true;
+    });
+    return eq && any;
+  }
+  // sameAsKept: l is identical to another kind of r that ranks before it (and is drawn instead).
+  function sameAsKept(r, l) {
+    if (!(model.live && !model.live.ended)) return false; // the final model is deduplicated already
+    return (r.latency || []).some(function (o) {
+      if (o === l || !sameLatency(o, l)) return false;
+      var ro = successRank(o.kind), rl = successRank(l.kind);
+      return ro < rl || ro === rl && o.kind < l.kind;
+    });
+  }
+
   function pctLabel(p) {
     if (p <= 0) return '0%';
     var s = (p * 100).toPrecision(8).replace(/0+$/, '').replace(/\.$/, '');
@@ -316,14 +370,37 @@
   }
 
   // ---------- sections ----------
+  // lastOf is a series' last value.
+  function lastOf(v) { return v && v.length ? v[v.length - 1] : null; }
+
   function headlineFigures(h) {
+    var r = model.runs[0];
+    if (model.live && !model.live.ended && r && r.t && r.t.length) {
+      // Live: the rates now (the last interval), not the means since the start.
+      var ok = (r.classes || []).filter(function (s) { return s.name === 'success'; })[0];
+      var now = [['Succeeded /s (now)', fmt(ok ? lastOf(ok.values) : null) + ' /s'],
+        ['Operations /s (now)', fmt(lastOf(r.throughput)) + ' /s']];
+      var ref = 0, fail = 0, anyRef = false;
+      (r.classes || []).forEach(function (s) {
+        var v = lastOf(s.values);
+        if (!isNum(v) || s.name === 'success') return;
+        if (REFUSAL_CLASSES.indexOf(s.name) >= 0) { ref += v; anyRef = true; } else fail += v;
+      });
+      if (anyRef || h.refused > 0) now.push(['Refused by design /s (now)', fmt(ref) + ' /s']);
+      now.push(['Failures /s (now)', fmt(fail) + ' /s']);
+      var lat = (r.latency || []).filter(function (l) { return l.kind === h.kind; })[0];
+      if (lat) now.push(['p99 (now)', msText(lastOf(lat.p99))]);
+      now.push(['Succeeded (so far)', fmtInt(h.succeeded)], ['Failures (so far)', fmtInt(h.failures)]);
+      if (h.refused > 0) now.push(['Refused by design (so far)', fmtInt(h.refused)]);
+      return now;
+    }
     var figs = [
       ['Throughput (succeeded)', fmt(h.throughput) + ' /s'], ['Succeeded', fmtInt(h.succeeded)],
       ['Operations', fmtInt(h.operations) + (isNum(h.offered_rate) ? ' (' + fmt(h.offered_rate) + ' /s)' : '')],
       ['Success rate (not refused)', fmtPct(h.success_rate)], ['Failures', fmtInt(h.failures)]];
     if (h.refused > 0) {
       var by = Object.keys(h.refused_by || {}).sort().map(function (k) { return k + ' ' + fmtInt(h.refused_by[k]); }).join(', ');
-      figs.push(['Refused by design', fmtInt(h.refused) + (by ? ' (' + by + ')' : '')]);
+      figs.push(['Refused by design', fmtInt(h.refused), by]);
     }
     return figs.concat([
       ['Duration', fmt(h.duration_s) + ' s'], ['p50', msText(h.p50_ms)], ['p90', msText(h.p90_ms)],
@@ -349,7 +426,8 @@
     var h = model.runs[0].headline;
     var g = el('div', { cls: 'grid', id: 'headline' });
     headlineFigures(h).forEach(function (f) {
-      g.appendChild(el('div', { cls: 'fig' }, [el('div', { cls: 'v', text: f[1] }), el('div', { cls: 'l', text: f[0] + (h.kind && f[0].charAt(0) === 'p' || f[0] === 'max' ? ' (' + h.kind + ')' : '') })]));
+      g.appendChild(el('div', { cls: 'fig' }, [el('div', { cls: 'v', text: f[1] }), el('div', { cls: 'l', text: f[0] + (h.kind && (/^p\d/.test(f[0]) || f[0] === 'max') ? ' (' + h.kind + ')' : '') }),
+        f[2] ? el('div', { cls: 'd', text: f[2] }) : null]));
     });
     var cv = model.runs[0].cost; // the cost tile (cost.go): only when the run was priced
     if (cv) g.appendChild(el('div', { cls: 'fig', id: 'cost' }, [el('div', { cls: 'v', text: cv.total }), el('div', { cls: 'l', text: cv.label })]));
@@ -388,17 +466,49 @@
     var c = model.capacity;
     if (!c) return;
     root.appendChild(el('h3', { text: 'Phases' }));
-    var pt = table(['Phase', 'Kind', 'Result', 'Planned (s)', 'Ran (s)', 'Served', 'Served /s', 'Refused by design', 'Failures', 'p50', 'p99', 'Note'],
-      c.phases.map(function (p) {
-        var h = p.headline || {};
-        var note = p.error || (p.live_stop ? 'live stop: ' + (p.live_stop.metric || p.live_stop.reason) : '') || (p.interrupted ? 'interrupted' : '') || (p.stop_breached ? 'stop condition breached' : '');
-        var ran = el('span', { cls: p.overran ? 'overran' : '', text: fmt(p.elapsed_secs, 1) + (p.overran ? ' OVERRAN' : '') });
-        return [p.name, p.kind, outcomeSpan(p.passed ? 'passed' : 'failed'), p.planned_secs ? fmt(p.planned_secs, 1) : '—', ran,
-          fmtInt(h.succeeded), fmt(h.throughput), el('span', { cls: h.refused ? 'refused' : '', text: fmtInt(h.refused || 0) }), fmtInt(h.failures),
-          msText(h.p50_ms), msText(h.p99_ms), note];
-      }), [false, false, false, true, true, true, true, true, true, true, true, false]);
+    var phead = ['Phase', 'Kind', 'Result', 'Planned (s)', 'Ran (s)', 'Served', 'Served /s', 'Refused by design', 'Failures', 'p50', 'p99', 'Note'];
+    var pnum = [false, false, false, true, true, true, true, true, true, true, true, false];
+    function phaseRow(p) {
+      var h = p.headline || {};
+      var note = p.error || (p.live_stop ? 'live stop: ' + (p.live_stop.metric || p.live_stop.reason) : '') || (p.interrupted ? 'interrupted' : '') || (p.stop_breached ? 'stop condition breached' : '');
+      var ran = el('span', { cls: p.overran ? 'overran' : '', text: fmt(p.elapsed_secs, 1) + (p.overran ? ' OVERRAN' : '') });
+      return [p.name, p.kind, outcomeSpan(p.passed ? 'passed' : 'failed'), p.planned_secs ? fmt(p.planned_secs, 1) : '—', ran,
+        fmtInt(h.succeeded), fmt(h.throughput), el('span', { cls: h.refused ? 'refused' : '', text: fmtInt(h.refused || 0) }), fmtInt(h.failures),
+        msText(h.p50_ms), msText(h.p99_ms), note];
+    }
+    // Repeated phases (the same name but for a trailing number, the same kind: "step-1" …
+    // "step-12") that all passed on time fold into one row; every phase is listed below.
+    var rows = [], folded = 0;
+    function stem(p) { return (p.label || p.name).replace(/[-_ .]?\d+$/, ''); }
+    function foldable(p) { return p.passed && !p.overran && !p.error && stem(p) !== (p.label || p.name); }
+    for (var i = 0; i < c.phases.length;) {
+      var j = i + 1, st = stem(c.phases[i]);
+      if (foldable(c.phases[i])) {
+        while (j < c.phases.length && foldable(c.phases[j]) && stem(c.phases[j]) === st && c.phases[j].kind === c.phases[i].kind) j++;
+      }
+      var run = c.phases.slice(i, j);
+      if (run.length >= MIN_FOLDED_PHASES) {
+        var sum = function (f) { return run.reduce(function (a, p) { var v = f(p); return a + (isNum(v) ? v : 0); }, 0); };
+        var served = sum(function (p) { return (p.headline || {}).succeeded; }), ranS = sum(function (p) { return p.elapsed_secs; });
+        rows.push([run[0].name + ' … ' + run[run.length - 1].name + ' (' + run.length + ' phases)', run[0].kind, outcomeSpan('passed'),
+          fmt(sum(function (p) { return p.planned_secs; }), 1), fmt(ranS, 1), fmtInt(served), ranS > 0 ? fmt(served / ranS) : '—',
+          fmtInt(sum(function (p) { return (p.headline || {}).refused; })), fmtInt(sum(function (p) { return (p.headline || {}).failures; })), '',
+          msText(Math.max.apply(null, run.map(function (p) { return isNum((p.headline || {}).p99_ms) ? p.headline.p99_ms : 0; }))) + ' (highest)',
+          run.length + ' repeated phases folded']);
+        folded += run.length;
+      } else {
+        run.forEach(function (p) { rows.push(phaseRow(p)); });
+      }
+      i = j;
+    }
+    var pt = table(phead, rows, pnum);
     pt.id = 'phases';
     root.appendChild(pt);
+    if (folded) {
+      var pa = table(phead, c.phases.map(phaseRow), pnum);
+      pa.id = 'phases-all';
+      root.appendChild(el('details', null, [el('summary', { text: 'Every phase (' + c.phases.length + ')' }), pa]));
+    }
     root.appendChild(el('h3', { text: 'Checks' }));
     var all = [], open = [];
     c.phases.forEach(function (p) {
@@ -410,9 +520,10 @@
     });
     var head = ['Phase', 'Type', 'Metric', 'Comparison', 'Observed', 'Limit', 'Outcome'], numeric = [false, false, false, false, true, true, false];
     var passed = all.length - open.length;
+    var failed = open.filter(function (r) { return r[6].textContent === 'failed'; }).length;
     root.appendChild(el('div', { cls: 'card', id: 'checks-folded' }, [
-      el('span', { cls: open.length ? 'fail' : 'pass', text: passed + ' of ' + all.length + ' checks passed' }),
-      open.length ? '; ' + open.length + ' failed or not tested, listed below' : '']));
+      el('span', { cls: failed ? 'fail' : 'pass', text: passed + ' of ' + all.length + ' checks passed' }),
+      open.length ? '; ' + failed + ' failed, ' + (open.length - failed) + ' not tested (listed below)' : '']));
     if (open.length) {
       var t = table(head, open, numeric);
       t.id = 'checks';
@@ -474,6 +585,8 @@
       b.addEventListener('click', save);
       title.appendChild(b);
     }
+    if (model.live) app.appendChild(el('div', { cls: 'card', id: 'live-status' }));
+    liveStatus();
     capacityVerdict(app);
     var hs = el('div', { id: 'headline-section' });
     app.appendChild(hs);
@@ -486,7 +599,18 @@
   }
 
   function drawCharts() {
-    var infos = specs().map(function (s) { return drawChart(chartRoot, s); });
+    var sp = specs();
+    var infos = sp.map(function (s) { return drawChart(chartRoot, s); });
+    // The page shows the charts in the specs' order, whenever each first got data; a chart no
+    // longer specified (a latency kind found identical to another) goes.
+    var ids = {};
+    sp.forEach(function (s) { ids[s.id] = true; chartRoot.appendChild(charts[s.id].el); });
+    Object.keys(charts).forEach(function (id) {
+      if (ids[id]) return;
+      if (charts[id].u) charts[id].u.destroy();
+      if (charts[id].el.parentNode) charts[id].el.parentNode.removeChild(charts[id].el);
+      delete charts[id];
+    });
     window.__lpCharts = infos;
     renders++;
     document.body.setAttribute('data-rendered', String(renders));
@@ -558,6 +682,19 @@
     });
   }
 
+  // liveStatus shows the time elapsed against the planned length, and the target rate.
+  function liveStatus() {
+    var st = document.getElementById('live-status');
+    if (!st || !model.live) return;
+    var r = model.runs[0] || {}, lv = model.live;
+    var el2 = r.t && r.t.length ? lastOf(r.t) : 0;
+    if (lv.ended && r.headline && isNum(r.headline.duration_s)) el2 = r.headline.duration_s;
+    var planned = isNum(lv.planned_secs) && lv.planned_secs > 0 ? lv.planned_secs : 0;
+    var text = (lv.ended ? 'ran ' : 'elapsed ') + fmt(el2, 1) + ' s' + (planned ? ' of ' + fmt(planned, 1) + ' s planned (' + fmt(Math.min(100, 100 * el2 / planned), 0) + ' %)' : '');
+    if (isNum(lv.target_rate) && lv.target_rate > 0) text += ' — target ' + fmt(lv.target_rate) + ' /s';
+    st.textContent = text;
+  }
+
   var pending = false;
   function schedule() {
     if (pending) return;
@@ -566,6 +703,7 @@
       pending = false;
       var hs = document.getElementById('headline-section');
       if (hs) { hs.textContent = ''; headlineSection(hs); }
+      liveStatus();
       drawCharts();
     });
   }
@@ -583,7 +721,7 @@
     es.addEventListener('final', function (ev) {
       es.close();
       var final = JSON.parse(ev.data);
-      final.live = { events: model.live.events, ended: true };
+      final.live = { events: model.live.events, ended: true, planned_secs: model.live.planned_secs, target_rate: model.live.target_rate };
       model = final;
       render();
       document.body.setAttribute('data-final', '1');

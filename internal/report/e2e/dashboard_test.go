@@ -5,8 +5,10 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,9 @@ func TestDashboardDuringARun(t *testing.T) {
 	b := needBrowser(t)
 	f := getFixtures(t)
 	out := t.ArtifactDir()
-	d, err := dashboard.Start(dashboard.Options{Addr: "127.0.0.1:0", Title: "loadproof keycast run (live)", Harness: "keycast", Command: "run", Target: f.srvURL})
+	const planned, rate = 4 * time.Second, 40.0
+	d, err := dashboard.Start(dashboard.Options{Addr: "127.0.0.1:0", Title: "loadproof keycast run (live)", Harness: "keycast", Command: "run", Target: f.srvURL,
+		Planned: planned, TargetRate: rate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +52,7 @@ func TestDashboardDuringARun(t *testing.T) {
 	runDone := make(chan *keycastresult.Results, 1)
 	go func() {
 		ctx := engine.WithIntervalObserver(context.Background(), d.Interval)
-		res, err := keycastload.Run(ctx, keycastload.RunConfig{URL: f.srvURL, Concurrency: 2, Duration: 4 * time.Second,
+		res, err := keycastload.Run(ctx, keycastload.RunConfig{URL: f.srvURL, Concurrency: 2, Duration: planned, Rate: rate,
 			Scenario: keycast.ScenarioWarmCache, Method: keycast.MethodGetPublicKey, Users: uf.Users, UsersFile: f.usersPath, ReportInterval: time.Second})
 		if err != nil {
 			t.Error(err)
@@ -62,6 +66,27 @@ func TestDashboardDuringARun(t *testing.T) {
 	}
 	if err := p.Screenshot(filepath.Join(out, "dashboard-live.png")); err != nil {
 		t.Error(err)
+	}
+	// Elapsed against planned, the target as a line, the rates now in the tiles.
+	status, err := browser.Eval[string](p, `document.getElementById('live-status').textContent`)
+	if want := fmt.Sprintf("of %g s planned", planned.Seconds()); err != nil || !strings.Contains(status, want) || !strings.Contains(status, fmt.Sprintf("target %g /s", rate)) {
+		t.Errorf("live status %q (%v): want %q and the target rate", status, err, want)
+	}
+	labels, err := browser.Eval[[]string](p, `Array.from(document.querySelectorAll('#headline .fig .l')).map(function(e){return e.textContent;})`)
+	if err != nil || !slices.Contains(labels, "Succeeded /s (now)") || slices.Contains(labels, "Throughput (succeeded)") {
+		t.Errorf("live tiles %q (%v): want the current rates, not the means since the start", labels, err)
+	}
+	liveCharts, err := p.Charts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := browser.Eval[[]string](p, `Array.from(document.querySelectorAll('#charts > .chart')).map(function(e){return e.id.replace(/^chart-/, '');})`)
+	var liveOrder []string
+	for _, c := range liveCharts {
+		liveOrder = append(liveOrder, c.ID)
+		if c.ID == "throughput" && !slices.Equal(c.Series, []string{"throughput", "target"}) {
+			t.Errorf("live throughput chart series %q: want the target line beside it", c.Series)
+		}
 	}
 	res := <-runDone
 	if res == nil {
@@ -78,7 +103,29 @@ func TestDashboardDuringARun(t *testing.T) {
 	if err := p.Wait(`document.body.getAttribute('data-final') === '1'`, 90*time.Second); err != nil {
 		t.Fatalf("the page never showed the final report: %v; console %q", err, p.Errors())
 	}
-	checkCharts(t, p, expectCharts(m))
+	want := expectCharts(m)
+	w := want["throughput"]
+	w.series = append(w.series, "target") // the dashboard keeps its target line at the end
+	want["throughput"] = w
+	checkCharts(t, p, want)
+	if !slices.Equal(shown, liveOrder) {
+		t.Errorf("live page shows charts %q (%v), want them in the order %q", shown, err, liveOrder)
+	}
+	// The same charts in the same order live and final (the final report may add the charts of
+	// the whole run, like the distribution, after them).
+	finalCharts, err := p.Charts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var finalOrder []string
+	for _, c := range finalCharts {
+		if slices.Contains(liveOrder, c.ID) {
+			finalOrder = append(finalOrder, c.ID)
+		}
+	}
+	if !slices.Equal(finalOrder, liveOrder) {
+		t.Errorf("charts live %q, final %q: want the same order", liveOrder, finalOrder)
+	}
 	if errs := p.Errors(); len(errs) > 0 {
 		t.Errorf("console errors: %q", errs)
 	}

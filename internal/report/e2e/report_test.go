@@ -158,6 +158,18 @@ func checkCharts(t *testing.T, p *browser.Page, want map[string]wantChart) {
 			t.Errorf("chart %s was drawn but is not expected", id)
 		}
 	}
+	// A series of fewer than 3 points is a small table, not dots on an empty axis.
+	var small []string
+	for id, w := range want {
+		if w.points < 3 && id != "distribution" {
+			small = append(small, "chart-"+id)
+		}
+	}
+	slices.Sort(small)
+	shown, err := browser.Eval[[]string](p, `Array.from(document.querySelectorAll('#charts .chart.small')).map(function(e){return e.id;}).sort()`)
+	if err != nil || !slices.Equal(shown, small) {
+		t.Errorf("charts shown as tables %q (%v), want %q (those under 3 points)", shown, err, small)
+	}
 }
 
 func fileURL(path string) string {
