@@ -468,8 +468,11 @@ func envInt(env *Env, k string) int {
 // setSources rewrites a `linkkeys worker --spec` task so its section takes its sources from this
 // worker's own range (worker --client-ip-base/--client-ip-count). Keycast tasks have no source
 // range and pass unchanged; a combined spec's per-stream prefixes are the server's accounting
-// keys, so it is refused rather than silently rewritten.
-func setSources(args []string, base string, count int) ([]string, error) {
+// keys, so it is refused rather than silently rewritten. A ddos task numbers its sources across
+// the whole run (one attempt each): the segment it runs (the spec's, split by the task's seg as
+// the client does) has its attempts moved to start at this worker's first address, and a segment
+// with more attempts than the worker has addresses is refused.
+func setSources(args []string, seg result.Segment, base string, count int) ([]string, error) {
 	i := slices.Index(args, "--spec")
 	if len(args) < 2 || args[0] != "linkkeys" || i < 0 || i+1 >= len(args) {
 		return args, nil
@@ -491,7 +494,18 @@ func setSources(args []string, base string, count int) ([]string, error) {
 	case spec.Requests != nil:
 		spec.Requests.Sources = src
 	case spec.DDoS != nil:
-		spec.DDoS.Base = b // one attempt per source: the count is the task's
+		// One attempt per source: the count is the task's. The segment's attempts use source
+		// indexes start…start+n-1 from Base (within Base's /8), so Base is set start addresses
+		// before this worker's own first one.
+		run := spec.Segment
+		if seg.Count > 0 {
+			run = run.Sub(seg.Count, seg.Index)
+		}
+		start, n := run.Range(int64(spec.DDoS.Sources))
+		if n > int64(count) {
+			return nil, fmt.Errorf("this worker's ddos segment makes %d attempts, one per source address, but --client-ip-count is %d: give it at least %d addresses of its own, or more workers", n, count, n)
+		}
+		spec.DDoS.Base = linkkeysload.IPv4((uint32(b)-uint32(start))&0x00FF_FFFF | uint32(b)&0xFF00_0000)
 	case spec.Combined != nil:
 		return nil, errors.New("a combined task keeps its per-stream source prefixes (the server accounts by them); run this worker without --client-ip-base")
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // TestClientTargetsLinkKeysSpec (finding 1): a LinkKeys task's spec is authorized by the one
@@ -40,17 +43,35 @@ func TestClientTargetsLinkKeysSpec(t *testing.T) {
 // TestWorkerSetSources (issue 25 section 3): a worker's own source range replaces the task's.
 func TestWorkerSetSources(t *testing.T) {
 	args := []string{"linkkeys", "worker", "--spec", `{"command":"connections","connections":{"target":{"addr":"127.0.0.1:1"},"sources":{"Base":2130706433,"Count":4}}}`}
-	out, err := setSources(args, "127.5.0.1", 9)
+	out, err := setSources(args, result.Segment{Index: 1, Count: 3}, "127.5.0.1", 9)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out[3], `"sources":{"Base":2131034113,"Count":9}`) {
 		t.Errorf("spec after --client-ip-base: %s", out[3])
 	}
-	if _, err := setSources([]string{"linkkeys", "worker", "--spec", `{"command":"combined","combined":{}}`}, "127.5.0.1", 9); err == nil {
+	// ddos: one attempt per source numbered across the run; segment 3 of 3 of 300 sources starts at
+	// this worker's own first address and stays inside its 100 addresses.
+	ddos := []string{"linkkeys", "worker", "--spec", `{"command":"ddos","segment":{"index":0,"count":1},"ddos":{"target":{"addr":"127.0.0.1:1"},"sources":300,"client_ip_base":2131034112}}`}
+	out, err = setSources(ddos, result.Segment{Index: 2, Count: 3}, "198.19.5.1", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec linkkeysload.WorkerSpec
+	if err := json.Unmarshal([]byte(out[3]), &spec); err != nil || spec.DDoS == nil {
+		t.Fatalf("ddos spec after --client-ip-base: %s %v", out[3], err)
+	}
+	first, last := linkkeysload.NthLoopbackAddr(spec.DDoS.Base, 200), linkkeysload.NthLoopbackAddr(spec.DDoS.Base, 299)
+	if first.String() != "198.19.5.1" || last.String() != "198.19.5.100" {
+		t.Errorf("ddos segment 3/3 sources %s to %s, want 198.19.5.1 to 198.19.5.100", first, last)
+	}
+	if _, err := setSources(ddos, result.Segment{Index: 2, Count: 3}, "198.19.5.1", 99); err == nil || !strings.Contains(err.Error(), "--client-ip-count is 99") {
+		t.Errorf("a ddos segment of 100 attempts on 99 addresses: %v, want a refusal naming --client-ip-count", err)
+	}
+	if _, err := setSources([]string{"linkkeys", "worker", "--spec", `{"command":"combined","combined":{}}`}, result.Whole, "127.5.0.1", 9); err == nil {
 		t.Error("a combined spec's source prefixes were rewritten")
 	}
-	if got, err := setSources([]string{"keycast", "run", "--url", "http://x"}, "127.5.0.1", 9); err != nil || len(got) != 4 {
+	if got, err := setSources([]string{"keycast", "run", "--url", "http://x"}, result.Whole, "127.5.0.1", 9); err != nil || len(got) != 4 {
 		t.Errorf("keycast task: %q %v", got, err)
 	}
 }
