@@ -486,14 +486,16 @@ func setSources(args []string, seg result.Segment, base string, count int) ([]st
 		return nil, fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
 	}
 	src := linkkeysload.SourceAddrs{Base: b, Count: uint32(count)}
+	var target linkkeysload.Target
 	switch {
 	case spec.Connections != nil:
-		spec.Connections.Sources = src
+		spec.Connections.Sources, target = src, spec.Connections.Target
 	case spec.Handshake != nil:
-		spec.Handshake.Sources = src
+		spec.Handshake.Sources, target = src, spec.Handshake.Target
 	case spec.Requests != nil:
-		spec.Requests.Sources = src
+		spec.Requests.Sources, target = src, spec.Requests.Target
 	case spec.DDoS != nil:
+		target = spec.DDoS.Target
 		// One attempt per source: the count is the task's. The segment's attempts use source
 		// indexes start…start+n-1 from Base (within Base's /8), so Base is set start addresses
 		// before this worker's own first one.
@@ -509,12 +511,23 @@ func setSources(args []string, seg result.Segment, base string, count int) ([]st
 	case spec.Combined != nil:
 		return nil, errors.New("a combined task keeps its per-stream source prefixes (the server accounts by them); run this worker without --client-ip-base")
 	}
+	// The block must be this machine's own: checked now, a missing address refuses the task with
+	// the command that adds it, rather than failing attempt after attempt with EADDRNOTAVAIL.
+	if target.Addr.IsValid() {
+		use := linkkeysload.SourceUse{Range: linkkeysload.SourceRange{Stream: "worker --client-ip-base", First: b, Count: uint32(count)}}
+		if _, err := linkkeysload.CheckSources(target.Addr, []linkkeysload.SourceUse{use}, workerBind); err != nil {
+			return nil, err
+		}
+	}
 	out, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
 	}
 	return append(append(slices.Clone(args[:i+1]), string(out)), args[i+2:]...), nil
 }
+
+// workerBind is how setSources checks that this machine holds an address (nil: bind it).
+var workerBind func(linkkeysload.IPv4) error
 
 // hookLinkKeysRun is the coordinator's LinkKeysRun for a LinkKeys client, or nil.
 func hookLinkKeysRun(h *coord.Hook) func(context.Context, string) ([][]byte, error) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/loadproof/loadproof/internal/linkkeysload"
@@ -53,6 +54,13 @@ func TestWorkerSetSources(t *testing.T) {
 	// ddos: one attempt per source numbered across the run; segment 3 of 3 of 300 sources starts at
 	// this worker's own first address and stays inside its 100 addresses.
 	ddos := []string{"linkkeys", "worker", "--spec", `{"command":"ddos","segment":{"index":0,"count":1},"ddos":{"target":{"addr":"127.0.0.1:1"},"sources":300,"client_ip_base":2131034112}}`}
+	workerBind = func(a linkkeysload.IPv4) error { // this test's machine holds 198.19.5.0/24 only
+		if strings.HasPrefix(a.String(), "198.19.5.") {
+			return nil
+		}
+		return syscall.EADDRNOTAVAIL
+	}
+	t.Cleanup(func() { workerBind = nil })
 	out, err = setSources(ddos, result.Segment{Index: 2, Count: 3}, "198.19.5.1", 100)
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +72,11 @@ func TestWorkerSetSources(t *testing.T) {
 	first, last := linkkeysload.NthLoopbackAddr(spec.DDoS.Base, 200), linkkeysload.NthLoopbackAddr(spec.DDoS.Base, 299)
 	if first.String() != "198.19.5.1" || last.String() != "198.19.5.100" {
 		t.Errorf("ddos segment 3/3 sources %s to %s, want 198.19.5.1 to 198.19.5.100", first, last)
+	}
+	// A block this machine does not hold refuses the task with the command that adds it.
+	out, err = setSources(ddos, result.Segment{Index: 2, Count: 3}, "192.0.2.1", 100)
+	if err == nil || !strings.Contains(err.Error(), "cannot bind source address 192.0.2.1") || !strings.Contains(err.Error(), "ip route add local") {
+		t.Errorf("a worker block this machine does not hold: %q %v, want a refusal naming the address and the route command", out, err)
 	}
 	if _, err := setSources(ddos, result.Segment{Index: 2, Count: 3}, "198.19.5.1", 99); err == nil || !strings.Contains(err.Error(), "--client-ip-count is 99") {
 		t.Errorf("a ddos segment of 100 attempts on 99 addresses: %v, want a refusal naming --client-ip-count", err)
