@@ -102,6 +102,11 @@ func TestCoordinateDDoSAcrossHosts(t *testing.T) {
 	if r.Server != nil && r.Server.Delta.Accepted != sources {
 		t.Errorf("the merged result's own server accounting says %d accepted, want %d", r.Server.Delta.Accepted, sources)
 	}
+	for _, m := range r.Machines {
+		if m.Run != nil {
+			t.Logf("worker host %s: %s", m.Run.Netns, m.Run.Summary())
+		}
+	}
 	t.Logf("ddos over three hosts, each from its own prefix: %d attempts, %d allowed, server accepted %d",
 		a.Attempted, a.Succeeded, after.AcceptedConnections-before.AcceptedConnections)
 }
