@@ -78,6 +78,21 @@ func TestWorkerSetSources(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot bind source address 192.0.2.1") || !strings.Contains(err.Error(), "ip route add local") {
 		t.Errorf("a worker block this machine does not hold: %q %v, want a refusal naming the address and the route command", out, err)
 	}
+	// Without --client-ip-base the task's own range is checked on this machine, segment by segment,
+	// and the arguments pass unchanged: here the third of 198.19.4.0+300 is 198.19.4.200+100, of
+	// which this machine holds none.
+	own := []string{"linkkeys", "worker", "--spec", `{"command":"ddos","segment":{"index":0,"count":1},"ddos":{"target":{"addr":"198.18.0.1:1"},"sources":300,"client_ip_base":3323134976}}`}
+	_, err = setSources(own, result.Segment{Index: 2, Count: 3}, "", 0)
+	if err == nil || !strings.Contains(err.Error(), "cannot bind source address 198.19.4.200") {
+		t.Errorf("a task range this worker does not hold: %v, want a refusal naming 198.19.4.200", err)
+	}
+	if got, err := setSources(own, result.Segment{Index: 0, Count: 3}, "", 0); err == nil {
+		t.Errorf("segment 1/3 of 198.19.4.0+300 (198.19.4.0+100) passed on this machine: %q", got)
+	}
+	workerBind = func(linkkeysload.IPv4) error { return nil }
+	if got, err := setSources(own, result.Segment{Index: 2, Count: 3}, "", 0); err != nil || strings.Join(got, " ") != strings.Join(own, " ") {
+		t.Errorf("a task range this worker holds: %q %v, want the arguments unchanged", got, err)
+	}
 	if _, err := setSources(ddos, result.Segment{Index: 2, Count: 3}, "198.19.5.1", 99); err == nil || !strings.Contains(err.Error(), "--client-ip-count is 99") {
 		t.Errorf("a ddos segment of 100 attempts on 99 addresses: %v, want a refusal naming --client-ip-count", err)
 	}
