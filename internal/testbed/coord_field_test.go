@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,7 +57,8 @@ func (c *coordBed) finish(t *testing.T, co *testbed.Proc, workers []*testbed.Pro
 // 3 to 5, each worker's attempts from its own source prefix, against the server on host 1. The
 // merged result has exactly one attempt per source, the three segments add up to it, and the
 // server's own counters (read by the test inside host 1 before and after) accepted exactly as
-// many connections and completed exactly the handshakes the clients counted as allowed.
+// many connections and completed exactly the handshakes the clients counted as allowed. Before
+// that, workers given a block their hosts do not hold refuse the task and nothing reaches the server.
 func TestCoordinateDDoSAcrossHosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("makes network namespaces and runs a distributed run")
@@ -72,11 +74,32 @@ func TestCoordinateDDoSAcrossHosts(t *testing.T) {
 	metricsURL := "http://" + c.srv.Host.Addr + ":9464/metrics"
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	before := lkMetrics(ctx, t, c.srv.Host, metricsURL)
-	merged := filepath.Join(c.dir, "ddos.json")
-	co, workers := c.coordinate(t, "linkkeys", "ddos", "--target", c.srv.Addr, "--info-file", c.srv.InfoFile,
+	ddos := []string{"linkkeys", "ddos", "--target", c.srv.Addr, "--info-file", c.srv.InfoFile,
 		"--allow-host", c.srv.Host.Addr, "--server-metrics", metricsURL, "--preflight=false",
-		"--sources", fmt.Sprint(sources), "--concurrency", "30", "--json", merged)
+		"--sources", fmt.Sprint(sources), "--concurrency", "30"}
+
+	// Workers given a block their hosts do not hold refuse the task before any attempt, naming
+	// the addresses and the route command; the coordinator fails the run.
+	c.nextManifest("unbound")
+	c.workerArgs = []string{"--client-ip-base", "198.19.9.1"} // after the bed's own: the last one counts
+	before := lkMetrics(ctx, t, c.srv.Host, metricsURL)
+	co, workers := c.coordinate(t, append(ddos, "--json", filepath.Join(c.dir, "unbound.json"))...)
+	if code := waitExit(t, co, 60*time.Second, "the coordinator"); code == 0 || !strings.Contains(co.Output(), "cannot bind source address 198.19.9.1") ||
+		!strings.Contains(co.Output(), "ip route add local") {
+		t.Fatalf("workers on a block they do not hold: coordinate exit %d, want a refusal naming 198.19.9.1 and the route command\n%s", code, co.Output())
+	}
+	for _, w := range workers {
+		waitExit(t, w, 15*time.Second, "worker")
+	}
+	if d := lkMetrics(ctx, t, c.srv.Host, metricsURL).AcceptedConnections - before.AcceptedConnections; d != 0 {
+		t.Fatalf("the refused run still reached the server: %d connections accepted", d)
+	}
+
+	c.nextManifest("ddos")
+	c.workerArgs = nil
+	before = lkMetrics(ctx, t, c.srv.Host, metricsURL)
+	merged := filepath.Join(c.dir, "ddos.json")
+	co, workers = c.coordinate(t, append(ddos, "--json", merged)...)
 	c.finish(t, co, workers, 60*time.Second)
 	after := lkMetrics(ctx, t, c.srv.Host, metricsURL)
 
