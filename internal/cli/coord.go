@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -465,35 +466,66 @@ func envInt(env *Env, k string) int {
 	return n
 }
 
-// setSources rewrites a `linkkeys worker --spec` task so its section takes its sources from this
-// worker's own range (worker --client-ip-base/--client-ip-count). Keycast tasks have no source
-// range and pass unchanged; a combined spec's per-stream prefixes are the server's accounting
-// keys, so it is refused rather than silently rewritten.
-func setSources(args []string, base string, count int) ([]string, error) {
+// setSources prepares a `linkkeys worker --spec` task's source addresses on the worker. With this
+// worker's own range (worker --client-ip-base/--client-ip-count; base empty: none) it rewrites the
+// spec's section to take its sources from there: a combined spec's per-stream prefixes are the
+// server's accounting keys, so it is refused rather than silently rewritten, and a ddos task,
+// which numbers its sources across the whole run (one attempt each), has its segment's attempts
+// moved to start at this worker's first address (a segment with more attempts than the worker has
+// addresses is refused). Either way it then checks that this machine can bind the addresses its
+// segment (the spec's, split by the task's seg as the client does) will use, so a missing address
+// refuses the task with the command that adds it rather than failing attempt after attempt with
+// EADDRNOTAVAIL: the coordinator cannot check other machines' addresses. Keycast tasks have no
+// source range and pass unchanged.
+func setSources(args []string, seg result.Segment, base string, count int) ([]string, error) {
 	i := slices.Index(args, "--spec")
 	if len(args) < 2 || args[0] != "linkkeys" || i < 0 || i+1 >= len(args) {
 		return args, nil
-	}
-	b, err := lkBase("--client-ip-base", base)
-	if err != nil {
-		return nil, err
 	}
 	var spec linkkeysload.WorkerSpec
 	if err := json.Unmarshal([]byte(args[i+1]), &spec); err != nil {
 		return nil, fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
 	}
-	src := linkkeysload.SourceAddrs{Base: b, Count: uint32(count)}
-	switch {
-	case spec.Connections != nil:
-		spec.Connections.Sources = src
-	case spec.Handshake != nil:
-		spec.Handshake.Sources = src
-	case spec.Requests != nil:
-		spec.Requests.Sources = src
-	case spec.DDoS != nil:
-		spec.DDoS.Base = b // one attempt per source: the count is the task's
-	case spec.Combined != nil:
-		return nil, errors.New("a combined task keeps its per-stream source prefixes (the server accounts by them); run this worker without --client-ip-base")
+	run := spec.Segment
+	if seg.Count > 0 {
+		run = run.Sub(seg.Count, seg.Index)
+	}
+	stream := "the task's sources"
+	if base != "" {
+		b, err := lkBase("--client-ip-base", base)
+		if err != nil {
+			return nil, err
+		}
+		stream = "worker --client-ip-base"
+		src := linkkeysload.SourceAddrs{Base: b, Count: uint32(count)}
+		switch {
+		case spec.Connections != nil:
+			spec.Connections.Sources = src
+		case spec.Handshake != nil:
+			spec.Handshake.Sources = src
+		case spec.Requests != nil:
+			spec.Requests.Sources = src
+		case spec.DDoS != nil:
+			// One attempt per source: the count is the task's. The segment's attempts use source
+			// indexes start…start+n-1 from Base (within Base's /8), so Base is set start addresses
+			// before this worker's own first one.
+			start, n := run.Range(int64(spec.DDoS.Sources))
+			if n > int64(count) {
+				return nil, fmt.Errorf("this worker's ddos segment makes %d attempts, one per source address, but --client-ip-count is %d: give it at least %d addresses of its own, or more workers", n, count, n)
+			}
+			spec.DDoS.Base = linkkeysload.IPv4((uint32(b)-uint32(start))&0x00FF_FFFF | uint32(b)&0xFF00_0000)
+		case spec.Combined != nil:
+			return nil, errors.New("a combined task keeps its per-stream source prefixes (the server accounts by them); run this worker without --client-ip-base")
+		}
+	}
+	if target, r, ok := segmentSources(spec, run); ok {
+		r.Stream = stream
+		if _, err := linkkeysload.CheckSources(target, []linkkeysload.SourceUse{{Range: r}}, workerBind); err != nil {
+			return nil, err
+		}
+	}
+	if base == "" {
+		return args, nil
 	}
 	out, err := json.Marshal(spec)
 	if err != nil {
@@ -501,6 +533,33 @@ func setSources(args []string, base string, count int) ([]string, error) {
 	}
 	return append(append(slices.Clone(args[:i+1]), string(out)), args[i+2:]...), nil
 }
+
+// segmentSources is the target and the source addresses segment run of spec uses; ok is false for
+// a section without one range (combined: its streams are checked by the client) or no target.
+func segmentSources(spec linkkeysload.WorkerSpec, run result.Segment) (target netip.AddrPort, r linkkeysload.SourceRange, ok bool) {
+	var t linkkeysload.Target
+	var part linkkeysload.SourceAddrs
+	switch {
+	case spec.Connections != nil:
+		t, part = spec.Connections.Target, spec.Connections.Sources.In(run)
+	case spec.Handshake != nil:
+		t, part = spec.Handshake.Target, spec.Handshake.Sources.In(run)
+	case spec.Requests != nil:
+		t, part = spec.Requests.Target, spec.Requests.Sources.In(run)
+	case spec.DDoS != nil:
+		start, n := run.Range(int64(spec.DDoS.Sources))
+		t, part = spec.DDoS.Target, linkkeysload.SourceAddrs{Base: linkkeysload.NthLoopbackAddr(spec.DDoS.Base, uint32(start)), Count: uint32(n)}
+	default:
+		return netip.AddrPort{}, r, false
+	}
+	if !t.Addr.IsValid() {
+		return netip.AddrPort{}, r, false
+	}
+	return t.Addr, linkkeysload.SourceRange{First: part.Base, Count: part.Count}, true
+}
+
+// workerBind is how setSources checks that this machine holds an address (nil: bind it).
+var workerBind func(linkkeysload.IPv4) error
 
 // hookLinkKeysRun is the coordinator's LinkKeysRun for a LinkKeys client, or nil.
 func hookLinkKeysRun(h *coord.Hook) func(context.Context, string) ([][]byte, error) {

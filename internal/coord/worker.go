@@ -40,10 +40,12 @@ type WorkerConfig struct {
 	InsecureUnsigned bool
 	// ClientIPBase and ClientIPCount, when set, replace the source range of every LinkKeys task
 	// this worker runs (the task's own range is another machine's): its share of sources or
-	// connections comes from its own addresses. SetSources applies them to a task's arguments.
+	// connections comes from its own addresses. SetSources applies them to a task's arguments
+	// (base empty: it only checks the task's own source addresses on this machine); seg is the
+	// task's segment (a ddos segment's attempts start at the block's first address).
 	ClientIPBase  string
 	ClientIPCount int
-	SetSources    func(args []string, base string, count int) ([]string, error)
+	SetSources    func(args []string, seg result.Segment, base string, count int) ([]string, error)
 	// Name identifies the worker in the coordinator's messages (default: host name and pid).
 	Name string
 	// Index is the segment index to ask for (JOB_COMPLETION_INDEX), or -1 for any.
@@ -301,11 +303,15 @@ func (w *worker) onTask(m *nats.Msg) {
 		w.mu.Unlock()
 		return
 	}
-	if w.cfg.ClientIPBase != "" && w.cfg.SetSources != nil {
-		args, err := w.cfg.SetSources(t.Args, w.cfg.ClientIPBase, w.cfg.ClientIPCount)
+	if w.cfg.SetSources != nil {
+		args, err := w.cfg.SetSources(t.Args, t.Segment, w.cfg.ClientIPBase, w.cfg.ClientIPCount)
 		if err != nil {
 			w.mu.Unlock()
-			_ = w.sig.reply(w.nc, m, TaskReply{Reason: fmt.Sprintf("coord: this worker's --client-ip-base: %v", err)})
+			what := "source addresses"
+			if w.cfg.ClientIPBase != "" {
+				what = "--client-ip-base"
+			}
+			_ = w.sig.reply(w.nc, m, TaskReply{Reason: fmt.Sprintf("coord: this worker's %s: %v", what, err)})
 			return
 		}
 		t.Args = args

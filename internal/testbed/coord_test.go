@@ -3,6 +3,7 @@
 package testbed_test
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,19 +20,34 @@ import (
 type coordBed struct {
 	bed      *testbed.Bed
 	bin      string
+	bins     map[string]string
 	srv      *lkServer
 	dir      string
 	manifest string
+	// allowHost is the server host every worker authorizes (host 1's address).
+	allowHost string
+	// workerArgs are more flags for every worker (--task-files for a Keycast run).
+	workerArgs []string
+	// ipCount is each worker's --client-ip-count from its own prefix (32 unless set).
+	ipCount int
 }
 
-func newCoordBed(t *testing.T) *coordBed {
+// newHostsBed makes the five hosts and builds loadproof and the extra binaries; no server runs yet.
+func newHostsBed(t *testing.T, extra ...string) *coordBed {
 	t.Helper()
 	bed := testbed.New(t, testbed.Options{Hosts: 5, SourcePrefixes: map[int]string{
 		3: "198.19.3.0/24", 4: "198.19.4.0/24", 5: "198.19.5.0/24"}})
-	bins := testbed.Build(t, "./cmd/loadproof", "./cmd/linkkeys-server")
-	c := &coordBed{bed: bed, bin: bins["loadproof"], dir: t.TempDir()}
+	bins := testbed.Build(t, append([]string{"./cmd/loadproof"}, extra...)...)
+	c := &coordBed{bed: bed, bin: bins["loadproof"], bins: bins, dir: t.TempDir(), allowHost: bed.Hosts[0].Addr}
 	c.manifest = filepath.Join(c.dir, "run.coordination.json")
-	c.srv = startLinkKeysServer(t, bins["linkkeys-server"], bed.Hosts[0], "7443", "--metrics-addr", bed.Hosts[0].Addr+":9464")
+	return c
+}
+
+// newCoordBed is newHostsBed with the LinkKeys reference server on host 1 (metrics on :9464).
+func newCoordBed(t *testing.T) *coordBed {
+	t.Helper()
+	c := newHostsBed(t, "./cmd/linkkeys-server")
+	c.srv = startLinkKeysServer(t, c.bins["linkkeys-server"], c.bed.Hosts[0], "7443", "--metrics-addr", c.bed.Hosts[0].Addr+":9464")
 	return c
 }
 
@@ -55,10 +71,10 @@ func (c *coordBed) coordinate(t *testing.T, args ...string) (*testbed.Proc, []*t
 	})
 	var workers []*testbed.Proc
 	for i, h := range c.bed.Hosts[2:] {
-		workers = append(workers, h.Start(t, c.bin, "worker", "--nats", "nats://"+coordHost.Addr+":4222",
+		workers = append(workers, h.Start(t, c.bin, append([]string{"worker", "--nats", "nats://" + coordHost.Addr + ":4222",
 			"--nats-token-file", token, "--secret-file", secret, "--index", fmt.Sprint(i),
-			"--allow-host", c.srv.Host.Addr, "--client-ip-base", h.SourcePrefix[:strings.LastIndexByte(h.SourcePrefix, '.')]+".1",
-			"--client-ip-count", "32", "--name", h.Name, "--join-timeout", "30s"))
+			"--allow-host", c.allowHost, "--client-ip-base", h.SourcePrefix[:strings.LastIndexByte(h.SourcePrefix, '.')] + ".1",
+			"--client-ip-count", fmt.Sprint(cmp.Or(c.ipCount, 32)), "--name", h.Name, "--join-timeout", "30s"}, c.workerArgs...)...))
 	}
 	return co, workers
 }
