@@ -200,9 +200,40 @@ func TestWriterClearsTheLineFirst(t *testing.T) {
 		t.Fatalf("redrawn over a partial line: %q", buf.String())
 	}
 	w.Write([]byte(" end\n"))
+	l.Interval(interval(1, 1, map[string]int64{"success": 1}, ""))
 	l.Redraw()
 	if !strings.HasSuffix(buf.String(), "\x1b[K") {
 		t.Fatalf("not redrawn after the line ended: %q", buf.String())
+	}
+}
+
+// TestLineStaysAwayAfterTheLastOutput: output written after the last figures (a summary) is not
+// followed by the line again until new figures come, but a running hold keeps counting down.
+func TestLineStaysAwayAfterTheLastOutput(t *testing.T) {
+	l, buf, c := newTestLine(Options{Label: "run"})
+	defer l.Close()
+	l.Interval(interval(0, 1, map[string]int64{"success": 1}, ""))
+	l.Redraw()
+	w := l.Writer(buf)
+	summary := "run: DONE\n"
+	w.Write([]byte(summary))
+	c.add(time.Second)
+	l.Redraw()
+	if !strings.HasSuffix(buf.String(), summary) {
+		t.Fatalf("the line came back below the output with no new figures: %q", buf.String())
+	}
+	l.Hold(5, c.now().Add(3*time.Second))
+	w.Write([]byte("level=INFO msg=holding\n"))
+	c.add(time.Second)
+	l.Redraw()
+	if !strings.HasSuffix(buf.String(), "run  holding 5 connections: 2s left\x1b[K") {
+		t.Fatalf("the hold countdown stopped after a log line: %q", buf.String())
+	}
+	c.add(3 * time.Second)
+	w.Write([]byte("connections: DONE\n"))
+	l.Redraw()
+	if !strings.HasSuffix(buf.String(), "connections: DONE\n") {
+		t.Fatalf("redrawn after the hold ended and the summary printed: %q", buf.String())
 	}
 }
 
