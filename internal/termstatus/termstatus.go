@@ -9,6 +9,11 @@
 // it. Everything else the command prints to the same terminal goes through Line.Writer (and its
 // logger through Line.Handler), which clears the line first, so no output is ever written over.
 //
+// Once other output follows the last figures (the run's summary), the line is drawn again only
+// when new figures come (or while a hold counts down), so it never reappears below a finished run.
+// Refusals by design are the intervals' refusal classes plus, where Options.RefusalCounters name
+// the server's shed counters, their increase over the run, taken off the errors the client saw.
+//
 // The command decides whether there is a terminal (Enabled); on a pipe nothing of this package
 // runs and the output is exactly what it was without it.
 package termstatus
@@ -438,7 +443,16 @@ func (s *state) server(sample map[string]float64, o Options) {
 		if !ok {
 			continue
 		}
-		if d := v - s.baseline[k]; d > 0 {
+		b, known := s.baseline[k]
+		switch {
+		case !known:
+			s.baseline[k], b = v, v // a counter first seen now counts from here
+		case v < b:
+			// Below its baseline: the server restarted, or the samples are already relative to
+			// the run's start; either way the value is the increase.
+			s.baseline[k], b = 0, 0
+		}
+		if d := v - b; d > 0 {
 			n += d
 		}
 	}

@@ -375,3 +375,22 @@ func TestLineFirstSampleIsTheBaselineWithoutOne(t *testing.T) {
 		t.Fatalf("second sample: %q", got)
 	}
 }
+
+// TestLineServerCountersBelowBaseline: a counter below its baseline (a restarted server, or samples
+// already relative to the run) counts from zero; one first seen later counts from its first value.
+func TestLineServerCountersBelowBaseline(t *testing.T) {
+	l, _, _ := newTestLine(Options{Label: "ddos", RefusalCounters: []string{"shed_a", "shed_b"}})
+	defer l.Close()
+	l.ServerBaseline(map[string]float64{"shed_a": 500})
+	a := l.Attempts()
+	a.Update(100, 10, 90)
+	iv := interval(0, 1, map[string]int64{"success": 10, "tls": 90}, "")
+	iv.Server = map[string]float64{"shed_a": 30, "shed_b": 1000}
+	l.Interval(iv)
+	iv = interval(1, 1, nil, "")
+	iv.Server = map[string]float64{"shed_a": 40, "shed_b": 1020}
+	l.Interval(iv)
+	if got := l.Text(); !strings.Contains(got, "errors 30 ") || !strings.HasSuffix(got, "refused 60") {
+		t.Fatalf("line %q: want refused 60 (40 from zero, 20 since first seen) and errors 30", got)
+	}
+}
