@@ -423,12 +423,13 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 // that needs more than that is refused by design whatever the sources).
 func connectionsSources(count uint32, preflight bool) uint32 {
 	lim := admit.HandshakeDefaults()
-	need := uint64(count)
+	// Attempts go round-robin from the first source, which also makes the preflight connection:
+	// it takes ⌈count/n⌉ attempts, plus one.
+	per := max(uint64(lim.Burst), 2)
 	if preflight {
-		need++
+		per--
 	}
-	burst := max(uint64(lim.Burst), 1)
-	n := (need + burst - 1) / burst
+	n := (uint64(count) + per - 1) / per
 	n = min(max(n, linkkeysload.DefaultClientIPCount), lim.DistinctSourceThreshold)
 	return uint32(n)
 }
@@ -437,9 +438,9 @@ func connectionsSources(count uint32, preflight bool) uint32 {
 func connectionsSourcesHelp() string {
 	lim := admit.HandshakeDefaults()
 	return fmt.Sprintf("number of distinct source addresses (below 1 counts as 1); by default enough that no source needs more handshakes "+
-		"than the server's default per-source burst (TCP_HANDSHAKE_BURST=%g) for --count, the preflight connection included: "+
-		"⌈(--count + 1) / %g⌉, at least %d and at most the default distinct-source threshold (%d). "+
-		"Against a server with a smaller burst, give more", lim.Burst, lim.Burst, linkkeysload.DefaultClientIPCount, lim.DistinctSourceThreshold)
+		"than the server's default per-source burst (TCP_HANDSHAKE_BURST=%g) for --count: ⌈--count / %g⌉ (the first source also makes "+
+		"the preflight connection; ⌈--count / %g⌉ with --preflight=false), at least %d and at most the default distinct-source threshold (%d). "+
+		"Against a server with a smaller burst, give more", lim.Burst, lim.Burst-1, lim.Burst, linkkeysload.DefaultClientIPCount, lim.DistinctSourceThreshold)
 }
 
 func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {

@@ -22,9 +22,13 @@ func TestConnectionsSourcesDefault(t *testing.T) {
 	seed := uint64(linkkeysload.DefaultClientIPCount)
 	for _, count := range []uint64{0, 1, burst*seed - 1, burst * seed, burst*seed + 1, 3000, 200000, 1 << 31} {
 		for _, pre := range []bool{true, false} {
-			need := count
-			if pre {
-				need++
+			// The first source's handshakes: its round-robin share, plus the preflight connection.
+			first := func(n uint64) uint64 {
+				f := (count + n - 1) / n
+				if pre {
+					f++
+				}
+				return f
 			}
 			n := uint64(connectionsSources(uint32(count), pre))
 			switch {
@@ -32,15 +36,16 @@ func TestConnectionsSourcesDefault(t *testing.T) {
 				t.Errorf("count %d: %d sources, fewer than the seed's %d", count, n, seed)
 			case n > lim.DistinctSourceThreshold:
 				t.Errorf("count %d: %d sources, above the distinct-source threshold %d", count, n, lim.DistinctSourceThreshold)
-			case n < lim.DistinctSourceThreshold && n*burst < need:
-				t.Errorf("count %d (preflight %v): %d sources × burst %d cannot take %d handshakes", count, pre, n, burst, need)
-			case n > seed && (n-1)*burst >= need:
+			case n < lim.DistinctSourceThreshold && first(n) > burst:
+				t.Errorf("count %d (preflight %v): %d sources: the first makes %d handshakes, above the burst %d", count, pre, n, first(n), burst)
+			case n > seed && first(n-1) <= burst:
 				t.Errorf("count %d (preflight %v): %d sources, one fewer would do", count, pre, n)
 			}
 		}
 	}
 	help := connectionsSourcesHelp()
-	for _, want := range []string{"TCP_HANDSHAKE_BURST=" + fmt.Sprint(lim.Burst), fmt.Sprint(seed), fmt.Sprint(lim.DistinctSourceThreshold)} {
+	for _, want := range []string{"TCP_HANDSHAKE_BURST=" + fmt.Sprint(lim.Burst), "⌈--count / " + fmt.Sprint(lim.Burst-1) + "⌉",
+		fmt.Sprint(seed), fmt.Sprint(lim.DistinctSourceThreshold)} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--client-ip-count help lacks %q: %s", want, help)
 		}

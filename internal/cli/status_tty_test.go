@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
 	"github.com/loadproof/loadproof/internal/termstatus"
 )
 
@@ -156,6 +158,11 @@ func TestStatusLineOnATerminal(t *testing.T) {
 		if l := statusLineOf(end, "handshake-bench"); l != "" {
 			t.Errorf("the status line is still on the screen after the command ended: %q", l)
 		}
+		for _, f := range s.frames {
+			if strings.Contains(f, "handshake-bench: DONE") && statusLineOf(f, "handshake-bench") != "" {
+				t.Errorf("the status line drawn again below the summary:\n%s", f)
+			}
+		}
 	})
 
 	t.Run("connections", func(t *testing.T) {
@@ -192,6 +199,56 @@ func TestStatusLineOnATerminal(t *testing.T) {
 			t.Errorf("stdout lacks the seed's header and progress lines:\n%s", b)
 		}
 	})
+}
+
+// TestKeycastRunStatusLineOnATerminal: keycast run on a real pseudo-terminal (tmux) against a
+// server whose per-authorization rate limit turns away most requests: the line counts up to the
+// planned time with the current rate, p99, and the 429s as refused, apart from errors; upstream's
+// Progress lines print above it whole; the line is gone once the command ends.
+func TestKeycastRunStatusLineOnATerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and runs a client on a pseudo-terminal")
+	}
+	srv := kctest.Start(t, keycastserver.Config{RPCRatePerSecond: 20})
+	users := filepath.Join(t.TempDir(), "users.json")
+	if code, _, errs := kcRun(t, "setup", "--url", srv.URL, "--users", "2", "-c", "2", "-o", users); code != ExitOK {
+		t.Fatalf("setup exit %d: %s", code, errs)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"env", "-u", termstatus.DisableEnv, mainEnv + "=1", exe, "keycast", "run", "--url", srv.URL, "--users-file", users,
+		"-m", "get-public-key", "-d", "4", "--ramp-up", "0", "-c", "4", "--report-interval", "1", "-o", filepath.Join(t.TempDir(), "results.json")}
+	for i, a := range args {
+		args[i] = strconv.Quote(a)
+	}
+	s := newTTYScreen(t, strings.Join(args, " "))
+	defer s.save()
+	line := regexp.MustCompile(`^keycast run  \d+s/4s  [\d,.]+ ok/s  p99 [\d.]+(µs|ms|s)  errors ([\d,]+)  refused ([\d,]+)$`)
+	s.waitFor("keycast run line with refusals", 20*time.Second, func(screen string) bool {
+		m := line.FindStringSubmatch(statusLineOf(screen, "keycast run"))
+		if m == nil {
+			return false
+		}
+		errs, _ := strconv.ParseInt(strings.ReplaceAll(m[2], ",", ""), 10, 64)
+		refused, _ := strconv.ParseInt(strings.ReplaceAll(m[3], ",", ""), 10, 64)
+		return refused > 0 && errs == 0
+	})
+	end := s.waitFor("exit", 30*time.Second, func(screen string) bool { return strings.Contains(screen, "EXIT=") })
+	if l := statusLineOf(end, "keycast run"); l != "" {
+		t.Errorf("the status line is still on the screen after the command ended: %q", l)
+	}
+	for _, f := range s.frames {
+		if strings.Contains(f, "Keycast Load Test Results") && statusLineOf(f, "keycast run") != "" {
+			t.Errorf("the status line drawn again below the results:\n%s", f)
+		}
+		for _, l := range strings.Split(f, "\n") {
+			if strings.Contains(l, "Progress: ") && !strings.HasPrefix(strings.TrimSpace(l), "Progress: ") && !strings.Contains(l, "INFO") {
+				t.Errorf("a Progress line written over: %q", l)
+			}
+		}
+	}
 }
 
 // TestStatusLineOffOnAPipe: with stderr a pipe, a command wrapped by attachStatus runs with its

@@ -14,6 +14,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/syncio"
 )
 
 // Run is how a command runs and reports, beyond its own configuration.
@@ -126,12 +127,20 @@ type WorkerSpec struct {
 	Requests      *RequestConfig     `json:"requests,omitempty"`
 	DDoS          *DDoSConfig        `json:"ddos,omitempty"`
 	Combined      *CombinedConfig    `json:"combined,omitempty"`
+	// LiveIntervals asks the worker to print every interval snapshot as a line for the parent's
+	// interval observer (liveintervals.go).
+	LiveIntervals bool `json:"live_intervals,omitempty"`
 }
 
 // fanOut runs spec in n worker processes and returns their results merged. onLine receives every
 // worker stdout line that is not a progress line consumed by agg.
 func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Result, error) {
 	n := max(r.Workers, 1)
+	var live *intervalMerger
+	if obs := engine.IntervalObserver(ctx); obs != nil && r.Remote == nil && liveIntervalCommand(spec.Command) {
+		live = newIntervalMerger(n, obs)
+		spec.LiveIntervals = true
+	}
 	specs := make([]string, n)
 	spec.RunID = r.RunID
 	if r.Metrics != nil {
@@ -161,6 +170,9 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 			if agg != nil && agg.line(seg.Index, line) {
 				return
 			}
+			if live != nil && live.line(seg.Index, line) {
+				return
+			}
 			if len(line) >= len(workerLinePrefix) && line[:len(workerLinePrefix)] == workerLinePrefix {
 				return
 			}
@@ -182,6 +194,9 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 		raw, runErr = r.Remote(ctx, string(b))
 	} else {
 		raw, runErr = f.Run(ctx)
+		if live != nil {
+			live.flush()
+		}
 	}
 	var parts []Result
 	for i, b := range raw {
@@ -215,6 +230,11 @@ func workerGrace(spec WorkerSpec, workers int) time.Duration {
 // RunWorker is the body of the hidden worker command: it runs the segment described by specJSON,
 // writes its result to resultPath and prints progress lines for the parent on stdout.
 func RunWorker(ctx context.Context, specJSON, resultPath string, stdout io.Writer) error {
+	var spec WorkerSpec
+	if json.Unmarshal([]byte(specJSON), &spec) == nil && spec.LiveIntervals {
+		stdout = syncio.NewWriter(stdout) // progress and interval lines from several goroutines
+		ctx = printIntervals(ctx, stdout)
+	}
 	res, err := RunSpec(ctx, specJSON, stdout, SpecOptions{})
 	if err != nil {
 		return err

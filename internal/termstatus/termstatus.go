@@ -9,6 +9,11 @@
 // it. Everything else the command prints to the same terminal goes through Line.Writer (and its
 // logger through Line.Handler), which clears the line first, so no output is ever written over.
 //
+// Once other output follows the last figures (the run's summary), the line is drawn again only
+// when new figures come (or while a hold counts down), so it never reappears below a finished run.
+// Refusals by design are the intervals' refusal classes plus, where Options.RefusalCounters name
+// the server's shed counters, their increase over the run, taken off the errors the client saw.
+//
 // The command decides whether there is a terminal (Enabled); on a pipe nothing of this package
 // runs and the output is exactly what it was without it.
 package termstatus
@@ -117,6 +122,7 @@ type Line struct {
 	s       state
 	drawn   string // the text on screen; "" when the line is clear
 	partial bool   // the last write through Writer left the cursor mid-line: no redraw until it ends one
+	stale   bool   // other output came after the last figures: no redraw until new ones (or a hold) come
 	redraws int
 }
 
@@ -167,10 +173,13 @@ func (l *Line) tick() {
 func (l *Line) Redraw() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.partial {
+	now := l.o.Now()
+	if l.partial || l.stale && !l.s.holdRunning(now) {
+		// Once the command prints after the last figures (its summary, at the end), the line
+		// comes back only with new figures, so it is never drawn again below a finished run.
 		return
 	}
-	text := clip(l.s.render(l.o, l.o.Now()), l.o.Width-1)
+	text := clip(l.s.render(l.o, now), l.o.Width-1)
 	if text == l.drawn {
 		return
 	}
@@ -219,6 +228,7 @@ func (l *Line) Interval(iv *result.Interval) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.stale = false
 	l.s.interval(iv, l.o, l.o.Now())
 }
 
@@ -227,6 +237,7 @@ func (l *Line) Interval(iv *result.Interval) {
 func (l *Line) Begin(label string, planned time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.stale = false
 	l.s = state{label: label, planned: planned, part: l.s.part}
 }
 
@@ -244,6 +255,7 @@ func (l *Line) ServerBaseline(counters map[string]float64) {
 func (l *Line) Hold(n int64, until time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.stale = false
 	l.s.holding, l.s.holdUntil = n, until
 }
 
@@ -260,6 +272,7 @@ func (a *Attempts) Update(attempted, ok, failed int64) {
 	l := a.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.stale = false
 	if l.s.start.IsZero() {
 		l.s.start = l.o.Now()
 	}
@@ -282,6 +295,7 @@ func (c *clearingWriter) Write(p []byte) (int, error) {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
 	c.l.clearLocked()
+	c.l.stale = true
 	n, err := c.w.Write(p)
 	if n > 0 {
 		c.l.partial = p[n-1] != '\n'
@@ -314,7 +328,7 @@ func (c *clearingHandler) Handle(ctx context.Context, r slog.Record) error {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
 	c.l.clearLocked()
-	c.l.partial = false
+	c.l.partial, c.l.stale = false, true
 	return c.h.Handle(ctx, r)
 }
 
@@ -429,11 +443,25 @@ func (s *state) server(sample map[string]float64, o Options) {
 		if !ok {
 			continue
 		}
-		if d := v - s.baseline[k]; d > 0 {
+		b, known := s.baseline[k]
+		switch {
+		case !known:
+			s.baseline[k], b = v, v // a counter first seen now counts from here
+		case v < b:
+			// Below its baseline: the server restarted, or the samples are already relative to
+			// the run's start; either way the value is the increase.
+			s.baseline[k], b = 0, 0
+		}
+		if d := v - b; d > 0 {
 			n += d
 		}
 	}
 	s.serverRefused = max(s.serverRefused, int64(n)) // counters only grow; a missing sample is no drop
+}
+
+// holdRunning reports whether a hold is counting down at now.
+func (s *state) holdRunning(now time.Time) bool {
+	return !s.holdUntil.IsZero() && now.Before(s.holdUntil)
 }
 
 // current returns the successes per second and the p99 latency over the recent intervals

@@ -200,9 +200,40 @@ func TestWriterClearsTheLineFirst(t *testing.T) {
 		t.Fatalf("redrawn over a partial line: %q", buf.String())
 	}
 	w.Write([]byte(" end\n"))
+	l.Interval(interval(1, 1, map[string]int64{"success": 1}, ""))
 	l.Redraw()
 	if !strings.HasSuffix(buf.String(), "\x1b[K") {
 		t.Fatalf("not redrawn after the line ended: %q", buf.String())
+	}
+}
+
+// TestLineStaysAwayAfterTheLastOutput: output written after the last figures (a summary) is not
+// followed by the line again until new figures come, but a running hold keeps counting down.
+func TestLineStaysAwayAfterTheLastOutput(t *testing.T) {
+	l, buf, c := newTestLine(Options{Label: "run"})
+	defer l.Close()
+	l.Interval(interval(0, 1, map[string]int64{"success": 1}, ""))
+	l.Redraw()
+	w := l.Writer(buf)
+	summary := "run: DONE\n"
+	w.Write([]byte(summary))
+	c.add(time.Second)
+	l.Redraw()
+	if !strings.HasSuffix(buf.String(), summary) {
+		t.Fatalf("the line came back below the output with no new figures: %q", buf.String())
+	}
+	l.Hold(5, c.now().Add(3*time.Second))
+	w.Write([]byte("level=INFO msg=holding\n"))
+	c.add(time.Second)
+	l.Redraw()
+	if !strings.HasSuffix(buf.String(), "run  holding 5 connections: 2s left\x1b[K") {
+		t.Fatalf("the hold countdown stopped after a log line: %q", buf.String())
+	}
+	c.add(3 * time.Second)
+	w.Write([]byte("connections: DONE\n"))
+	l.Redraw()
+	if !strings.HasSuffix(buf.String(), "connections: DONE\n") {
+		t.Fatalf("redrawn after the hold ended and the summary printed: %q", buf.String())
 	}
 }
 
@@ -342,5 +373,24 @@ func TestLineFirstSampleIsTheBaselineWithoutOne(t *testing.T) {
 	l.Interval(iv)
 	if got := l.Text(); !strings.Contains(got, "errors 11") || !strings.HasSuffix(got, "refused 9") {
 		t.Fatalf("second sample: %q", got)
+	}
+}
+
+// TestLineServerCountersBelowBaseline: a counter below its baseline (a restarted server, or samples
+// already relative to the run) counts from zero; one first seen later counts from its first value.
+func TestLineServerCountersBelowBaseline(t *testing.T) {
+	l, _, _ := newTestLine(Options{Label: "ddos", RefusalCounters: []string{"shed_a", "shed_b"}})
+	defer l.Close()
+	l.ServerBaseline(map[string]float64{"shed_a": 500})
+	a := l.Attempts()
+	a.Update(100, 10, 90)
+	iv := interval(0, 1, map[string]int64{"success": 10, "tls": 90}, "")
+	iv.Server = map[string]float64{"shed_a": 30, "shed_b": 1000}
+	l.Interval(iv)
+	iv = interval(1, 1, nil, "")
+	iv.Server = map[string]float64{"shed_a": 40, "shed_b": 1020}
+	l.Interval(iv)
+	if got := l.Text(); !strings.Contains(got, "errors 30 ") || !strings.HasSuffix(got, "refused 60") {
+		t.Fatalf("line %q: want refused 60 (40 from zero, 20 since first seen) and errors 30", got)
 	}
 }
