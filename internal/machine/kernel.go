@@ -25,6 +25,10 @@ type Kernel struct {
 	ListenOverflows, ListenDrops, TCPTimeouts, SyncookiesSent int64
 	// RetransSegs is Tcp RetransSegs (/proc/net/snmp).
 	RetransSegs int64
+	// DSACKRecv is TcpExt TCPDSACKRecv: duplicate SACKs received, the peer saying it already had a
+	// segment this side sent again (a spurious retransmission, typically a tail-loss probe sent
+	// while the peer was slow to answer).
+	DSACKRecv int64
 	// Sockstat is the TCP line of /proc/net/sockstat.
 	Sockstat Sockstat
 	// ConntrackCount and ConntrackMax are nf_conntrack_count and _max; -1 where connection tracking
@@ -182,14 +186,17 @@ func ParseProcStatCPU(text []byte) (steal, total uint64, err error) {
 // generator-limited verdict and its reasons ride with it (see [Judge]), so a merged result that
 // appends the machine records of its hosts keeps every host's verdict.
 type RunStats struct {
-	Seconds         float64  `json:"seconds"`
-	ListenOverflows int64    `json:"listen_overflows"`
-	ListenDrops     int64    `json:"listen_drops"`
-	TCPTimeouts     int64    `json:"tcp_timeouts"`
-	RetransSegs     int64    `json:"retrans_segs"`
-	SyncookiesSent  int64    `json:"syncookies_sent"`
-	SockstatBefore  Sockstat `json:"sockstat_before"`
-	SockstatAfter   Sockstat `json:"sockstat_after"`
+	Seconds         float64 `json:"seconds"`
+	ListenOverflows int64   `json:"listen_overflows"`
+	ListenDrops     int64   `json:"listen_drops"`
+	TCPTimeouts     int64   `json:"tcp_timeouts"`
+	RetransSegs     int64   `json:"retrans_segs"`
+	// DSACKRecv is the retransmissions the peer reported it already had (TcpExt TCPDSACKRecv):
+	// spurious, so not held against the generator.
+	DSACKRecv      int64    `json:"dsack_recv,omitempty"`
+	SyncookiesSent int64    `json:"syncookies_sent"`
+	SockstatBefore Sockstat `json:"sockstat_before"`
+	SockstatAfter  Sockstat `json:"sockstat_after"`
 	// ConntrackCount (at the end) and ConntrackMax are -1 where connection tracking is not loaded.
 	ConntrackCount int64 `json:"conntrack_count"`
 	ConntrackMax   int64 `json:"conntrack_max"`
@@ -227,6 +234,7 @@ func Delta(before, after Kernel, cores int) *RunStats {
 		ListenDrops:     d(before.ListenDrops, after.ListenDrops),
 		TCPTimeouts:     d(before.TCPTimeouts, after.TCPTimeouts),
 		RetransSegs:     d(before.RetransSegs, after.RetransSegs),
+		DSACKRecv:       d(before.DSACKRecv, after.DSACKRecv),
 		SyncookiesSent:  d(before.SyncookiesSent, after.SyncookiesSent),
 		SockstatBefore:  before.Sockstat,
 		SockstatAfter:   after.Sockstat,
@@ -266,7 +274,8 @@ const (
 
 // Judge sets rs.GeneratorLimited and rs.Reasons by the rule: this process's CPU at 90 % or more of
 // its cores over a run of a second or more; late plus dropped open-model starts above 1 % of those
-// scheduled; retransmitted segments or listen overflows/drops on the client's own network stack
+// scheduled; retransmitted segments (less those the server reported it already had, DSACK) or
+// listen overflows/drops on the client's own network stack
 // (not judged when SharedStack, since the server's are counted there too). It returns rs.
 func Judge(rs *RunStats) *RunStats {
 	if rs == nil {
@@ -283,8 +292,12 @@ func Judge(rs *RunStats) *RunStats {
 		}
 	}
 	if !rs.SharedStack {
-		if rs.RetransSegs > 0 {
-			rs.Reasons = append(rs.Reasons, fmt.Sprintf("%d TCP segments retransmitted on the client's side", rs.RetransSegs))
+		if lost := rs.RetransSegs - min(rs.DSACKRecv, rs.RetransSegs); lost > 0 {
+			why := fmt.Sprintf("%d TCP segments retransmitted on the client's side", lost)
+			if rs.DSACKRecv > 0 {
+				why += fmt.Sprintf(" (besides %d the server reported it already had: spurious)", min(rs.DSACKRecv, rs.RetransSegs))
+			}
+			rs.Reasons = append(rs.Reasons, why)
 		}
 		if rs.ListenOverflows > 0 || rs.ListenDrops > 0 {
 			rs.Reasons = append(rs.Reasons, fmt.Sprintf("%d listen overflows, %d listen drops on the client's side", rs.ListenOverflows, rs.ListenDrops))

@@ -21,6 +21,7 @@ func ReadKernel() Kernel {
 		ext := ns["TcpExt"]
 		k.ListenOverflows, k.ListenDrops = ext["ListenOverflows"], ext["ListenDrops"]
 		k.TCPTimeouts, k.SyncookiesSent = ext["TCPTimeouts"], ext["SyncookiesSent"]
+		k.DSACKRecv = ext["TCPDSACKRecv"]
 	}
 	if b, err := readBounded("/proc/net/snmp"); err != nil {
 		miss("Tcp", err)

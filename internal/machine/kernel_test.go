@@ -148,6 +148,16 @@ func TestJudge(t *testing.T) {
 			b.RetransSegs, a.RetransSegs = 5, 9
 			return Delta(b, a, 4)
 		}, true, "4 TCP segments retransmitted"},
+		{"spurious retransmits (DSACK) are not the client's", func() *RunStats {
+			b, a := reading(0, 0), reading(10, 0)
+			a.RetransSegs, a.DSACKRecv = 40, 40
+			return Delta(b, a, 4)
+		}, false, ""},
+		{"retransmits beyond the spurious ones", func() *RunStats {
+			b, a := reading(0, 0), reading(10, 0)
+			a.RetransSegs, a.DSACKRecv = 40, 30
+			return Delta(b, a, 4)
+		}, true, "10 TCP segments retransmitted on the client's side (besides 30 the server reported it already had"},
 		{"overflows on a shared stack are not the client's", func() *RunStats {
 			b, a := reading(0, 0), reading(10, 0)
 			a.ListenOverflows = 3
