@@ -133,6 +133,7 @@ type WireInterval struct {
 	Counts   map[string]int64   `json:"counts,omitempty"`
 	Causes   map[string]int64   `json:"causes,omitempty"`
 	Counters map[string]int64   `json:"counters,omitempty"`
+	Gauges   map[string]int64   `json:"gauges,omitempty"`
 	Server   map[string]float64 `json:"server,omitempty"`
 	// Latency holds each kind's non-empty buckets as varint pairs (value delta in µs, count).
 	Latency map[string][]byte `json:"latency,omitempty"`
@@ -173,7 +174,7 @@ func unpackBuckets(p []byte) []hist.Bucket {
 
 // ToWire converts an interval for sending.
 func ToWire(iv *result.Interval) *WireInterval {
-	w := &WireInterval{T: iv.T, Secs: iv.Secs, Counts: iv.Counts, Causes: iv.Causes, Counters: iv.Counters, Server: iv.Server}
+	w := &WireInterval{T: iv.T, Secs: iv.Secs, Counts: iv.Counts, Causes: iv.Causes, Counters: iv.Counters, Gauges: iv.Gauges, Server: iv.Server}
 	if len(iv.Latency) > 0 {
 		w.Latency = make(map[string][]byte, len(iv.Latency))
 		for k, h := range iv.Latency {
@@ -194,7 +195,7 @@ func (w *WireInterval) Total() int64 {
 
 // AddTo merges the interval into iv exactly (result.Interval.Add's rules).
 func (w *WireInterval) AddTo(iv *result.Interval) {
-	iv.Add(&result.Interval{Counts: w.Counts, Causes: w.Causes, Counters: w.Counters, Server: w.Server, Secs: w.Secs})
+	iv.Add(&result.Interval{Counts: w.Counts, Causes: w.Causes, Counters: w.Counters, Gauges: w.Gauges, Server: w.Server, Secs: w.Secs})
 	for k, packed := range w.Latency {
 		bs := unpackBuckets(packed)
 		if len(bs) == 0 {
