@@ -110,3 +110,36 @@ func TestLiveMergeRefusesWhatNoRunSends(t *testing.T) {
 		t.Fatalf("%d complete after worker 1 finished, want 1", ts.next)
 	}
 }
+
+// FuzzLiveMerge: whatever intervals workers send, in whatever times and lengths, the merge keeps
+// every count of the ones it takes, opens no more merged intervals than it took, and its gauges
+// stay within what the workers read.
+func FuzzLiveMerge(f *testing.F) {
+	f.Add([]byte{0, 0, 10, 1, 1, 0, 10, 1, 0, 10, 10, 2, 1, 20, 10, 3})
+	f.Add([]byte{0, 255, 255, 9, 1, 0, 0, 9, 0, 3, 1, 1, 1, 3, 200, 7})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		const workers = 3
+		ts := newTestTask(workers)
+		var took, held int64
+		for ; len(b) >= 4; b = b[4:] {
+			i := int(b[0]) % workers
+			tt, secs, n := float64(b[1])/10, float64(b[2])/100, int64(b[3])
+			seq := ts.seen[i]
+			send(ts, i, tt, secs, n, n)
+			if ts.seen[i] == seq+1 {
+				took += n
+				held += n
+			}
+		}
+		var got int64
+		for k, iv := range ts.merged {
+			got += iv.Counts["success"]
+			if g := iv.Gauges["held"]; g < 0 || g > held {
+				t.Fatalf("interval %d: held %d, outside 0..%d", k, g, held)
+			}
+		}
+		if got != took || len(ts.merged) > int(took)+len(ts.seen)*256 {
+			t.Fatalf("merged %d of %d counted, in %d intervals", got, took, len(ts.merged))
+		}
+	})
+}
