@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"time"
 
@@ -45,6 +46,9 @@ type taskState struct {
 	total    int64
 	failures int64
 	lat      *hist.Histogram
+	lineAt   float64 // run time of the last progress line
+	lineN    int64   // operations since it
+	lineSecs float64 // interval time since it
 }
 
 // workerLast is what one worker put into one merged interval that is replaced rather than added:
@@ -190,6 +194,9 @@ func (ts *taskState) place(t, secs float64) int {
 func (ts *taskState) finish(c *Coordinator, i int) {
 	ts.finished[i] = true
 	ts.advance()
+	if n := len(ts.merged); ts.lineSecs > 0 && ts.next == n && !slices.Contains(ts.finished, false) {
+		ts.line(ts.merged[n-1].T + ts.merged[n-1].Secs) // the run's last intervals
+	}
 }
 
 func (ts *taskState) complete(k int) bool {
@@ -255,12 +262,17 @@ func (ts *taskState) signal(ev any) {
 	}
 }
 
-// report prints the progress line of merged interval k.
+// report counts merged interval k into the task's progress and prints a progress line once a
+// second of the run has passed since the last one (snapshots of 100 ms make ten intervals a
+// second; the line's "+n" and rate are over the intervals since the last line). The run's last
+// intervals get theirs when the last worker finishes.
 func (ts *taskState) report(k int) {
 	iv := &ts.merged[k]
 	n := iv.Total()
 	ts.total += n
 	ts.failures += n - iv.Counts[result.ClassSuccess]
+	ts.lineN += n
+	ts.lineSecs += iv.Secs
 	if ts.lat == nil {
 		ts.lat = hist.New()
 	}
@@ -271,11 +283,27 @@ func (ts *taskState) report(k int) {
 	if h := iv.Latency[kind]; h != nil {
 		ts.lat.Merge(h)
 	}
+	if end := iv.T + iv.Secs; end >= ts.lineAt+lineEvery {
+		ts.line(end)
+	}
+}
+
+// line prints the progress line at run time end.
+func (ts *taskState) line(end float64) {
 	rate := 0.0
-	if iv.Secs > 0 {
-		rate = float64(n) / iv.Secs
+	if ts.lineSecs > 0 {
+		rate = float64(ts.lineN) / ts.lineSecs
+	}
+	q := func(p float64) float64 {
+		if ts.lat == nil {
+			return 0
+		}
+		return float64(ts.lat.Quantile(p)) / 1e6
 	}
 	fmt.Fprintf(ts.progress, "coordinate: %s t=%.0fs  %d ops (+%d, %.0f/s)  failures %d  p50=%.1fms p99=%.1fms\n",
-		ts.opts.Describe, iv.T+iv.Secs, ts.total, n, rate, ts.failures,
-		float64(ts.lat.Quantile(0.5))/1e6, float64(ts.lat.Quantile(0.99))/1e6)
+		ts.opts.Describe, end, ts.total, ts.lineN, rate, ts.failures, q(0.5), q(0.99))
+	ts.lineAt, ts.lineN, ts.lineSecs = end, 0, 0
 }
+
+// lineEvery is the run time between two progress lines, less a little for a tick's jitter.
+const lineEvery = 0.95

@@ -3,6 +3,7 @@ package coord
 import (
 	"io"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/loadproof/loadproof/internal/result"
@@ -142,4 +143,19 @@ func FuzzLiveMerge(f *testing.F) {
 			t.Fatalf("merged %d of %d counted, in %d intervals", got, took, len(ts.merged))
 		}
 	})
+}
+
+func TestLiveMergePrintsALineASecond(t *testing.T) {
+	var out strings.Builder
+	ts := newTestTask(1)
+	ts.progress, ts.opts.Describe = &out, "linkkeys connections"
+	for j := range 25 {
+		send(ts, 0, float64(j)/10, 0.1, 3, 0)
+	}
+	ts.finish(nil, 0)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "coordinate: linkkeys connections t=1s  30 ops (+30, 30/s)") ||
+		!strings.HasPrefix(lines[2], "coordinate: linkkeys connections t=2s  75 ops (+15, 30/s)") {
+		t.Fatalf("progress lines:\n%s", out.String())
+	}
 }
