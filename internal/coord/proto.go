@@ -133,9 +133,8 @@ type WireInterval struct {
 	Counts   map[string]int64   `json:"counts,omitempty"`
 	Causes   map[string]int64   `json:"causes,omitempty"`
 	Counters map[string]int64   `json:"counters,omitempty"`
+	Gauges   map[string]int64   `json:"gauges,omitempty"`
 	Server   map[string]float64 `json:"server,omitempty"`
-	// Gauges holds the driver gauges read as the interval closed (the connections held).
-	Gauges map[string]int64 `json:"gauges,omitempty"`
 	// Latency holds each kind's non-empty buckets as varint pairs (value delta in µs, count).
 	Latency map[string][]byte `json:"latency,omitempty"`
 }
@@ -175,7 +174,7 @@ func unpackBuckets(p []byte) []hist.Bucket {
 
 // ToWire converts an interval for sending.
 func ToWire(iv *result.Interval) *WireInterval {
-	w := &WireInterval{T: iv.T, Secs: iv.Secs, Counts: iv.Counts, Causes: iv.Causes, Counters: iv.Counters, Server: iv.Server, Gauges: iv.Gauges}
+	w := &WireInterval{T: iv.T, Secs: iv.Secs, Counts: iv.Counts, Causes: iv.Causes, Counters: iv.Counters, Gauges: iv.Gauges, Server: iv.Server}
 	if len(iv.Latency) > 0 {
 		w.Latency = make(map[string][]byte, len(iv.Latency))
 		for k, h := range iv.Latency {
@@ -196,7 +195,7 @@ func (w *WireInterval) Total() int64 {
 
 // AddTo merges the interval into iv exactly (result.Interval.Add's rules).
 func (w *WireInterval) AddTo(iv *result.Interval) {
-	iv.Add(&result.Interval{Counts: w.Counts, Causes: w.Causes, Counters: w.Counters, Server: w.Server, Gauges: w.Gauges, Secs: w.Secs})
+	iv.Add(&result.Interval{Counts: w.Counts, Causes: w.Causes, Counters: w.Counters, Gauges: w.Gauges, Server: w.Server, Secs: w.Secs})
 	for k, packed := range w.Latency {
 		bs := unpackBuckets(packed)
 		if len(bs) == 0 {

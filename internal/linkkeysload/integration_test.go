@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
@@ -296,8 +297,9 @@ func TestRequestBenchSamplesThePrometheusEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Intervals) < 2 || res.IntervalSecs != 1 {
-		t.Fatalf("%d intervals of %gs", len(res.Intervals), res.IntervalSecs)
+	// A run under 30 s takes 100 ms snapshots.
+	if len(res.Intervals) < 2 || res.IntervalSecs != engine.FineInterval.Seconds() {
+		t.Fatalf("%d intervals of %gs, want 100 ms ones", len(res.Intervals), res.IntervalSecs)
 	}
 	if got := intervalTotals(res); got["success"] != res.Requests.Completed || res.Envelope.Totals["success"] != res.Requests.Completed {
 		t.Fatalf("intervals add up to %v, totals %v, completed %d", got, res.Envelope.Totals, res.Requests.Completed)

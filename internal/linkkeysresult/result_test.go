@@ -191,6 +191,34 @@ func TestParamsFromFlags(t *testing.T) {
 	}
 }
 
+// connectionsTimeline is a connections result's timeline at 100 ms with the held gauge and the
+// close counters.
+var connectionsTimeline = []byte(`{"format":"` + result.Format + `","harness":"linkkeys","command":"connections","interval_secs":0.1,"totals":{"success":2},` +
+	`"intervals":[{"t":0,"secs":0.1,"counts":{"success":2},"gauges":{"held":2}},{"t":0.1,"secs":0.1,"gauges":{"held":1},"counters":{"closed_by_server":1}},` +
+	`{"t":0.2,"secs":0.05,"gauges":{"held":0},"counters":{"closed_by_client":1}}]}`)
+
+func TestReadKeepsTheTimeline(t *testing.T) {
+	r, err := Read(connectionsTimeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IntervalSecs != 0.1 || len(r.Intervals) != 3 || r.Intervals[0].Gauges[GaugeHeld] != 2 || r.Intervals[1].Counters[CounterClosedByServer] != 1 {
+		t.Fatalf("%g s, %+v", r.IntervalSecs, r.Intervals)
+	}
+	// Two segments of it merge: the gauges add at the same instants, the counters add.
+	m, err := Merge([]Result{r, r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Intervals[0].Gauges[GaugeHeld] != 4 || m.Intervals[2].Gauges[GaugeHeld] != 0 || m.Intervals[2].Counters[CounterClosedByClient] != 2 {
+		t.Fatalf("merged %+v", m.Intervals)
+	}
+	bad := bytes.Replace(connectionsTimeline, []byte(`"held":1`), []byte(`"held":-1`), 1)
+	if _, err := Read(bad); err == nil || !strings.Contains(err.Error(), `gauges["held"] is negative`) {
+		t.Fatalf("a negative gauge read: %v", err)
+	}
+}
+
 func FuzzRead(f *testing.F) {
 	whole, _ := randomParts(5, 1, 20)
 	b, _ := json.Marshal(whole)
@@ -198,6 +226,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"format":"` + result.Format + `","harness":"linkkeys","command":"ddos","attempts":{"connect_handshake_latency":{"hdr":"x"}}}`))
 	f.Add([]byte(`{"format":"` + result.Format + `","harness":"linkkeys","command":"ddos","histograms":{"x":null},"intervals":[{"t":0,"latency":{"y":null}}]}`))
 	f.Add([]byte(`{}`))
+	f.Add(connectionsTimeline)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Read(b)
 		if err != nil {

@@ -48,6 +48,8 @@ func TestValidateConsistency(t *testing.T) {
 			}
 		}, `histograms["latency"] holds 12 samples, more than the 3 operations`},
 		{"negative secs", func(e *Envelope) { e.Intervals[0].Secs = -1 }, `intervals[0]: t 0, secs -1`},
+		{"negative gauge", func(e *Envelope) { e.Intervals[1].Gauges = map[string]int64{"held": -3} }, `intervals[1].gauges["held"] is negative`},
+		{"interval length under 1 ms", func(e *Envelope) { e.IntervalSecs = 1e-6 }, `interval_secs 1e-06: want a finite length of at least 1 ms`},
 	} {
 		e := validEnvelope()
 		tc.spoil(e)
