@@ -57,6 +57,7 @@ var clientFlagGroups = []flagGroup{
 	{"Output", named("json", "output", "progress-every", "report-interval", "server-metrics", "max-error-rate")},
 	{"Watching the run", prefixed("dashboard", "remote-write")},
 	{"Split runs and signatures", named("segment", "run-id", "sign-key")},
+	{"Cost", named("cost-per-hour", "server-cost-per-hour")},
 	{"Help", named("help", "version")},
 }
 
@@ -82,7 +83,7 @@ var stringPlaceholders = map[string]string{
 	"url": "URL", "scenario": "warm-cache|cold-start|mixed", "method": "METHOD", "users-file": "FILE",
 	"output": "PATH", "plan": "FILE", "http-client": "fast|std", "ca-cert": "FILE", "database-url": "URL|PATH",
 	"master-key-path": "FILE", "mode": "db|http", "server-metrics": "SOURCE", "ddos-wave": "sources=S,at=T[,…]",
-	"allow-host": "HOST", "refuse-host": "HOST", "remote-write-header": "'NAME: VALUE'",
+	"allow-host": "HOST", "refuse-host": "HOST", "remote-write-header": "'NAME: VALUE'", "remote-write-label": "NAME=VALUE", "cost-per-hour": "PRICE", "server-cost-per-hour": "PRICE",
 }
 
 // goTypeNames are what pflag shows for a flag without a `word` in its help: a Go type, never a
