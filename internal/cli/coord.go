@@ -106,8 +106,11 @@ type coordManifest struct {
 	Run    string `json:"run"`
 	// InsecureUnsigned records a run whose control messages were not signed (--insecure-unsigned).
 	InsecureUnsigned bool `json:"insecure_unsigned,omitempty"`
-	// Refused counts the control messages refused, by reason (replay, bad-signature, stale, …).
+	// Refused counts the control messages the coordinator refused, by reason (replay,
+	// bad-signature, stale, duplicate, …); each worker's own counts are in its record.
 	Refused map[string]int64 `json:"refused_messages"`
+	// TaskRefusals are the tasks a worker refused, with its reason.
+	TaskRefusals []coord.TaskRefusal `json:"worker_refusals"`
 	// Partial says a merged result lacks a worker's part.
 	Partial     string              `json:"partial,omitempty"`
 	Command     []string            `json:"command"`
@@ -257,7 +260,7 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 	}
 	m := coordManifest{Format: "loadproof.coordination/v1", Run: co.Run(), Command: args, NATS: co.URL(), Embedded: o.nf.url == "",
 		Transport: co.Transport(), StartedAt: started, EndedAt: time.Now(), ExitCode: code, Workers: co.Workers(), Tasks: co.Tasks(),
-		Flags: lkFlags(cmd), Coordinator: machine.Collect(), Refused: co.Refusals(), InsecureUnsigned: o.nf.secret == ""}
+		Flags: lkFlags(cmd), Coordinator: machine.Collect(), Refused: co.Refusals(), TaskRefusals: co.TaskRefusals(), InsecureUnsigned: o.nf.secret == ""}
 	if partial != nil {
 		m.Partial = partial.Error()
 	}
@@ -377,7 +380,8 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		Use:   "worker --nats URL",
 		Short: "Join a coordinator and run the segments of client runs it sends",
 		Long: "Connects to NATS, joins the coordinator of --prefix and runs its tasks: segment --index of a\n" +
-			"client command from an allow list (never a shell command), started at the coordinated instant,\n" +
+			"Keycast run (a typed spec with an allow-listed set of fields) or of a LinkKeys client's worker spec\n" +
+			"(never a shell command or another flag), started at the coordinated instant,\n" +
 			"with one-second snapshots sent back and the result delivered over NATS. The target must pass\n" +
 			"this worker's own host rules: local hosts, the exact --allow-host, never a production host.\n" +
 			"--index defaults to JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), else any free segment.\n" +
@@ -418,10 +422,10 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			err := coord.RunWorker(cmd.Context(), coord.WorkerConfig{
 				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, InsecureUnsigned: nf.insecure, Name: name, Index: index, JoinTimeout: joinTimeout,
 				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount, SetSources: setSources,
-				Exec:    func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
-				Targets: func(args []string) ([]string, error) { return clientTargets(env, args) },
-				Hosts:   hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
-				Logger:  env.Logger,
+				Exec:     func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
+				Targets:  func(args []string) ([]string, error) { return clientTargets(env, args) },
+				Hosts:    hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
+				Progress: env.Stderr, Logger: env.Logger,
 			})
 			if errors.Is(err, coord.ErrCoordinatorLost) {
 				return &ExitError{Code: ExitWorkerLost, Err: err}
@@ -530,11 +534,11 @@ func runClient(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-// clientTargets parses a client command's flags with the real tree and returns everything the
-// command will reach, for the worker's host rules: its target URL (Keycast), or for a LinkKeys
-// worker spec the TCP address of its one section ("tcp://host:port") and its server_metrics
-// location. A spec with more than one section is refused: the worker authorizes the section it
-// runs, and only that one.
+// clientTargets parses a LinkKeys task's flags with the real tree and returns everything the
+// command will reach, for the worker's host rules: the TCP address of its worker spec's one
+// section ("tcp://host:port") and its server_metrics location. A spec with more than one section
+// is refused: the worker authorizes the section it runs, and only that one. (Keycast tasks are
+// typed specs the coord package checks itself.)
 func clientTargets(env *Env, args []string) ([]string, error) {
 	quiet := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: env.Getenv, Logger: slog.New(slog.DiscardHandler)}
 	root := NewRoot(Loadproof, quiet)
@@ -544,9 +548,6 @@ func clientTargets(env *Env, args []string) ([]string, error) {
 	}
 	if err := cmd.ParseFlags(rest); err != nil {
 		return nil, err
-	}
-	if f := cmd.Flags().Lookup("url"); f != nil {
-		return []string{f.Value.String()}, nil
 	}
 	if f := cmd.Flags().Lookup("spec"); f != nil {
 		var spec linkkeysload.WorkerSpec
