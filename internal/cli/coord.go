@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +21,6 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/hostrule"
-	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -421,9 +418,8 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			}
 			err := coord.RunWorker(cmd.Context(), coord.WorkerConfig{
 				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, InsecureUnsigned: nf.insecure, Name: name, Index: index, JoinTimeout: joinTimeout,
-				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount, SetSources: setSources,
+				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount,
 				Exec:     func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
-				Targets:  func(args []string) ([]string, error) { return clientTargets(env, args) },
 				Hosts:    hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
 				Progress: env.Stderr, Logger: env.Logger,
 			})
@@ -469,43 +465,6 @@ func envInt(env *Env, k string) int {
 	return n
 }
 
-// setSources rewrites a `linkkeys worker --spec` task so its section takes its sources from this
-// worker's own range (worker --client-ip-base/--client-ip-count). Keycast tasks have no source
-// range and pass unchanged; a combined spec's per-stream prefixes are the server's accounting
-// keys, so it is refused rather than silently rewritten.
-func setSources(args []string, base string, count int) ([]string, error) {
-	i := slices.Index(args, "--spec")
-	if len(args) < 2 || args[0] != "linkkeys" || i < 0 || i+1 >= len(args) {
-		return args, nil
-	}
-	b, err := lkBase("--client-ip-base", base)
-	if err != nil {
-		return nil, err
-	}
-	var spec linkkeysload.WorkerSpec
-	if err := json.Unmarshal([]byte(args[i+1]), &spec); err != nil {
-		return nil, fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
-	}
-	src := linkkeysload.SourceAddrs{Base: b, Count: uint32(count)}
-	switch {
-	case spec.Connections != nil:
-		spec.Connections.Sources = src
-	case spec.Handshake != nil:
-		spec.Handshake.Sources = src
-	case spec.Requests != nil:
-		spec.Requests.Sources = src
-	case spec.DDoS != nil:
-		spec.DDoS.Base = b // one attempt per source: the count is the task's
-	case spec.Combined != nil:
-		return nil, errors.New("a combined task keeps its per-stream source prefixes (the server accounts by them); run this worker without --client-ip-base")
-	}
-	out, err := json.Marshal(spec)
-	if err != nil {
-		return nil, err
-	}
-	return append(append(slices.Clone(args[:i+1]), string(out)), args[i+2:]...), nil
-}
-
 // hookLinkKeysRun is the coordinator's LinkKeysRun for a LinkKeys client, or nil.
 func hookLinkKeysRun(h *coord.Hook) func(context.Context, string) ([][]byte, error) {
 	if h == nil {
@@ -532,69 +491,4 @@ func runClient(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%s: %w", strings.Join(args[:min(2, len(args))], " "), err)
 	}
 	return nil
-}
-
-// clientTargets parses a LinkKeys task's flags with the real tree and returns everything the
-// command will reach, for the worker's host rules: the TCP address of its worker spec's one
-// section ("tcp://host:port") and its server_metrics location. A spec with more than one section
-// is refused: the worker authorizes the section it runs, and only that one. (Keycast tasks are
-// typed specs the coord package checks itself.)
-func clientTargets(env *Env, args []string) ([]string, error) {
-	quiet := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: env.Getenv, Logger: slog.New(slog.DiscardHandler)}
-	root := NewRoot(Loadproof, quiet)
-	cmd, rest, err := root.Find(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.ParseFlags(rest); err != nil {
-		return nil, err
-	}
-	if f := cmd.Flags().Lookup("spec"); f != nil {
-		var spec linkkeysload.WorkerSpec
-		if err := json.Unmarshal([]byte(f.Value.String()), &spec); err != nil {
-			return nil, fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
-		}
-		t, err := specTarget(spec)
-		if err != nil {
-			return nil, err
-		}
-		out := []string{coord.AddrTarget(t.Addr.String())}
-		if spec.ServerMetrics != "" {
-			out = append(out, spec.ServerMetrics)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%s has no target flag a worker can check", cmd.CommandPath())
-}
-
-// specTarget is the target of a LinkKeys worker spec's one section; a spec with none, or with
-// more than one, or whose section is not the one its command runs, is refused.
-func specTarget(s linkkeysload.WorkerSpec) (*linkkeysload.Target, error) {
-	var found []string
-	var t *linkkeysload.Target
-	for _, sec := range []struct {
-		name string
-		set  bool
-		tgt  func() *linkkeysload.Target
-	}{
-		{"connections", s.Connections != nil, func() *linkkeysload.Target { return &s.Connections.Target }},
-		{"ddos", s.DDoS != nil, func() *linkkeysload.Target { return &s.DDoS.Target }},
-		{"handshake", s.Handshake != nil, func() *linkkeysload.Target { return &s.Handshake.Target }},
-		{"requests", s.Requests != nil, func() *linkkeysload.Target { return &s.Requests.Target }},
-		{"combined", s.Combined != nil, func() *linkkeysload.Target { return &s.Combined.Target }},
-	} {
-		if sec.set {
-			found = append(found, sec.name)
-			t = sec.tgt()
-		}
-	}
-	switch {
-	case len(found) == 0:
-		return nil, errors.New("the LinkKeys worker spec names no target")
-	case len(found) > 1:
-		return nil, fmt.Errorf("the LinkKeys worker spec has %d sections (%s); a task runs exactly one", len(found), strings.Join(found, ", "))
-	case !t.Addr.IsValid():
-		return nil, fmt.Errorf("the LinkKeys worker spec's %s target has no address", found[0])
-	}
-	return t, nil
 }

@@ -138,12 +138,17 @@ func CheckTaskFlags(args []string) error {
 	}
 	cmd := strings.Join(args[:2], " ")
 	allowed := taskFlags[cmd]
+	seen := map[string]bool{}
 	for i := 2; i < len(args); i++ {
 		a := args[i]
 		takes, ok := allowed[a]
 		if !ok {
 			return fmt.Errorf("%w: %q is not a flag a %s task may carry (allowed: the run's own load settings)", ErrRefused, clip(a), cmd)
 		}
+		if seen[a] {
+			return fmt.Errorf("%w: %s is given twice; a task gives each flag once", ErrRefused, a)
+		}
+		seen[a] = true
 		if !takes {
 			continue
 		}
@@ -152,5 +157,13 @@ func CheckTaskFlags(args []string) error {
 		}
 		i++
 	}
+	for f := range allowed {
+		if !seen[f] && taskFlagRequired[f] {
+			return fmt.Errorf("%w: a %s task needs %s", ErrRefused, cmd, f)
+		}
+	}
 	return nil
 }
+
+// taskFlagRequired are the task flags a task must carry.
+var taskFlagRequired = map[string]bool{"--spec": true}

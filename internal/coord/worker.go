@@ -42,7 +42,8 @@ type WorkerConfig struct {
 	InsecureUnsigned bool
 	// ClientIPBase and ClientIPCount, when set, replace the source range of every LinkKeys task
 	// this worker runs (the task's own range is another machine's): its share of sources or
-	// connections comes from its own addresses. SetSources applies them to a task's arguments.
+	// connections comes from its own addresses. SetSources applies them to a task's arguments
+	// (nil: SetLinkKeysSources).
 	ClientIPBase  string
 	ClientIPCount int
 	SetSources    func(args []string, base string, count int) ([]string, error)
@@ -56,7 +57,8 @@ type WorkerConfig struct {
 	// the hook in ctx; nil refuses LinkKeys tasks.
 	Exec func(ctx context.Context, args []string) error
 	// Targets returns everything a LinkKeys task's command will reach, for the host rules: TCP
-	// addresses (AddrTarget), http(s) URLs, a METRICS log file path only with MetricsFiles.
+	// addresses (AddrTarget), http(s) URLs, a METRICS log file path only with MetricsFiles; nil
+	// means LinkKeysTargets.
 	Targets func(args []string) ([]string, error)
 	// RunKeycast runs a Keycast task's configuration and returns its result (for tests); nil runs
 	// it with keycastload.Run, the users read from the spec's users file.
@@ -104,8 +106,11 @@ type worker struct {
 // RunWorker joins a coordinator and runs the tasks it sends until it says goodbye (nil), ctx ends,
 // or the coordinator goes quiet (ErrCoordinatorLost).
 func RunWorker(ctx context.Context, cfg WorkerConfig) error {
-	if (cfg.Exec == nil) != (cfg.Targets == nil) {
-		return errors.New("coord: worker needs both Exec and Targets for LinkKeys tasks, or neither")
+	if cfg.Targets == nil {
+		cfg.Targets = LinkKeysTargets
+	}
+	if cfg.SetSources == nil {
+		cfg.SetSources = SetLinkKeysSources
 	}
 	if cfg.RunKeycast == nil {
 		cfg.RunKeycast = runKeycastSpec
