@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +20,6 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/hostrule"
-	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -93,37 +91,6 @@ func (n *natsFlags) bind(f *pflag.FlagSet, env *Env) {
 
 func (n *natsFlags) conn(name string) coord.ConnConfig {
 	return coord.ConnConfig{URL: n.url, Name: name, Token: n.token, CredsFile: n.creds, NkeyFile: n.nkey, CAFile: n.ca, CertFile: n.cert, KeyFile: n.key}
-}
-
-// coordManifest is the coordination manifest written beside the merged result: every worker's
-// record (machine, clock offset, state, last snapshot), every task with its start instant and the
-// measured start skew, and a lost worker, if any.
-type coordManifest struct {
-	Format string `json:"format"`
-	Run    string `json:"run"`
-	// InsecureUnsigned records a run whose control messages were not signed (--insecure-unsigned).
-	InsecureUnsigned bool `json:"insecure_unsigned,omitempty"`
-	// Refused counts the control messages the coordinator refused, by reason (replay,
-	// bad-signature, stale, duplicate, …); each worker's own counts are in its record.
-	Refused map[string]int64 `json:"refused_messages"`
-	// TaskRefusals are the tasks a worker refused, with its reason.
-	TaskRefusals []coord.TaskRefusal `json:"worker_refusals"`
-	// Partial says a merged result lacks a worker's part.
-	Partial     string              `json:"partial,omitempty"`
-	Command     []string            `json:"command"`
-	NATS        string              `json:"nats"`
-	Embedded    bool                `json:"embedded_nats"`
-	Transport   string              `json:"result_transport"`
-	StartedAt   time.Time           `json:"started_at"`
-	EndedAt     time.Time           `json:"ended_at"`
-	ExitCode    int                 `json:"exit_code"`
-	Error       string              `json:"error,omitempty"`
-	Coordinator machine.Record      `json:"coordinator_machine"`
-	Workers     []coord.WorkerInfo  `json:"workers"`
-	Tasks       []coord.TaskRecord  `json:"tasks"`
-	Lost        *coord.LostRecord   `json:"lost_worker,omitempty"`
-	Flags       map[string]string   `json:"flags,omitempty"`
-	Outputs     map[string][]string `json:"outputs,omitempty"`
 }
 
 func newCoordinateCmd(env *Env) *cobra.Command {
@@ -255,27 +222,15 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 		// A merged result without every worker is partial: never exit 0.
 		code, runErr = ExitWorkerLost, partial
 	}
-	m := coordManifest{Format: "loadproof.coordination/v1", Run: co.Run(), Command: args, NATS: co.URL(), Embedded: o.nf.url == "",
-		Transport: co.Transport(), StartedAt: started, EndedAt: time.Now(), ExitCode: code, Workers: co.Workers(), Tasks: co.Tasks(),
-		Flags: lkFlags(cmd), Coordinator: machine.Collect(), Refused: co.Refusals(), TaskRefusals: co.TaskRefusals(), InsecureUnsigned: o.nf.secret == ""}
-	if partial != nil {
-		m.Partial = partial.Error()
-	}
+	m := co.Manifest(args, started, code, runErr)
+	m.Flags = lkFlags(cmd)
 	for _, k := range []string{"token", "nats-token", "secret", "nats-token-file", "secret-file"} {
 		delete(m.Flags, k)
 	}
-	if lost != nil {
-		m.Lost = coord.RecordLost(lost)
-	}
-	if runErr != nil {
-		m.Error = runErr.Error()
-	}
-	if b, err := json.MarshalIndent(m, "", "  "); err == nil {
-		if err := atomicfile.Write(path, append(b, '\n'), 0o644); err != nil {
-			log.Error("could not write the coordination manifest", "path", path, "err", err)
-		} else {
-			log.Info("coordination manifest saved to " + path)
-		}
+	if err := coord.WriteManifest(path, m); err != nil {
+		log.Error("could not write the coordination manifest", "path", path, "err", err)
+	} else {
+		log.Info("coordination manifest saved to " + path)
 	}
 	switch {
 	case code == ExitOK:

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/coord"
 )
 
 // TestFailClosedAndSecretsOffTheTerminal (finding 6): on an external NATS a coordinator or worker
@@ -31,7 +33,7 @@ func TestFailClosedAndSecretsOffTheTerminal(t *testing.T) {
 	if code != ExitCouldNotRun || !strings.Contains(errs, "INSECURE") || strings.Count(errs, "did not join within") != 1 {
 		t.Errorf("--insecure-unsigned: exit %d; want 3, one INSECURE warning and the join error once:\n%s", code, errs)
 	}
-	var m coordManifest
+	var m coord.Manifest
 	if b, err := os.ReadFile(man); err != nil || json.Unmarshal(b, &m) != nil || !m.InsecureUnsigned || m.Refused == nil {
 		t.Errorf("manifest: insecure_unsigned %v, refused %v (%v)", m.InsecureUnsigned, m.Refused, err)
 	}

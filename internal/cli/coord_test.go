@@ -248,7 +248,7 @@ func TestCoordinateKeycastRun(t *testing.T) {
 			if d := requestsDelta(t, m); d != m.Summary.TotalRequests {
 				t.Errorf("the server counted %d requests; the merged clients %d", d, m.Summary.TotalRequests)
 			}
-			var man coordManifest
+			var man coord.Manifest
 			b, err := os.ReadFile(out + ".coordination.json")
 			if err != nil || json.Unmarshal(b, &man) != nil {
 				t.Fatalf("coordination manifest: %v", err)
@@ -393,7 +393,7 @@ func TestCoordinateWorkerKilled(t *testing.T) {
 	if m.Stop == nil || m.Stop.Reason != "worker-lost" || len(m.Machines) != 3 || m.Summary.TotalRequests == 0 {
 		t.Fatalf("partial results: stop %+v, %d machines, %d requests", m.Stop, len(m.Machines), m.Summary.TotalRequests)
 	}
-	var man coordManifest
+	var man coord.Manifest
 	b, _ := os.ReadFile(out + ".coordination.json")
 	if err := json.Unmarshal(b, &man); err != nil || man.Lost == nil || man.Lost.Index != 2 || man.Lost.LastSnapshot == nil {
 		t.Fatalf("manifest lost worker: %+v (%v)", man.Lost, err)
@@ -448,7 +448,7 @@ func TestWorkerRefusesUnauthorizedTarget(t *testing.T) {
 		t.Fatalf("exit %d; want a refusal naming the production host:\n%s", code, errs)
 	}
 	// Both workers' refusals, with their reasons, are in the coordination manifest.
-	var m coordManifest
+	var m coord.Manifest
 	if b, err := os.ReadFile(man); err != nil || json.Unmarshal(b, &m) != nil {
 		t.Fatalf("manifest: %v", err)
 	}

@@ -181,7 +181,13 @@ func TestJoinRefusals(t *testing.T) {
 		t.Errorf("index 5: %v", err)
 	}
 	go run("first", 0)
-	time.Sleep(300 * time.Millisecond)
+	// Wait until the coordinator holds index 0 for "first" (its join is answered), by a deadline.
+	for deadline := time.Now().Add(10 * time.Second); c.Workers()[0].Name != "first"; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first worker never joined")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := run("second", 0); err == nil || !strings.Contains(err.Error(), "taken by first") {
 		t.Errorf("taken index: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -374,5 +375,26 @@ func TestWorkerRefusalsRecorded(t *testing.T) {
 			t.Fatalf("worker refusal counts %v, %v; want task 7 and 1", ws[0].Refused, ws[1].Refused)
 		case <-tick.C:
 		}
+	}
+	// All of it reaches the coordination manifest as written.
+	path := filepath.Join(t.TempDir(), "m.json")
+	if err := WriteManifest(path, c.Manifest([]string{"keycast", "run"}, time.Now(), 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var man struct {
+		Format  string           `json:"format"`
+		Refused map[string]int64 `json:"refused_messages"`
+		Workers []struct {
+			Refused map[string]int64 `json:"refused_messages"`
+		} `json:"workers"`
+		TaskRefusals []TaskRefusal `json:"worker_refusals"`
+	}
+	if err := json.Unmarshal(b, &man); err != nil || man.Format != ManifestFormat || man.Refused[RefusedDuplicate] != 1 ||
+		len(man.Workers) != 2 || man.Workers[0].Refused[RefusedTask] != 7 || len(man.TaskRefusals) != 2 {
+		t.Errorf("manifest (%v):\n%s", err, b)
 	}
 }
