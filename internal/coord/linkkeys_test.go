@@ -59,3 +59,26 @@ func TestSetLinkKeysSources(t *testing.T) {
 		t.Errorf("another task: %q %v", got, err)
 	}
 }
+
+// FuzzLinkKeysTargets: any spec is refused or yields its one section's TCP address first, then at
+// most its metrics location; the source override of an accepted spec never takes a combined one.
+func FuzzLinkKeysTargets(f *testing.F) {
+	f.Add(`{"command":"ddos","server_metrics":"http://198.18.0.9/metrics","ddos":{"target":{"addr":"127.0.0.1:7"}}}`)
+	f.Add(`{"command":"connections","connections":{"target":{"addr":"127.0.0.1:1"}},"requests":{"target":{"addr":"198.18.0.9:2"}}}`)
+	f.Add(`{"command":"combined","combined":{"target":{"addr":"[::1]:2"}}}`)
+	f.Add(`{"requests":{"target":{"addr":""}}}`)
+	f.Fuzz(func(t *testing.T, spec string) {
+		args := []string{"linkkeys", "worker", "--spec", spec}
+		got, err := LinkKeysTargets(args)
+		if err != nil {
+			return // the worker refuses the task before the override
+		}
+		if len(got) < 1 || len(got) > 2 || !strings.HasPrefix(got[0], "tcp://") {
+			t.Fatalf("targets %q of %q", got, spec)
+		}
+		out, err := SetLinkKeysSources(args, "127.5.0.1", 3)
+		if err == nil && (len(out) != 4 || strings.Contains(out[3], `"combined":{`)) {
+			t.Fatalf("sources set on %q: %q", spec, out)
+		}
+	})
+}
