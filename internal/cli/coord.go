@@ -3,16 +3,12 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,8 +20,6 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/hostrule"
-	"github.com/loadproof/loadproof/internal/linkkeysload"
-	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -97,34 +91,6 @@ func (n *natsFlags) bind(f *pflag.FlagSet, env *Env) {
 
 func (n *natsFlags) conn(name string) coord.ConnConfig {
 	return coord.ConnConfig{URL: n.url, Name: name, Token: n.token, CredsFile: n.creds, NkeyFile: n.nkey, CAFile: n.ca, CertFile: n.cert, KeyFile: n.key}
-}
-
-// coordManifest is the coordination manifest written beside the merged result: every worker's
-// record (machine, clock offset, state, last snapshot), every task with its start instant and the
-// measured start skew, and a lost worker, if any.
-type coordManifest struct {
-	Format string `json:"format"`
-	Run    string `json:"run"`
-	// InsecureUnsigned records a run whose control messages were not signed (--insecure-unsigned).
-	InsecureUnsigned bool `json:"insecure_unsigned,omitempty"`
-	// Refused counts the control messages refused, by reason (replay, bad-signature, stale, …).
-	Refused map[string]int64 `json:"refused_messages"`
-	// Partial says a merged result lacks a worker's part.
-	Partial     string              `json:"partial,omitempty"`
-	Command     []string            `json:"command"`
-	NATS        string              `json:"nats"`
-	Embedded    bool                `json:"embedded_nats"`
-	Transport   string              `json:"result_transport"`
-	StartedAt   time.Time           `json:"started_at"`
-	EndedAt     time.Time           `json:"ended_at"`
-	ExitCode    int                 `json:"exit_code"`
-	Error       string              `json:"error,omitempty"`
-	Coordinator machine.Record      `json:"coordinator_machine"`
-	Workers     []coord.WorkerInfo  `json:"workers"`
-	Tasks       []coord.TaskRecord  `json:"tasks"`
-	Lost        *coord.LostRecord   `json:"lost_worker,omitempty"`
-	Flags       map[string]string   `json:"flags,omitempty"`
-	Outputs     map[string][]string `json:"outputs,omitempty"`
 }
 
 func newCoordinateCmd(env *Env) *cobra.Command {
@@ -256,27 +222,15 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 		// A merged result without every worker is partial: never exit 0.
 		code, runErr = ExitWorkerLost, partial
 	}
-	m := coordManifest{Format: "loadproof.coordination/v1", Run: co.Run(), Command: args, NATS: co.URL(), Embedded: o.nf.url == "",
-		Transport: co.Transport(), StartedAt: started, EndedAt: time.Now(), ExitCode: code, Workers: co.Workers(), Tasks: co.Tasks(),
-		Flags: lkFlags(cmd), Coordinator: machine.Collect(), Refused: co.Refusals(), InsecureUnsigned: o.nf.secret == ""}
-	if partial != nil {
-		m.Partial = partial.Error()
-	}
+	m := co.Manifest(args, started, code, runErr)
+	m.Flags = lkFlags(cmd)
 	for _, k := range []string{"token", "nats-token", "secret", "nats-token-file", "secret-file"} {
 		delete(m.Flags, k)
 	}
-	if lost != nil {
-		m.Lost = coord.RecordLost(lost)
-	}
-	if runErr != nil {
-		m.Error = runErr.Error()
-	}
-	if b, err := json.MarshalIndent(m, "", "  "); err == nil {
-		if err := atomicfile.Write(path, append(b, '\n'), 0o644); err != nil {
-			log.Error("could not write the coordination manifest", "path", path, "err", err)
-		} else {
-			log.Info("coordination manifest saved to " + path)
-		}
+	if err := coord.WriteManifest(path, m); err != nil {
+		log.Error("could not write the coordination manifest", "path", path, "err", err)
+	} else {
+		log.Info("coordination manifest saved to " + path)
 	}
 	switch {
 	case code == ExitOK:
@@ -378,7 +332,8 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		Use:   "worker --nats URL",
 		Short: "Join a coordinator and run the segments of client runs it sends",
 		Long: "Connects to NATS, joins the coordinator of --prefix and runs its tasks: segment --index of a\n" +
-			"client command from an allow list (never a shell command), started at the coordinated instant,\n" +
+			"Keycast run (a typed spec with an allow-listed set of fields) or of a LinkKeys client's worker spec\n" +
+			"(never a shell command or another flag), started at the coordinated instant,\n" +
 			"with one-second snapshots sent back and the result delivered over NATS. The target must pass\n" +
 			"this worker's own host rules: local hosts, the exact --allow-host, never a production host.\n" +
 			"--index defaults to JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), else any free segment.\n" +
@@ -418,11 +373,10 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			}
 			err := coord.RunWorker(cmd.Context(), coord.WorkerConfig{
 				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, InsecureUnsigned: nf.insecure, Name: name, Index: index, JoinTimeout: joinTimeout,
-				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount, SetSources: setSources,
-				Exec:    func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
-				Targets: func(args []string) ([]string, error) { return clientTargets(env, args) },
-				Hosts:   hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
-				Logger:  env.Logger,
+				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount,
+				Exec:     func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
+				Hosts:    hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
+				Progress: env.Stderr, Logger: env.Logger,
 			})
 			if errors.Is(err, coord.ErrCoordinatorLost) {
 				return &ExitError{Code: ExitWorkerLost, Err: err}
@@ -466,101 +420,6 @@ func envInt(env *Env, k string) int {
 	return n
 }
 
-// setSources prepares a `linkkeys worker --spec` task's source addresses on the worker. With this
-// worker's own range (worker --client-ip-base/--client-ip-count; base empty: none) it rewrites the
-// spec's section to take its sources from there: a combined spec's per-stream prefixes are the
-// server's accounting keys, so it is refused rather than silently rewritten, and a ddos task,
-// which numbers its sources across the whole run (one attempt each), has its segment's attempts
-// moved to start at this worker's first address (a segment with more attempts than the worker has
-// addresses is refused). Either way it then checks that this machine can bind the addresses its
-// segment (the spec's, split by the task's seg as the client does) will use, so a missing address
-// refuses the task with the command that adds it rather than failing attempt after attempt with
-// EADDRNOTAVAIL: the coordinator cannot check other machines' addresses. Keycast tasks have no
-// source range and pass unchanged.
-func setSources(args []string, seg result.Segment, base string, count int) ([]string, error) {
-	i := slices.Index(args, "--spec")
-	if len(args) < 2 || args[0] != "linkkeys" || i < 0 || i+1 >= len(args) {
-		return args, nil
-	}
-	var spec linkkeysload.WorkerSpec
-	if err := json.Unmarshal([]byte(args[i+1]), &spec); err != nil {
-		return nil, fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
-	}
-	run := spec.Segment
-	if seg.Count > 0 {
-		run = run.Sub(seg.Count, seg.Index)
-	}
-	stream := "the task's sources"
-	if base != "" {
-		b, err := lkBase("--client-ip-base", base)
-		if err != nil {
-			return nil, err
-		}
-		stream = "worker --client-ip-base"
-		src := linkkeysload.SourceAddrs{Base: b, Count: uint32(count)}
-		switch {
-		case spec.Connections != nil:
-			spec.Connections.Sources = src
-		case spec.Handshake != nil:
-			spec.Handshake.Sources = src
-		case spec.Requests != nil:
-			spec.Requests.Sources = src
-		case spec.DDoS != nil:
-			// One attempt per source: the count is the task's. The segment's attempts use source
-			// indexes start…start+n-1 from Base (within Base's /8), so Base is set start addresses
-			// before this worker's own first one.
-			start, n := run.Range(int64(spec.DDoS.Sources))
-			if n > int64(count) {
-				return nil, fmt.Errorf("this worker's ddos segment makes %d attempts, one per source address, but --client-ip-count is %d: give it at least %d addresses of its own, or more workers", n, count, n)
-			}
-			spec.DDoS.Base = linkkeysload.IPv4((uint32(b)-uint32(start))&0x00FF_FFFF | uint32(b)&0xFF00_0000)
-		case spec.Combined != nil:
-			return nil, errors.New("a combined task keeps its per-stream source prefixes (the server accounts by them); run this worker without --client-ip-base")
-		}
-	}
-	if target, r, ok := segmentSources(spec, run); ok {
-		r.Stream = stream
-		if _, err := linkkeysload.CheckSources(target, []linkkeysload.SourceUse{{Range: r}}, workerBind); err != nil {
-			return nil, err
-		}
-	}
-	if base == "" {
-		return args, nil
-	}
-	out, err := json.Marshal(spec)
-	if err != nil {
-		return nil, err
-	}
-	return append(append(slices.Clone(args[:i+1]), string(out)), args[i+2:]...), nil
-}
-
-// segmentSources is the target and the source addresses segment run of spec uses; ok is false for
-// a section without one range (combined: its streams are checked by the client) or no target.
-func segmentSources(spec linkkeysload.WorkerSpec, run result.Segment) (target netip.AddrPort, r linkkeysload.SourceRange, ok bool) {
-	var t linkkeysload.Target
-	var part linkkeysload.SourceAddrs
-	switch {
-	case spec.Connections != nil:
-		t, part = spec.Connections.Target, spec.Connections.Sources.In(run)
-	case spec.Handshake != nil:
-		t, part = spec.Handshake.Target, spec.Handshake.Sources.In(run)
-	case spec.Requests != nil:
-		t, part = spec.Requests.Target, spec.Requests.Sources.In(run)
-	case spec.DDoS != nil:
-		start, n := run.Range(int64(spec.DDoS.Sources))
-		t, part = spec.DDoS.Target, linkkeysload.SourceAddrs{Base: linkkeysload.NthLoopbackAddr(spec.DDoS.Base, uint32(start)), Count: uint32(n)}
-	default:
-		return netip.AddrPort{}, r, false
-	}
-	if !t.Addr.IsValid() {
-		return netip.AddrPort{}, r, false
-	}
-	return t.Addr, linkkeysload.SourceRange{First: part.Base, Count: part.Count}, true
-}
-
-// workerBind is how setSources checks that this machine holds an address (nil: bind it).
-var workerBind func(linkkeysload.IPv4) error
-
 // hookLinkKeysRun is the coordinator's LinkKeysRun for a LinkKeys client, or nil.
 func hookLinkKeysRun(h *coord.Hook) func(context.Context, string) ([][]byte, error) {
 	if h == nil {
@@ -587,72 +446,4 @@ func runClient(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%s: %w", strings.Join(args[:min(2, len(args))], " "), err)
 	}
 	return nil
-}
-
-// clientTargets parses a client command's flags with the real tree and returns everything the
-// command will reach, for the worker's host rules: its target URL (Keycast), or for a LinkKeys
-// worker spec the TCP address of its one section ("tcp://host:port") and its server_metrics
-// location. A spec with more than one section is refused: the worker authorizes the section it
-// runs, and only that one.
-func clientTargets(env *Env, args []string) ([]string, error) {
-	quiet := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: env.Getenv, Logger: slog.New(slog.DiscardHandler)}
-	root := NewRoot(Loadproof, quiet)
-	cmd, rest, err := root.Find(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.ParseFlags(rest); err != nil {
-		return nil, err
-	}
-	if f := cmd.Flags().Lookup("url"); f != nil {
-		return []string{f.Value.String()}, nil
-	}
-	if f := cmd.Flags().Lookup("spec"); f != nil {
-		var spec linkkeysload.WorkerSpec
-		if err := json.Unmarshal([]byte(f.Value.String()), &spec); err != nil {
-			return nil, fmt.Errorf("the LinkKeys worker spec is not JSON: %w", err)
-		}
-		t, err := specTarget(spec)
-		if err != nil {
-			return nil, err
-		}
-		out := []string{coord.AddrTarget(t.Addr.String())}
-		if spec.ServerMetrics != "" {
-			out = append(out, spec.ServerMetrics)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%s has no target flag a worker can check", cmd.CommandPath())
-}
-
-// specTarget is the target of a LinkKeys worker spec's one section; a spec with none, or with
-// more than one, or whose section is not the one its command runs, is refused.
-func specTarget(s linkkeysload.WorkerSpec) (*linkkeysload.Target, error) {
-	var found []string
-	var t *linkkeysload.Target
-	for _, sec := range []struct {
-		name string
-		set  bool
-		tgt  func() *linkkeysload.Target
-	}{
-		{"connections", s.Connections != nil, func() *linkkeysload.Target { return &s.Connections.Target }},
-		{"ddos", s.DDoS != nil, func() *linkkeysload.Target { return &s.DDoS.Target }},
-		{"handshake", s.Handshake != nil, func() *linkkeysload.Target { return &s.Handshake.Target }},
-		{"requests", s.Requests != nil, func() *linkkeysload.Target { return &s.Requests.Target }},
-		{"combined", s.Combined != nil, func() *linkkeysload.Target { return &s.Combined.Target }},
-	} {
-		if sec.set {
-			found = append(found, sec.name)
-			t = sec.tgt()
-		}
-	}
-	switch {
-	case len(found) == 0:
-		return nil, errors.New("the LinkKeys worker spec names no target")
-	case len(found) > 1:
-		return nil, fmt.Errorf("the LinkKeys worker spec has %d sections (%s); a task runs exactly one", len(found), strings.Join(found, ", "))
-	case !t.Addr.IsValid():
-		return nil, fmt.Errorf("the LinkKeys worker spec's %s target has no address", found[0])
-	}
-	return t, nil
 }

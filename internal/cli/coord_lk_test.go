@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
@@ -153,7 +154,7 @@ func TestCoordinateLinkKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var man coordManifest
+			var man coord.Manifest
 			if err := json.Unmarshal(mb, &man); err != nil || len(man.Tasks) != 1 {
 				t.Fatalf("manifest: %v, %d tasks", err, len(man.Tasks))
 			}

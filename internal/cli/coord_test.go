@@ -248,7 +248,7 @@ func TestCoordinateKeycastRun(t *testing.T) {
 			if d := requestsDelta(t, m); d != m.Summary.TotalRequests {
 				t.Errorf("the server counted %d requests; the merged clients %d", d, m.Summary.TotalRequests)
 			}
-			var man coordManifest
+			var man coord.Manifest
 			b, err := os.ReadFile(out + ".coordination.json")
 			if err != nil || json.Unmarshal(b, &man) != nil {
 				t.Fatalf("coordination manifest: %v", err)
@@ -260,6 +260,16 @@ func TestCoordinateKeycastRun(t *testing.T) {
 				if w.Machine.Hostname == "" || w.RTTMs <= 0 {
 					t.Errorf("worker %d: machine %q, rtt %v ms", w.Index, w.Machine.Hostname, w.RTTMs)
 				}
+			}
+			// Workers ran a typed spec, not a command line; the result keeps the user's flags.
+			if k := man.Tasks[0].Keycast; k == nil || len(man.Tasks[0].Args) != 0 || k.URL != srv.URL || k.Requests != 803 || k.Seed != 7 {
+				t.Errorf("manifest task: spec %+v, args %q", k, man.Tasks[0].Args)
+			}
+			if m.Envelope == nil || m.Envelope.Flags["seed"] != "7" || m.Envelope.Flags["output"] != out {
+				t.Errorf("merged result's flags are not the coordinator's command line: %v", m.Envelope)
+			}
+			if len(man.TaskRefusals) != 0 {
+				t.Errorf("worker refusals %+v", man.TaskRefusals)
 			}
 			t.Logf("transport %s, start skew %.2f ms", man.Transport, man.Tasks[0].StartSkewMs)
 		})
@@ -383,7 +393,7 @@ func TestCoordinateWorkerKilled(t *testing.T) {
 	if m.Stop == nil || m.Stop.Reason != "worker-lost" || len(m.Machines) != 3 || m.Summary.TotalRequests == 0 {
 		t.Fatalf("partial results: stop %+v, %d machines, %d requests", m.Stop, len(m.Machines), m.Summary.TotalRequests)
 	}
-	var man coordManifest
+	var man coord.Manifest
 	b, _ := os.ReadFile(out + ".coordination.json")
 	if err := json.Unmarshal(b, &man); err != nil || man.Lost == nil || man.Lost.Index != 2 || man.Lost.LastSnapshot == nil {
 		t.Fatalf("manifest lost worker: %+v (%v)", man.Lost, err)
@@ -430,11 +440,25 @@ func TestWorkerStopsWithoutCoordinator(t *testing.T) {
 // TestWorkerRefusesUnauthorizedTarget: a task whose target is not local and not the worker's own
 // --allow-host is refused, and the coordinator names the worker and the rule.
 func TestWorkerRefusesUnauthorizedTarget(t *testing.T) {
+	man := filepath.Join(t.TempDir(), "m.json")
 	code, errs := umbrella(context.Background(), t, "coordinate", "--workers", "2", "--join-timeout", "30s",
-		"--manifest", filepath.Join(t.TempDir(), "m.json"), "--",
+		"--manifest", man, "--",
 		"keycast", "run", "--url", "https://keycast.divine.video", "--method", "register", "-d", "1")
 	if code == ExitOK || !strings.Contains(errs, "refused production host") {
 		t.Fatalf("exit %d; want a refusal naming the production host:\n%s", code, errs)
+	}
+	// Both workers' refusals, with their reasons, are in the coordination manifest.
+	var m coord.Manifest
+	if b, err := os.ReadFile(man); err != nil || json.Unmarshal(b, &m) != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	if len(m.TaskRefusals) != 2 || m.TaskRefusals[0].Index == m.TaskRefusals[1].Index {
+		t.Fatalf("worker refusals %+v; want one from each worker", m.TaskRefusals)
+	}
+	for _, r := range m.TaskRefusals {
+		if !strings.Contains(r.Reason, "refused production host") || r.Worker == "" {
+			t.Errorf("refusal %+v", r)
+		}
 	}
 	if err := coord.CheckCommand([]string{"keycast", "server"}); err == nil {
 		t.Error("a worker would run `keycast server`")

@@ -79,7 +79,7 @@ func TestChunkedResultsWithoutJetStream(t *testing.T) {
 	if err := c.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := c.RunTask(context.Background(), []string{"keycast", "run", "--url", "http://127.0.0.1:1"}, TaskOptions{Describe: "test"})
+	tr, err := c.RunTask(context.Background(), lkTask, TaskOptions{Describe: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestStopConditionAbortsEveryWorker(t *testing.T) {
 	judge := func(w []result.Interval) *result.StopEvent {
 		return &result.StopEvent{Reason: "stop-condition", Metric: "unintentional_error_rate", Observed: 1, Limit: 0.1}
 	}
-	tr, err := c.RunTask(context.Background(), []string{"keycast", "run"}, TaskOptions{Judge: judge, Window: 1, IntervalSecs: 1})
+	tr, err := c.RunTask(context.Background(), lkTask, TaskOptions{Judge: judge, Window: 1, IntervalSecs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,13 @@ func TestJoinRefusals(t *testing.T) {
 		t.Errorf("index 5: %v", err)
 	}
 	go run("first", 0)
-	time.Sleep(300 * time.Millisecond)
+	// Wait until the coordinator holds index 0 for "first" (its join is answered), by a deadline.
+	for deadline := time.Now().Add(10 * time.Second); c.Workers()[0].Name != "first"; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first worker never joined")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := run("second", 0); err == nil || !strings.Contains(err.Error(), "taken by first") {
 		t.Errorf("taken index: %v", err)
 	}
@@ -260,3 +266,6 @@ func TestLinkKeysRunMergesLiveAndRecordsStarts(t *testing.T) {
 		t.Errorf("record %q, progress:\n%s", tasks[0].Describe, progress.String())
 	}
 }
+
+// lkTask is a LinkKeys task's command line, run by the tests' fake Exec.
+var lkTask = []string{"linkkeys", "worker", "--spec", "{}"}

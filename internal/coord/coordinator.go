@@ -65,9 +65,11 @@ type Coordinator struct {
 	// chunkBytes is the size of every chunk held, bounded by MaxResultBytes.
 	chunkBytes int
 	joinIDs    map[string]bool
-	partial    error
-	stopHB     chan struct{}
-	closeMu    sync.Once
+	// taskRefusals are the tasks workers refused (TaskRefusals).
+	taskRefusals []TaskRefusal
+	partial      error
+	stopHB       chan struct{}
+	closeMu      sync.Once
 }
 
 // NewCoordinator connects (or embeds NATS), opens the run and starts accepting workers.

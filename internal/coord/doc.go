@@ -17,10 +17,11 @@
 //   - fails the run, naming the worker, when a worker stops reporting for LostAfter (3 s), keeping
 //     the partial evidence of the others.
 //
-// A worker runs only task specifications (a client command of the loadproof tree from an allow
-// list, with an allow list of flags, never a shell command), checks everything the command will
-// reach against its own host authorization (the capacity rules, package hostrule: a URL's host,
-// the one TCP address a LinkKeys spec dials, its metrics location), takes a task only when it is
+// A worker runs only task specifications, never a shell command: a Keycast run as a typed
+// KeycastSpec (an allow list of fields, decoded strictly and validated once here, run through
+// keycastload), or a LinkKeys client's `linkkeys worker --spec` with no other flag. It checks
+// everything the task will reach against its own host authorization (package hostrule: a URL's
+// host, the one TCP address a LinkKeys spec dials, its metrics location), takes a task only when it is
 // newer than the last and starts in the future, and stops its load within WatchdogAfter (plus a
 // one-second ping) when the coordinator goes quiet.
 //
@@ -33,7 +34,11 @@
 // permissions (EmbeddedConfig.Run). Result chunks are bounded (MaxResultBytes), the first good
 // result of a worker is kept, and a merge that lacks a worker is partial (Coordinator.Partial).
 //
-// The wire protocol (subjects, messages, signatures) is in proto.go; docs/distributed.md is the
-// user's guide. The client commands are reached through the cli package's cobra tree with a Hook
-// in the context, so any command that honours the hook can be spread.
+// The wire protocol (subjects, messages, signatures) is in proto.go, the roster (joins, clocks,
+// watch) in roster.go, task dispatch and records in tasks.go, result transfer in transfer.go;
+// docs/distributed.md is the user's guide. The coordinator reaches the client commands through the
+// cli package's cobra tree with a Hook in the context, so any command that honours the hook can be
+// spread; a worker reaches LinkKeys' the same way. Refused tasks, each worker's refused-message
+// counts and duplicate results are kept for the coordination manifest (TaskRefusals,
+// WorkerInfo.Refused, Refusals).
 package coord

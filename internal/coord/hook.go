@@ -69,11 +69,12 @@ func (h *Hook) Apply(cfg *keycastload.RunConfig) {
 	cfg.NoServerSample = !h.SampleServer
 }
 
-// AllowedCommands are the client commands a worker runs, as the loadproof tree spells them. A task
-// naming anything else is refused: a worker never runs a shell command or a server. `linkkeys
-// worker` runs one segment of a LinkKeys client from its JSON spec (the clients' own fan-out form).
+// AllowedCommands are the client commands a worker runs from a task's command line, as the
+// loadproof tree spells them: `linkkeys worker` runs one segment of a LinkKeys client from its
+// JSON spec (the clients' own fan-out form). A Keycast task is no command line but a typed
+// KeycastSpec the worker runs in the library. A task naming anything else is refused: a worker
+// never runs a shell command or a server.
 var AllowedCommands = [][]string{
-	{"keycast", "run"},
 	{"linkkeys", "worker"},
 }
 
@@ -119,46 +120,50 @@ func checkIn(allowed [][]string, args []string) error {
 // longer a meaningful piece of a run, and a huge count only costs memory.
 const MaxSegments = 10000
 
-// taskFlags are the only flags a task's command may carry, as KeycastArgs and LinkKeysRun write
-// them: each flag with its value as the next argument (true: the flag takes a value; false: a
-// switch). A worker refuses anything else, so a task cannot open a dashboard, write an output
-// file or read a file the worker did not offer (see WorkerConfig.TaskFiles).
+// taskFlags are the only flags a task's command may carry, as LinkKeysRun writes them: each flag
+// with its value as the next argument (true: the flag takes a value; false: a switch). A worker
+// refuses anything else, so a task cannot open a dashboard, write an output file or read a file
+// the worker did not offer.
 var taskFlags = map[string]map[string]bool{
-	"keycast run": {
-		"--url": true, "--concurrency": true, "--requests": true, "--duration": true, "--ramp-up": true, "--seed": true,
-		"--report-interval": true, "--scenario": true, "--method": true, "--users-file": true, "--rate": true,
-		"--rate-from": true, "--timeout": true, "--ca-cert": true, "--insecure-skip-verify": false,
-	},
 	"linkkeys worker": {"--spec": true},
 }
 
-// taskFileFlags are the task flags that name a file on the worker's machine.
-var taskFileFlags = map[string]bool{"--users-file": true, "--ca-cert": true}
-
-// CheckTaskFlags applies the task flag allow list to args (an allowed command, CheckCommand) and
-// returns the files the task would read, for the worker's file rule.
-func CheckTaskFlags(args []string) (files []string, err error) {
+// CheckTaskFlags applies the task flag allow list to args (an allowed command, CheckCommand).
+func CheckTaskFlags(args []string) error {
 	if err := CheckCommand(args); err != nil {
-		return nil, err
+		if len(args) >= 2 && args[0] == "keycast" && args[1] == "run" {
+			return fmt.Errorf("%w: a Keycast task travels as a typed spec (KeycastSpec), not as a `keycast run` command line; run the same loadproof version on the coordinator and the workers", ErrRefused)
+		}
+		return err
 	}
 	cmd := strings.Join(args[:2], " ")
 	allowed := taskFlags[cmd]
+	seen := map[string]bool{}
 	for i := 2; i < len(args); i++ {
 		a := args[i]
 		takes, ok := allowed[a]
 		if !ok {
-			return nil, fmt.Errorf("%w: %q is not a flag a %s task may carry (allowed: the run's own load settings)", ErrRefused, a, cmd)
+			return fmt.Errorf("%w: %q is not a flag a %s task may carry (allowed: the run's own load settings)", ErrRefused, clip(a), cmd)
 		}
+		if seen[a] {
+			return fmt.Errorf("%w: %s is given twice; a task gives each flag once", ErrRefused, a)
+		}
+		seen[a] = true
 		if !takes {
 			continue
 		}
 		if i+1 >= len(args) {
-			return nil, fmt.Errorf("%w: %s needs a value", ErrRefused, a)
+			return fmt.Errorf("%w: %s needs a value", ErrRefused, a)
 		}
 		i++
-		if taskFileFlags[a] {
-			files = append(files, args[i])
+	}
+	for f := range allowed {
+		if !seen[f] && taskFlagRequired[f] {
+			return fmt.Errorf("%w: a %s task needs %s", ErrRefused, cmd, f)
 		}
 	}
-	return files, nil
+	return nil
 }
+
+// taskFlagRequired are the task flags a task must carry.
+var taskFlagRequired = map[string]bool{"--spec": true}

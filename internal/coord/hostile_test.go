@@ -134,7 +134,7 @@ func TestHostileReplayedResultKeepsEveryWorker(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	tr, err := c.RunTask(context.Background(), []string{"keycast", "run"}, TaskOptions{Describe: "t"})
+	tr, err := c.RunTask(context.Background(), lkTask, TaskOptions{Describe: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestHostileReplaysEveryMessageType(t *testing.T) {
 	}
 	c, h, emb := hostileRun(t, 2, true, exec)
 	defer c.Close()
-	if _, err := c.RunTask(context.Background(), []string{"keycast", "run"}, TaskOptions{Describe: "t"}); err != nil {
+	if _, err := c.RunTask(context.Background(), lkTask, TaskOptions{Describe: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	// A replayed task is never taken: the worker answers nothing (before: it re-ran the load).
@@ -204,7 +204,7 @@ func TestHostileReplaysEveryMessageType(t *testing.T) {
 	if got := runs.Load(); got != 2 {
 		t.Fatalf("the workers ran %d tasks; want 2 (one each)", got)
 	}
-	tr, err := c.RunTask(context.Background(), []string{"keycast", "run"}, TaskOptions{Describe: "t2"})
+	tr, err := c.RunTask(context.Background(), lkTask, TaskOptions{Describe: "t2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestPartialMergeIsMarked(t *testing.T) {
 	}
 	c, _, _ := hostileRun(t, 2, false, exec)
 	defer c.Close()
-	tr, err := c.RunTask(context.Background(), []string{"keycast", "run"}, TaskOptions{Describe: "t"})
+	tr, err := c.RunTask(context.Background(), lkTask, TaskOptions{Describe: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestObjectStoreDeletedAtClose(t *testing.T) {
 	if c.Transport() != "object-store" {
 		t.Fatalf("transport %s", c.Transport())
 	}
-	if _, err := c.RunTask(context.Background(), []string{"keycast", "run"}, TaskOptions{Describe: "t"}); err != nil {
+	if _, err := c.RunTask(context.Background(), lkTask, TaskOptions{Describe: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	bucket := c.bucket
@@ -437,7 +437,7 @@ func TestEmbeddedPerRunUsers(t *testing.T) {
 	if err := c.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := c.RunTask(context.Background(), []string{"keycast", "run"}, TaskOptions{Describe: "t"})
+	tr, err := c.RunTask(context.Background(), lkTask, TaskOptions{Describe: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestWorkerTakesOnlyNewerFutureTasks(t *testing.T) {
 	forger := newSigner("s", "c")
 	forger.bind(c.Run(), "c")
 	send := func(id int, start time.Time) bool {
-		m, err := forger.msg(c.subj.worker(0, "task"), Task{ID: id, Args: []string{"keycast", "run"}, Segment: result.Segment{Index: 0, Count: 1}, StartAt: start})
+		m, err := forger.msg(c.subj.worker(0, "task"), Task{ID: id, Args: lkTask, Segment: result.Segment{Index: 0, Count: 1}, StartAt: start})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,7 +524,7 @@ func TestChunksHeldAreCapped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		_, err := c.RunTask(ctx, []string{"keycast", "run"}, TaskOptions{Describe: "t"})
+		_, err := c.RunTask(ctx, lkTask, TaskOptions{Describe: "t"})
 		done <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)

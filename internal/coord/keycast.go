@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
@@ -14,48 +14,6 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/result"
 )
-
-// KeycastArgs renders a Keycast run configuration as the `keycast run` command line a worker
-// runs. Stop conditions are not passed on: the coordinator judges them on the merged window.
-func KeycastArgs(cfg keycastload.RunConfig) []string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	secs := func(d time.Duration) string { return strconv.FormatUint(uint64(d/time.Second), 10) }
-	args := []string{"keycast", "run",
-		"--url", cfg.URL,
-		"--concurrency", strconv.Itoa(max(cfg.Concurrency, 1)),
-		"--requests", strconv.FormatInt(cfg.Requests, 10),
-		"--duration", secs(cfg.Duration),
-		"--ramp-up", secs(cfg.RampUp),
-		"--seed", strconv.FormatUint(cfg.Seed, 10),
-		"--report-interval", secs(max(cfg.ReportInterval, time.Second)),
-	}
-	if cfg.Scenario != "" {
-		args = append(args, "--scenario", string(cfg.Scenario))
-	}
-	if cfg.Method != "" {
-		args = append(args, "--method", string(cfg.Method))
-	}
-	if cfg.UsersFile != "" {
-		args = append(args, "--users-file", cfg.UsersFile)
-	}
-	if cfg.Rate > 0 {
-		args = append(args, "--rate", f(cfg.Rate))
-		if cfg.RateFrom > 0 {
-			args = append(args, "--rate-from", f(cfg.RateFrom))
-		}
-	}
-	if cfg.HTTPTimeout > 0 {
-		args = append(args, "--timeout", cfg.HTTPTimeout.String())
-	}
-	// The CA file is read on the worker's machine: it must be there at the same path.
-	if cfg.TLS.CACertFile != "" {
-		args = append(args, "--ca-cert", cfg.TLS.CACertFile)
-	}
-	if cfg.TLS.InsecureSkipVerify {
-		args = append(args, "--insecure-skip-verify")
-	}
-	return args
-}
 
 // KeycastRun spreads one Keycast run over the coordinator's workers: each runs its segment of
 // cfg, the coordinator judges cfg.Stop on the merged window, and the workers' results merge into
@@ -81,15 +39,14 @@ func (c *Coordinator) KeycastRun(ctx context.Context, cfg keycastload.RunConfig)
 		opts.Judge = KeycastJudge(&s)
 	}
 	before, seriesBefore, errBefore := keycastload.FetchServerMetricsTLS(ctx, cfg.URL, cfg.TLS)
-	args := KeycastArgs(cfg)
-	tr, err := c.RunTask(ctx, args, opts)
+	tr, err := c.RunKeycastTask(ctx, NewKeycastSpec(cfg), opts)
 	if err != nil {
 		return nil, err
 	}
 	var parts []*keycastresult.Results
 	var bad []error
 	started := make([]time.Time, len(tr.Parts))
-	defer func() { c.Record(tr, opts.Describe, args, started) }()
+	defer func() { c.Record(tr, opts.Describe, nil, started) }()
 	for i, b := range tr.Parts {
 		if b == nil {
 			if tr.Errors[i] != "" {
@@ -116,6 +73,10 @@ func (c *Coordinator) KeycastRun(ctx context.Context, cfg keycastload.RunConfig)
 	res, err := keycastresult.Merge(parts)
 	if err != nil {
 		return nil, err
+	}
+	if res.Envelope != nil && cfg.Flags != nil {
+		// The command line the user gave, not a worker's: workers run a typed spec.
+		res.Envelope.Flags = maps.Clone(cfg.Flags)
 	}
 	res.Metadata.Requests = cfg.Requests
 	if res.Envelope != nil && cfg.RunID != "" {

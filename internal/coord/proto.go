@@ -82,13 +82,17 @@ type PingReply struct {
 	UnixNano int64 `json:"unix_nano"`
 }
 
-// Task is one load run for one worker: the client command (loadproof tree, without the binary's
-// name), the worker's segment and the start instant in the worker's own clock.
+// Task is one load run for one worker: a typed Keycast spec (KeycastSpec) or a LinkKeys client
+// command (`linkkeys worker --spec JSON`, the loadproof tree without the binary's name), the
+// worker's segment and the start instant in the worker's own clock.
 type Task struct {
-	ID      int            `json:"id"`
-	Args    []string       `json:"args"`
-	Segment result.Segment `json:"segment"`
-	StartAt time.Time      `json:"start_at"`
+	ID int `json:"id"`
+	// Keycast is a Keycast run's spec, decoded strictly by the worker (DecodeKeycastSpec); Args is
+	// then empty.
+	Keycast json.RawMessage `json:"keycast,omitempty"`
+	Args    []string        `json:"args,omitempty"`
+	Segment result.Segment  `json:"segment"`
+	StartAt time.Time       `json:"start_at"`
 	// SampleServer says this worker samples the target's own counters each interval (one worker
 	// does, so merged samples are not counted N times).
 	SampleServer bool `json:"sample_server,omitempty"`
@@ -122,6 +126,8 @@ type Snapshot struct {
 	Interval *WireInterval `json:"interval,omitempty"`
 	// State is "idle", "running" or "uploading".
 	State string `json:"state"`
+	// Refused counts the messages this worker refused, by reason (on heartbeats).
+	Refused map[string]int64 `json:"refused,omitempty"`
 }
 
 // WireInterval is an interval snapshot as it travels: result.Interval with its histograms in the
@@ -223,6 +229,8 @@ type ResultMsg struct {
 	Size   int    `json:"size"`
 	SHA256 string `json:"sha256"`
 	Err    string `json:"err,omitempty"`
+	// Refused counts the messages the worker refused so far, by reason.
+	Refused map[string]int64 `json:"refused,omitempty"`
 }
 
 // Abort tells every worker to stop a task now (Task -1: everything, and leave).
@@ -278,7 +286,30 @@ const (
 	RefusedChunk     = "chunk"
 	RefusedJoin      = "join"
 	RefusedTask      = "task"
+	// RefusedDuplicate counts repeats of a result or chunk already kept: acknowledged, not taken
+	// again (a worker's own resend after a slow acknowledgement, or a copy).
+	RefusedDuplicate = "duplicate"
 )
+
+// refusalReasons are every reason a receiver counts: a worker's reported counts are taken only
+// under these names.
+var refusalReasons = []string{RefusedSignature, RefusedReplay, RefusedStale, RefusedWrongRun, RefusedSender,
+	RefusedChunk, RefusedJoin, RefusedTask, RefusedDuplicate}
+
+// cleanRefusals keeps a worker's reported refusal counts under the known reasons only, so a
+// report cannot grow the coordinator's records.
+func cleanRefusals(in map[string]int64) map[string]int64 {
+	var out map[string]int64
+	for _, r := range refusalReasons {
+		if n := in[r]; n > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[r] = n
+		}
+	}
+	return out
+}
 
 var (
 	// errBadSignature is returned for a message whose signature does not match.

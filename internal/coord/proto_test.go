@@ -1,7 +1,6 @@
 package coord
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/hostrule"
-	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -116,71 +114,42 @@ func TestHostRules(t *testing.T) {
 			t.Errorf("AuthorizeURL(%q) = %v; want ok %v", url, err, ok)
 		}
 	}
-	if err := CheckCommand([]string{"keycast", "run", "--url", "x"}); err != nil {
+	if err := CheckCommand([]string{"linkkeys", "worker", "--spec", "{}"}); err != nil {
 		t.Error(err)
 	}
-	for _, args := range [][]string{{"keycast", "server"}, {"sh", "-c", "true"}, {"keycast", "run", "--", "x"}, {}} {
+	for _, args := range [][]string{{"keycast", "server"}, {"sh", "-c", "true"}, {"linkkeys", "worker", "--", "x"}, {"keycast", "run"}, {}} {
 		if CheckCommand(args) == nil {
 			t.Errorf("CheckCommand(%q) allowed", args)
 		}
 	}
 }
 
-// TestKeycastArgsCarryTLS: a worker's `keycast run` verifies the target's certificate as the
-// coordinator's command was told to.
-func TestKeycastArgsCarryTLS(t *testing.T) {
-	has := func(args []string, want ...string) bool {
-		for i := range args {
-			if i+len(want) <= len(args) && slices.Equal(args[i:i+len(want)], want) {
-				return true
-			}
-		}
-		return false
-	}
-	base := keycastload.RunConfig{URL: "https://127.0.0.1:8443", Concurrency: 4, Requests: 10}
-	if a := KeycastArgs(base); has(a, "--ca-cert") || has(a, "--insecure-skip-verify") {
-		t.Errorf("no TLS options, yet %v", a)
-	}
-	ca := base
-	ca.TLS.CACertFile = "/etc/ssl/private-ca.pem"
-	if a := KeycastArgs(ca); !has(a, "--ca-cert", "/etc/ssl/private-ca.pem") {
-		t.Errorf("--ca-cert missing from %v", a)
-	}
-	skip := base
-	skip.TLS.InsecureSkipVerify = true
-	if a := KeycastArgs(skip); !has(a, "--insecure-skip-verify") {
-		t.Errorf("--insecure-skip-verify missing from %v", a)
-	}
-}
-
-// TestTaskFlagAllowList (finding 7): a task carries only the run's own load settings; a
-// dashboard, an output path or an unknown flag is refused, and the files named are returned for
-// the worker's file rule.
+// TestTaskFlagAllowList (finding 7): a LinkKeys task carries only its spec; an output path or an
+// unknown flag is refused, and a `keycast run` command line is no task at all (Keycast tasks are
+// typed specs).
 func TestTaskFlagAllowList(t *testing.T) {
 	for _, c := range []struct {
-		args  []string
-		files []string
-		bad   string
+		args []string
+		bad  string
 	}{
-		{args: []string{"keycast", "run", "--url", "http://127.0.0.1:1", "--users-file", "/runs/u.json", "--insecure-skip-verify"}, files: []string{"/runs/u.json"}},
 		{args: []string{"linkkeys", "worker", "--spec", "{}"}},
-		{args: []string{"keycast", "run", "--dashboard", "0.0.0.0:1"}, bad: "--dashboard"},
-		{args: []string{"keycast", "run", "--output", "/x/a/b/c.json"}, bad: "--output"},
-		{args: []string{"keycast", "run", "-o", "/x"}, bad: "-o"},
-		{args: []string{"keycast", "run", "--url=http://x"}, bad: "--url=http://x"},
-		{args: []string{"keycast", "run", "--url"}, bad: "needs a value"},
+		{args: []string{"linkkeys", "worker", "--spec"}, bad: "needs a value"},
 		{args: []string{"linkkeys", "worker", "--spec", "{}", "--json", "/tmp/x"}, bad: "--json"},
+		{args: []string{"linkkeys", "worker", "--spec={}"}, bad: "--spec={}"},
+		{args: []string{"linkkeys", "worker", "--spec", "{}", "--spec", "{}"}, bad: "given twice"},
+		{args: []string{"linkkeys", "worker"}, bad: "needs --spec"},
+		{args: []string{"keycast", "run", "--dashboard", "0.0.0.0:1"}, bad: "typed spec"},
 		{args: []string{"keycast", "server"}, bad: "not a client command"},
 	} {
-		files, err := CheckTaskFlags(c.args)
+		err := CheckTaskFlags(c.args)
 		if c.bad != "" {
 			if err == nil || !strings.Contains(err.Error(), c.bad) {
 				t.Errorf("%q: %v; want a refusal naming %s", c.args, err, c.bad)
 			}
 			continue
 		}
-		if err != nil || !slices.Equal(files, c.files) {
-			t.Errorf("%q: files %q, %v", c.args, files, err)
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
 		}
 	}
 }
@@ -244,24 +213,18 @@ func FuzzSignerCheck(f *testing.F) {
 	})
 }
 
-// FuzzCheckTaskFlags: any argument list is refused or yields only files named by file flags.
+// FuzzCheckTaskFlags: any argument list is refused or is `linkkeys worker --spec JSON`.
 func FuzzCheckTaskFlags(f *testing.F) {
 	f.Add("keycast run --url http://127.0.0.1:1 --users-file /x")
 	f.Add("linkkeys worker --spec {} --json /x")
+	f.Add("linkkeys worker --spec {}")
 	f.Fuzz(func(t *testing.T, line string) {
 		args := strings.Fields(line)
-		files, err := CheckTaskFlags(args)
-		if err != nil {
+		if CheckTaskFlags(args) != nil {
 			return
 		}
-		for _, fl := range files {
-			named := false
-			for i := 1; i < len(args); i++ {
-				named = named || (args[i] == fl && taskFileFlags[args[i-1]])
-			}
-			if !named {
-				t.Fatalf("file %q not named by a file flag in %q", fl, args)
-			}
+		if _, ok := linkKeysSpecArg(args); !ok {
+			t.Fatalf("took %q; want exactly `linkkeys worker --spec JSON`", args)
 		}
 	})
 }

@@ -32,6 +32,9 @@ type WorkerInfo struct {
 	Error string `json:"error,omitempty"`
 	// LastSnapshot is the last interval snapshot it sent.
 	LastSnapshot *Snapshot `json:"last_snapshot,omitempty"`
+	// Refused counts the control messages this worker refused, by reason (replay, task, …), as
+	// it last reported them.
+	Refused map[string]int64 `json:"refused_messages,omitempty"`
 }
 
 // WorkerLostError reports a worker that stopped reporting for LostAfter.
@@ -324,6 +327,9 @@ func (c *Coordinator) onSnap(m *nats.Msg) {
 	w.LastSeen = time.Now()
 	if w.State != "lost" {
 		w.State = s.State
+	}
+	if r := cleanRefusals(s.Refused); r != nil {
+		w.Refused = r
 	}
 	if s.Interval == nil {
 		return

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/textclip"
 )
 
 // Judge evaluates stop conditions on the window of the latest merged intervals (oldest first); a
@@ -59,6 +61,8 @@ type TaskResult struct {
 	Lost *WorkerLostError
 	// StartAt is the coordinated start instant in the coordinator's clock.
 	StartAt time.Time
+	// Keycast is the spec of a Keycast task (RunKeycastTask), for the records.
+	Keycast *KeycastSpec
 }
 
 // RunTask runs args on every worker (segment i/N on worker i), merges their snapshots live, judges
@@ -66,9 +70,31 @@ type TaskResult struct {
 // and the others' results are in (or ResultWait passed). ctx's end aborts the task on every worker;
 // their partial results still come back.
 func (c *Coordinator) RunTask(ctx context.Context, args []string, opts TaskOptions) (*TaskResult, error) {
-	if err := CheckCommand(args); err != nil {
+	if err := CheckTaskFlags(args); err != nil {
 		return nil, err
 	}
+	return c.runTask(ctx, Task{Args: args}, opts)
+}
+
+// RunKeycastTask is RunTask for a Keycast run: every worker gets spec, typed (KeycastSpec), and
+// runs its segment of it in the library.
+func (c *Coordinator) RunKeycastTask(ctx context.Context, spec KeycastSpec, opts TaskOptions) (*TaskResult, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("coord: encoding the Keycast task spec: %w", err)
+	}
+	tr, err := c.runTask(ctx, Task{Keycast: b}, opts)
+	if tr != nil {
+		tr.Keycast = &spec
+	}
+	return tr, err
+}
+
+// runTask sends work (a Task with its command or spec set) to every worker; see RunTask.
+func (c *Coordinator) runTask(ctx context.Context, work Task, opts TaskOptions) (*TaskResult, error) {
 	c.mu.Lock()
 	if c.lost != nil {
 		lost := c.lost
@@ -122,8 +148,8 @@ func (c *Coordinator) RunTask(ctx context.Context, args []string, opts TaskOptio
 	var wg sync.WaitGroup
 	refusals := make([]string, n)
 	for i := range n {
-		t := Task{ID: ts.id, Args: args, Segment: result.Segment{Index: i, Count: n}, StartAt: start.Add(offsets[i]), SampleServer: i == 0,
-			Barrier: opts.BarrierPath != ""}
+		t := work
+		t.ID, t.Segment, t.StartAt, t.SampleServer, t.Barrier = ts.id, result.Segment{Index: i, Count: n}, start.Add(offsets[i]), i == 0, opts.BarrierPath != ""
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -149,7 +175,13 @@ func (c *Coordinator) RunTask(ctx context.Context, args []string, opts TaskOptio
 	var refused []error
 	for i, r := range refusals {
 		if r != "" {
-			refused = append(refused, fmt.Errorf("worker %d (%s): %s", i, c.name(i), r))
+			name := c.name(i)
+			refused = append(refused, fmt.Errorf("worker %d (%s): %s", i, name, r))
+			c.mu.Lock()
+			if len(c.taskRefusals) < maxTaskRefusals {
+				c.taskRefusals = append(c.taskRefusals, TaskRefusal{Task: ts.id, Index: i, Worker: name, Reason: textclip.String(r, maxReasonBytes)})
+			}
+			c.mu.Unlock()
 		}
 	}
 	if len(refused) > 0 {
@@ -290,13 +322,38 @@ func (c *Coordinator) relayRelease(task, i int, conn net.Conn) {
 	}
 }
 
+// TaskRefusal is a task a worker did not take, as the coordination manifest records it: the
+// worker's own reason (an unauthorized target, a field outside the allow list, a stale task, a
+// file outside its --task-files), or why no answer came.
+type TaskRefusal struct {
+	Task   int    `json:"task"`
+	Index  int    `json:"index"`
+	Worker string `json:"worker"`
+	Reason string `json:"reason"`
+}
+
+// maxTaskRefusals bounds the refusals a coordinator records; maxReasonBytes each reason.
+const (
+	maxTaskRefusals = 1000
+	maxReasonBytes  = 2048
+)
+
+// TaskRefusals returns every task refusal of the session, in order.
+func (c *Coordinator) TaskRefusals() []TaskRefusal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.taskRefusals)
+}
+
 // TaskRecord is one task in the coordination manifest: when it was to start, when each worker's
 // engine did start (in the coordinator's clock, offsets removed) and the spread of those starts.
 type TaskRecord struct {
-	ID       int       `json:"id"`
-	Describe string    `json:"describe"`
-	Args     []string  `json:"args"`
-	StartAt  time.Time `json:"start_at"`
+	ID       int      `json:"id"`
+	Describe string   `json:"describe"`
+	Args     []string `json:"args,omitempty"`
+	// Keycast is the typed spec of a Keycast task (Args is then empty).
+	Keycast *KeycastSpec `json:"keycast,omitempty"`
+	StartAt time.Time    `json:"start_at"`
 	// Starts holds each worker's measured start (coordinator clock); zero for one without a result.
 	Starts []time.Time `json:"starts"`
 	// StartSkewMs is the latest start minus the earliest.
@@ -324,7 +381,7 @@ func RecordLost(e *WorkerLostError) *LostRecord {
 
 // Record adds a task to the manifest, given each worker's engine start in its own clock.
 func (c *Coordinator) Record(tr *TaskResult, describe string, args []string, started []time.Time) TaskRecord {
-	rec := TaskRecord{ID: tr.ID, Describe: describe, Args: args, StartAt: tr.StartAt, Starts: make([]time.Time, len(started)), Stop: tr.Stop, Lost: RecordLost(tr.Lost)}
+	rec := TaskRecord{ID: tr.ID, Describe: describe, Args: args, Keycast: tr.Keycast, StartAt: tr.StartAt, Starts: make([]time.Time, len(started)), Stop: tr.Stop, Lost: RecordLost(tr.Lost)}
 	var lo, hi time.Time
 	c.mu.Lock()
 	for i, s := range started {

@@ -74,7 +74,8 @@ func (c *Coordinator) takeChunk(m *nats.Msg) error {
 		return fmt.Errorf("coord: chunk announces %d chunks; worker %d announced %d", of, idx, len(cs.parts))
 	}
 	if cs.parts[seq] != nil {
-		return nil // the worker resent it after a slow acknowledgement
+		c.sig.count(RefusedDuplicate) // the worker resent it after a slow acknowledgement
+		return nil
 	}
 	if c.chunkBytes+len(m.Data) > MaxResultBytes {
 		return fmt.Errorf("coord: result chunks held would pass %d bytes", MaxResultBytes)
@@ -99,7 +100,15 @@ func (c *Coordinator) onResult(m *nats.Msg) {
 	ts := c.cur
 	current := ts != nil && ts.id == r.Task && c.workers[r.Index] != nil
 	repeat := current && ts.good[r.Index]
+	if w := c.workers[r.Index]; w != nil {
+		if rf := cleanRefusals(r.Refused); rf != nil {
+			w.Refused = rf
+		}
+	}
 	c.mu.Unlock()
+	if repeat {
+		c.sig.count(RefusedDuplicate)
+	}
 	if !current || repeat {
 		// A result of another task, or a repeat of one already kept: acknowledged, not fetched.
 		_ = c.sig.reply(c.nc, m, TaskReply{Accepted: true})

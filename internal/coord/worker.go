@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/hostrule"
+	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -41,8 +43,9 @@ type WorkerConfig struct {
 	// ClientIPBase and ClientIPCount, when set, replace the source range of every LinkKeys task
 	// this worker runs (the task's own range is another machine's): its share of sources or
 	// connections comes from its own addresses. SetSources applies them to a task's arguments
-	// (base empty: it only checks the task's own source addresses on this machine); seg is the
-	// task's segment (a ddos segment's attempts start at the block's first address).
+	// (base empty: it only checks the task's own source addresses on this machine; nil:
+	// SetLinkKeysSources); seg is the task's segment (a ddos segment's attempts start at the
+	// block's first address).
 	ClientIPBase  string
 	ClientIPCount int
 	SetSources    func(args []string, seg result.Segment, base string, count int) ([]string, error)
@@ -52,11 +55,18 @@ type WorkerConfig struct {
 	Index int
 	// JoinTimeout bounds the wait for a coordinator that accepts this worker; 0 means 10 minutes.
 	JoinTimeout time.Duration
-	// Exec runs a client command (loadproof tree, without the binary's name) with the hook in ctx.
+	// Exec runs a LinkKeys task's client command (loadproof tree, without the binary's name) with
+	// the hook in ctx; nil refuses LinkKeys tasks.
 	Exec func(ctx context.Context, args []string) error
-	// Targets returns everything a client command will reach, for the host rules: http(s) URLs
-	// and TCP addresses (AddrTarget); a METRICS log file path only with MetricsFiles.
+	// Targets returns everything a LinkKeys task's command will reach, for the host rules: TCP
+	// addresses (AddrTarget), http(s) URLs, a METRICS log file path only with MetricsFiles; nil
+	// means LinkKeysTargets.
 	Targets func(args []string) ([]string, error)
+	// RunKeycast runs a Keycast task's configuration and returns its result (for tests); nil runs
+	// it with keycastload.Run, the users read from the spec's users file.
+	RunKeycast func(ctx context.Context, cfg keycastload.RunConfig) (any, error)
+	// Progress receives a Keycast task's progress lines; nil discards them.
+	Progress io.Writer
 	// MetricsFiles lets a task name a server METRICS log file on this machine (a worker the
 	// coordinator started beside the server); otherwise a task reaches only URLs and addresses.
 	MetricsFiles bool
@@ -98,8 +108,14 @@ type worker struct {
 // RunWorker joins a coordinator and runs the tasks it sends until it says goodbye (nil), ctx ends,
 // or the coordinator goes quiet (ErrCoordinatorLost).
 func RunWorker(ctx context.Context, cfg WorkerConfig) error {
-	if cfg.Exec == nil || cfg.Targets == nil {
-		return errors.New("coord: worker needs Exec and Targets")
+	if cfg.Targets == nil {
+		cfg.Targets = LinkKeysTargets
+	}
+	if cfg.SetSources == nil {
+		cfg.SetSources = SetLinkKeysSources
+	}
+	if cfg.RunKeycast == nil {
+		cfg.RunKeycast = runKeycastSpec
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
@@ -288,7 +304,9 @@ func (w *worker) onTask(m *nats.Msg) {
 		_ = w.sig.reply(w.nc, m, TaskReply{Reason: reason})
 		return
 	}
-	if err := w.check(t); err != nil {
+	spec, err := w.check(t)
+	if err != nil {
+		w.sig.count(RefusedTask)
 		w.log.Warn("refusing a task", "task", t.ID, "err", err)
 		_ = w.sig.reply(w.nc, m, TaskReply{Reason: err.Error()})
 		return
@@ -303,7 +321,7 @@ func (w *worker) onTask(m *nats.Msg) {
 		w.mu.Unlock()
 		return
 	}
-	if w.cfg.SetSources != nil {
+	if w.cfg.SetSources != nil && spec == nil {
 		args, err := w.cfg.SetSources(t.Args, t.Segment, w.cfg.ClientIPBase, w.cfg.ClientIPCount)
 		if err != nil {
 			w.mu.Unlock()
@@ -322,36 +340,52 @@ func (w *worker) onTask(m *nats.Msg) {
 	w.mu.Unlock()
 	w.task.Store(int64(t.ID))
 	_ = w.sig.reply(w.nc, m, TaskReply{Accepted: true})
-	go w.runTask(ctx, t)
+	go w.runTask(ctx, t, spec)
 }
 
-// check applies the allow list and the host rules to a task.
-func (w *worker) check(t Task) error {
-	files, err := CheckTaskFlags(t.Args)
-	if err != nil {
-		return err
+// check applies the allow list, the file rule and the host rules to a task, and returns its
+// Keycast spec (nil for a LinkKeys task).
+func (w *worker) check(t Task) (*KeycastSpec, error) {
+	if err := t.Segment.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	if t.Segment.Count > MaxSegments {
+		return nil, fmt.Errorf("%w: segment count %d is above %d", ErrRefused, t.Segment.Count, MaxSegments)
+	}
+	var files, targets []string
+	var spec *KeycastSpec
+	switch {
+	case len(t.Keycast) > 0 && len(t.Args) > 0:
+		return nil, fmt.Errorf("%w: the task carries both a Keycast spec and a command; a task is one of them", ErrRefused)
+	case len(t.Keycast) > 0:
+		s, err := DecodeKeycastSpec(t.Keycast)
+		if err != nil {
+			return nil, err
+		}
+		spec, files, targets = &s, s.Files(), []string{s.URL}
+	default:
+		if err := CheckTaskFlags(t.Args); err != nil {
+			return nil, err
+		}
+		if w.cfg.Exec == nil {
+			return nil, fmt.Errorf("%w: this worker runs no LinkKeys tasks", ErrRefused)
+		}
+		var err error
+		if targets, err = w.cfg.Targets(t.Args); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrRefused, err)
+		}
 	}
 	for _, f := range files {
 		if err := w.fileAllowed(f); err != nil {
-			return fmt.Errorf("%w: %v", ErrRefused, err)
+			return nil, fmt.Errorf("%w: %v", ErrRefused, err)
 		}
-	}
-	if err := t.Segment.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrRefused, err)
-	}
-	if t.Segment.Count > MaxSegments {
-		return fmt.Errorf("%w: segment count %d is above %d", ErrRefused, t.Segment.Count, MaxSegments)
-	}
-	targets, err := w.cfg.Targets(t.Args)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
 	for _, target := range targets {
 		if err := w.authorize(target); err != nil {
-			return fmt.Errorf("%w: %v; a worker authorizes its targets with its own --allow-host", ErrRefused, err)
+			return nil, fmt.Errorf("%w: %v; a worker authorizes its targets with its own --allow-host", ErrRefused, err)
 		}
 	}
-	return nil
+	return spec, nil
 }
 
 // fileAllowed reports whether a task may name file f: an absolute, clean path inside one of
@@ -397,7 +431,7 @@ func (w *worker) authorize(target string) error {
 	return fmt.Errorf("coord: %q: a task may reach only http(s) URLs and TCP addresses (a METRICS log file only on a worker started with --allow-metrics-file)", target)
 }
 
-func (w *worker) runTask(ctx context.Context, t Task) {
+func (w *worker) runTask(ctx context.Context, t Task, spec *KeycastSpec) {
 	defer func() {
 		w.mu.Lock()
 		w.busy, w.cancelTask = false, nil
@@ -432,9 +466,15 @@ func (w *worker) runTask(ctx context.Context, t Task) {
 			defer stop()
 		}
 	}
-	err := w.cfg.Exec(engine.WithIntervalObserver(WithHook(ctx, hook), publish), t.Args)
+	var err error
+	tctx := engine.WithIntervalObserver(WithHook(ctx, hook), publish)
+	if spec != nil {
+		err = w.runKeycast(tctx, *spec, hook)
+	} else {
+		err = w.cfg.Exec(tctx, t.Args)
+	}
 	w.state.Store("uploading")
-	msg := ResultMsg{Index: w.index, Task: t.ID}
+	msg := ResultMsg{Index: w.index, Task: t.ID, Refused: w.sig.refusals()}
 	if delivered == nil {
 		if err == nil {
 			err = errors.New("the command delivered no result")
@@ -460,6 +500,19 @@ func (w *worker) runTask(ctx context.Context, t Task) {
 		}
 	}
 	w.log.Error("the coordinator did not acknowledge the result", "task", t.ID)
+}
+
+// runKeycast runs a Keycast task's spec in the library: this worker's segment from the start
+// instant, the result to the hook.
+func (w *worker) runKeycast(ctx context.Context, spec KeycastSpec, hook *Hook) error {
+	cfg := spec.RunConfig()
+	cfg.Logger, cfg.Progress = w.log, w.cfg.Progress
+	hook.Apply(&cfg)
+	res, err := w.cfg.RunKeycast(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("keycast run: %w", err)
+	}
+	return hook.Deliver(res)
 }
 
 // upload stores the result in the object store when the coordinator made a bucket, in chunks
@@ -528,7 +581,7 @@ func (w *worker) heartbeat(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s := Snapshot{Index: w.index, Task: int(w.task.Load()), Seq: -1, State: w.state.Load().(string)}
+			s := Snapshot{Index: w.index, Task: int(w.task.Load()), Seq: -1, State: w.state.Load().(string), Refused: w.sig.refusals()}
 			if m, err := w.sig.msg(w.subj.sub("snap"), s); err == nil {
 				_ = w.nc.PublishMsg(m)
 			}
