@@ -22,6 +22,54 @@ import (
 // read by cost.ParsePrice (docs/cost.md). Neither given: the run has no cost and nothing says one.
 type prices struct {
 	load, server cost.Price
+	// fleet, set under coordinate (fromContext), holds the prices of the run's machines.
+	fleet *fleetPrices
+}
+
+// fleetPrices are a coordinated run's machine prices: each worker's (from the machine record it
+// joined with, its --cost-per-hour) and the coordinator's (coordinate --cost-per-hour).
+type fleetPrices struct {
+	workers     []cost.Price
+	coordinator cost.Price
+	// local says the workers were spawned on the coordinator's machine: one machine, one price.
+	local bool
+}
+
+type fleetKey struct{}
+
+// withFleetPrices hands a coordinated run's machine prices to the client command it runs.
+func withFleetPrices(ctx context.Context, f *fleetPrices) context.Context {
+	return context.WithValue(ctx, fleetKey{}, f)
+}
+
+// fromContext picks up a coordinated run's machine prices (coordinate sets them).
+func (p *prices) fromContext(ctx context.Context) {
+	if f, ok := ctx.Value(fleetKey{}).(*fleetPrices); ok {
+		p.fleet = f
+	}
+}
+
+// loadPrices are the load machines' prices: this machine's alone, or, under coordinate, each
+// worker's (the client's --cost-per-hour standing for a worker that gave none) and the
+// coordinator's.
+func (p *prices) loadPrices() []cost.Price {
+	if p.fleet == nil {
+		return []cost.Price{p.load}
+	}
+	if p.fleet.local {
+		if p.fleet.coordinator.Given {
+			return []cost.Price{p.fleet.coordinator}
+		}
+		return []cost.Price{p.load}
+	}
+	out := make([]cost.Price, 0, len(p.fleet.workers)+1)
+	for _, w := range p.fleet.workers {
+		if !w.Given {
+			w = p.load
+		}
+		out = append(out, w)
+	}
+	return append(out, p.fleet.coordinator)
 }
 
 // bind adds the two flags.
@@ -31,11 +79,26 @@ func (p *prices) bind(f *pflag.FlagSet) {
 }
 
 // given reports whether any price was given.
-func (p *prices) given() bool { return p.load.Given || p.server.Given }
+func (p *prices) given() bool {
+	if p.load.Given || p.server.Given {
+		return true
+	}
+	if f := p.fleet; f != nil {
+		if f.coordinator.Given {
+			return true
+		}
+		for _, w := range f.workers {
+			if w.Given {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // check refuses prices that cannot add up (two currencies) before anything runs.
 func (p *prices) check() error {
-	if _, err := cost.Currency(p.load, p.server); err != nil {
+	if _, err := cost.Currency(append(p.loadPrices(), p.server)...); err != nil {
 		return usageError("--cost-per-hour, --server-cost-per-hour: %v", err)
 	}
 	return nil
@@ -46,7 +109,7 @@ func (p *prices) apply(e *result.Envelope, capa cost.Capacity) error {
 	if !p.given() || e == nil {
 		return nil
 	}
-	return e.SetCost([]cost.Price{p.load}, p.server, capa)
+	return e.SetCost(p.loadPrices(), p.server, capa)
 }
 
 // lkAfterWrite wraps a LinkKeys client's AfterWrite: with a price given, the written result is read
