@@ -78,6 +78,17 @@ func (p *prices) bind(f *pflag.FlagSet) {
 	f.Var(&p.server, "server-cost-per-hour", "the price of the server's machine per hour, as 1.53 or 1.53USD; counted apart from the load machines (docs/cost.md)")
 }
 
+// fromPlan takes a capacity plan's prices (cost_per_hour, server_cost_per_hour) where the flags
+// gave none: a flag overrides the plan.
+func (p *prices) fromPlan(load, server cost.Price) {
+	if !p.load.Given {
+		p.load = load
+	}
+	if !p.server.Given {
+		p.server = server
+	}
+}
+
 // given reports whether any price was given.
 func (p *prices) given() bool {
 	if p.load.Given || p.server.Given {
