@@ -74,7 +74,7 @@ func (p *prices) loadPrices() []cost.Price {
 
 // bind adds the two flags.
 func (p *prices) bind(f *pflag.FlagSet) {
-	f.Var(&p.load, "cost-per-hour", "the price of this load machine per hour, as 1.53 or 1.53USD: the result, its report and `verify` then give the run's cost and the cost of the capacity it proved (docs/cost.md)")
+	f.Var(&p.load, "cost-per-hour", "the price of this load machine per hour, as 1.53 or 1.53USD: the result, its report and verify then give the run's cost and the cost of the capacity it proved (docs/cost.md)")
 	f.Var(&p.server, "server-cost-per-hour", "the price of the server's machine per hour, as 1.53 or 1.53USD; counted apart from the load machines (docs/cost.md)")
 }
 
