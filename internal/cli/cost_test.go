@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeys"
@@ -277,5 +279,52 @@ func TestFleetPrices(t *testing.T) {
 	pr = prices{fleet: &fleetPrices{workers: []cost.Price{{PerHour: 1, Currency: "USD", Given: true}}}, server: cost.Price{PerHour: 1, Currency: "EUR", Given: true}}
 	if err := pr.check(); err == nil || !strings.Contains(err.Error(), "cannot add up") {
 		t.Fatalf("two currencies across the fleet: %v", err)
+	}
+}
+
+// TestCostCapacityPhases: keycast capacity prices every phase from the plan's cost_per_hour (a flag
+// overrides it), prints each phase's cost and their sum, and the bundle verifies with every
+// phase's cost recomputed.
+func TestCostCapacityPhases(t *testing.T) {
+	dir, planPath := capacityFixture(t)
+	b, err := os.ReadFile(planPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["cost_per_hour"] = "3.6USD"
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(planPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	timed := func(inner capacity.Runner) capacity.Runner {
+		return func(ctx context.Context, run capacity.PhaseRun) (*keycastresult.Results, error) {
+			res, err := inner(ctx, run)
+			if res != nil {
+				res.Envelope.StartedAt = start.Add(time.Duration(run.Index) * time.Minute)
+				res.Envelope.EndedAt = res.Envelope.StartedAt.Add(10 * time.Second) // 0.01 USD at 3.6 USD an hour
+			}
+			return res, err
+		}
+	}
+	out := filepath.Join(dir, "ev")
+	code, stdout, stderr := runCapacity(t, timed(cannedRunner(-1, -1)), "--plan", planPath, "--output", out)
+	if code != ExitOK {
+		t.Fatalf("capacity: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if n := strings.Count(stdout, "\nphase "); n != 6 || !strings.Contains(stdout, "all phases: cost: 0.06 USD for 60 s") {
+		t.Errorf("%d phase cost lines; summary:\n%s", n, stdout)
+	}
+	if code, vout, _ := loadproof(t, "verify", out); code != ExitOK || !strings.Contains(vout, "the cost of each of 6 priced phases recomputes") {
+		t.Errorf("verify: exit %d\n%s", code, vout)
+	}
+	out2 := filepath.Join(dir, "ev2")
+	code, stdout, stderr = runCapacity(t, timed(cannedRunner(-1, -1)), "--plan", planPath, "--output", out2, "--cost-per-hour", "7.2USD")
+	if code != ExitOK || !strings.Contains(stdout, "all phases: cost: 0.12 USD for 60 s") {
+		t.Errorf("the flag does not override the plan: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
