@@ -19,6 +19,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -102,6 +103,7 @@ func newCoordinateCmd(env *Env) *cobra.Command {
 		joinTimeout, startLead time.Duration
 		allowHost              string
 		refuseHosts            []string
+		price                  cost.Price
 	)
 	c := &cobra.Command{
 		Use:   "coordinate --workers N [--nats URL] -- <client command>",
@@ -141,7 +143,7 @@ func newCoordinateCmd(env *Env) *cobra.Command {
 				nf.secret = coord.RandomSecret()
 			}
 			return runCoordinate(cmd.Context(), env, cmd, coordinateOpts{nf: nf, workers: workers, listen: listen, token: embToken,
-				manifest: man, spawn: spawn, join: joinTimeout, lead: startLead, allowHost: allowHost, refuse: refuseHosts}, args)
+				manifest: man, spawn: spawn, join: joinTimeout, lead: startLead, allowHost: allowHost, refuse: refuseHosts, price: price}, args)
 		},
 	}
 	f := c.Flags()
@@ -155,6 +157,7 @@ func newCoordinateCmd(env *Env) *cobra.Command {
 	f.DurationVar(&startLead, "start-lead", 2*time.Second, "how far ahead the coordinated start instant is set")
 	f.StringVar(&allowHost, "allow-host", "", "spawned workers: authorize this non-local target host (workers apply the capacity host rules)")
 	f.StringArrayVar(&refuseHosts, "refuse-host", nil, "spawned workers: refuse this target host too (repeatable)")
+	f.Var(&price, "cost-per-hour", "this (the coordinator's) machine's price per hour, as 1.53 or 1.53USD; each worker gives its own (worker --cost-per-hour) and the run's cost adds them up (docs/cost.md)")
 	return c
 }
 
@@ -166,6 +169,7 @@ type coordinateOpts struct {
 	join, lead              time.Duration
 	allowHost               string
 	refuse                  []string
+	price                   cost.Price // --cost-per-hour: the coordinator machine's
 }
 
 func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordinateOpts, args []string) error {
@@ -211,7 +215,14 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 		code, runErr = ExitCouldNotRun, err // printed once, by the caller
 	} else {
 		hook := &coord.Hook{KeycastRun: co.KeycastRun, LinkKeysRun: co.LinkKeysRun, Workers: co.Count()}
-		code = Run(coord.WithHook(ctx, hook), Loadproof, args, env)
+		// Spawned workers run on this machine: its one price counts once.
+		fleet := &fleetPrices{coordinator: o.price, local: o.spawn}
+		for _, w := range co.Workers() {
+			if !o.spawn {
+				fleet.workers = append(fleet.workers, w.Machine.CostPerHour)
+			}
+		}
+		code = Run(withFleetPrices(coord.WithHook(ctx, hook), fleet), Loadproof, args, env)
 	}
 	lost := co.Lost()
 	if lost != nil {
@@ -327,6 +338,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 		taskFiles   []string
 		ipBase      string
 		ipCount     int
+		price       cost.Price
 	)
 	c := &cobra.Command{
 		Use:   "worker --nats URL",
@@ -376,7 +388,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount,
 				Exec:     func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
 				Hosts:    hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
-				Progress: env.Stderr, Logger: env.Logger,
+				Progress: env.Stderr, Logger: env.Logger, CostPerHour: price,
 			})
 			if errors.Is(err, coord.ErrCoordinatorLost) {
 				return &ExitError{Code: ExitWorkerLost, Err: err}
@@ -397,6 +409,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 	f.StringArrayVar(&taskFiles, "task-files", splitList(env.Getenv("LOADPROOF_TASK_FILES")),
 		"a directory a task may name files in (--users-file, --ca-cert; repeatable; env LOADPROOF_TASK_FILES, colon-separated); without it a task names no file")
 	f.BoolVar(&metricsFile, "allow-metrics-file", false, "let a LinkKeys task name a server METRICS log file on this machine (workers beside the server; others take only URLs)")
+	f.Var(&price, "cost-per-hour", "this machine's price per hour, as 1.53 or 1.53USD: sent in its machine record, so the coordinator prices the run over every machine (docs/cost.md)")
 	f.StringVar(&ipBase, "client-ip-base", env.Getenv("LOADPROOF_CLIENT_IP_BASE"), "LinkKeys tasks: take source addresses from here instead of the task's range (this machine's own; env LOADPROOF_CLIENT_IP_BASE)")
 	f.IntVar(&ipCount, "client-ip-count", envInt(env, "LOADPROOF_CLIENT_IP_COUNT"), "LinkKeys tasks: how many source addresses from --client-ip-base (env LOADPROOF_CLIENT_IP_COUNT)")
 	return c

@@ -22,20 +22,94 @@ import (
 // read by cost.ParsePrice (docs/cost.md). Neither given: the run has no cost and nothing says one.
 type prices struct {
 	load, server cost.Price
+	// fleet, set under coordinate (fromContext), holds the prices of the run's machines.
+	fleet *fleetPrices
+}
+
+// fleetPrices are a coordinated run's machine prices: each worker's (from the machine record it
+// joined with, its --cost-per-hour) and the coordinator's (coordinate --cost-per-hour).
+type fleetPrices struct {
+	workers     []cost.Price
+	coordinator cost.Price
+	// local says the workers were spawned on the coordinator's machine: one machine, one price.
+	local bool
+}
+
+type fleetKey struct{}
+
+// withFleetPrices hands a coordinated run's machine prices to the client command it runs.
+func withFleetPrices(ctx context.Context, f *fleetPrices) context.Context {
+	return context.WithValue(ctx, fleetKey{}, f)
+}
+
+// fromContext picks up a coordinated run's machine prices (coordinate sets them).
+func (p *prices) fromContext(ctx context.Context) {
+	if f, ok := ctx.Value(fleetKey{}).(*fleetPrices); ok {
+		p.fleet = f
+	}
+}
+
+// loadPrices are the load machines' prices: this machine's alone, or, under coordinate, each
+// worker's (the client's --cost-per-hour standing for a worker that gave none) and the
+// coordinator's.
+func (p *prices) loadPrices() []cost.Price {
+	if p.fleet == nil {
+		return []cost.Price{p.load}
+	}
+	if p.fleet.local {
+		if p.fleet.coordinator.Given {
+			return []cost.Price{p.fleet.coordinator}
+		}
+		return []cost.Price{p.load}
+	}
+	out := make([]cost.Price, 0, len(p.fleet.workers)+1)
+	for _, w := range p.fleet.workers {
+		if !w.Given {
+			w = p.load
+		}
+		out = append(out, w)
+	}
+	return append(out, p.fleet.coordinator)
 }
 
 // bind adds the two flags.
 func (p *prices) bind(f *pflag.FlagSet) {
-	f.Var(&p.load, "cost-per-hour", "the price of this load machine per hour, as 1.53 or 1.53USD: the result, its report and `verify` then give the run's cost and the cost of the capacity it proved (docs/cost.md)")
+	f.Var(&p.load, "cost-per-hour", "the price of this load machine per hour, as 1.53 or 1.53USD: the result, its report and verify then give the run's cost and the cost of the capacity it proved (docs/cost.md)")
 	f.Var(&p.server, "server-cost-per-hour", "the price of the server's machine per hour, as 1.53 or 1.53USD; counted apart from the load machines (docs/cost.md)")
 }
 
+// fromPlan takes a capacity plan's prices (cost_per_hour, server_cost_per_hour) where the flags
+// gave none: a flag overrides the plan.
+func (p *prices) fromPlan(load, server cost.Price) {
+	if !p.load.Given {
+		p.load = load
+	}
+	if !p.server.Given {
+		p.server = server
+	}
+}
+
 // given reports whether any price was given.
-func (p *prices) given() bool { return p.load.Given || p.server.Given }
+func (p *prices) given() bool {
+	if p.load.Given || p.server.Given {
+		return true
+	}
+	if f := p.fleet; f != nil {
+		if f.coordinator.Given {
+			return true
+		}
+		for _, w := range f.workers {
+			if w.Given {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // check refuses prices that cannot add up (two currencies) before anything runs.
 func (p *prices) check() error {
-	if _, err := cost.Currency(p.load, p.server); err != nil {
+	if _, err := cost.Currency(append(p.loadPrices(), p.server)...); err != nil {
 		return usageError("--cost-per-hour, --server-cost-per-hour: %v", err)
 	}
 	return nil
@@ -46,7 +120,7 @@ func (p *prices) apply(e *result.Envelope, capa cost.Capacity) error {
 	if !p.given() || e == nil {
 		return nil
 	}
-	return e.SetCost([]cost.Price{p.load}, p.server, capa)
+	return e.SetCost(p.loadPrices(), p.server, capa)
 }
 
 // lkAfterWrite wraps a LinkKeys client's AfterWrite: with a price given, the written result is read

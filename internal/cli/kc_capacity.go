@@ -75,6 +75,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			prices.fromPlan(plan.CostPerHour, plan.ServerCostPerHour)
 			if err := prices.check(); err != nil {
 				return err
 			}

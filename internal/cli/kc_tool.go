@@ -270,6 +270,7 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	if err := checkTLSFlags("run", fl.url, fl.tls); err != nil {
 		return err
 	}
+	fl.prices.fromContext(ctx)
 	if err := fl.prices.check(); err != nil {
 		return err
 	}

@@ -62,6 +62,7 @@ func newLinkKeysCapacityCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			prices.fromPlan(plan.CostPerHour, plan.ServerCostPerHour)
 			if err := prices.check(); err != nil {
 				return err
 			}

@@ -135,6 +135,7 @@ func redactURL(raw string) string {
 // --fingerprint and --domain, authorized by --allow-host), the server's metrics source, worker
 // count, bar, flags.
 func lkRun(cmd *cobra.Command, env *Env, c *lkCommon, serverMetrics string, fds int64) (linkkeysload.Target, linkkeysload.Run, error) {
+	c.prices.fromContext(cmd.Context())
 	if err := c.prices.check(); err != nil {
 		return linkkeysload.Target{}, linkkeysload.Run{}, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/keycastload"
@@ -77,6 +78,9 @@ type WorkerConfig struct {
 	Hosts hostrule.Rules
 	// Logger receives the worker's log; nil discards.
 	Logger *slog.Logger
+	// CostPerHour is this machine's price per hour (--cost-per-hour), sent in its machine record
+	// when it joins so the coordinator prices the run over every machine (docs/cost.md).
+	CostPerHour cost.Price
 }
 
 // ErrCoordinatorLost is returned when the coordinator went quiet for WatchdogAfter.
@@ -184,6 +188,7 @@ func (w *worker) join(ctx context.Context) (*JoinReply, error) {
 	deadline := time.Now().Add(limit)
 	subj := subjects{prefix: w.cfg.Prefix}.join()
 	j := JoinMsg{Version: ProtocolVersion, Name: w.cfg.Name, Index: w.cfg.Index, Machine: machine.Collect("KEYCAST_", "LINKKEYS_"), JoinID: RandomSecret()[:32]}
+	j.Machine.CostPerHour = w.cfg.CostPerHour
 	for challenges := 0; ; {
 		// Sealed afresh each try: a new sequence number, the run nonce once the coordinator gave it.
 		m, err := w.sig.msg(subj, j)

@@ -139,6 +139,9 @@ func (p *Price) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("cost: price must be a number or a string such as \"1.53USD\", not %s", clip(b))
 	}
+	if v == 0 {
+		v = 0 // -0 is a free machine too, and writes back as 0
+	}
 	np := Price{PerHour: v, Given: true}
 	if err := np.Validate(); err != nil {
 		return err

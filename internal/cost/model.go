@@ -208,6 +208,12 @@ func Check(c *Cost, secs float64, capa Capacity) error {
 		}
 	}
 	cmp("total", c.Total, want.Total)
+	if (c.Load == nil) != (want.Load == nil) {
+		return errors.New("cost: the recorded load side lists no machine price: a load side needs one price per machine")
+	}
+	if (c.Server == nil) != (want.Server == nil) {
+		return errors.New("cost: the recorded server side lists no machine price: a server side needs its machine's price")
+	}
 	if c.Load != nil {
 		cmp("load cost", c.Load.Cost, want.Load.Cost)
 		cmp("load machine-hours", c.Load.MachineHours, want.Load.MachineHours)

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/cost"
 )
 
 // Version is loadproof's version, set at link time with
@@ -25,7 +27,10 @@ var Version = ""
 // the fields Go itself knows, since it has no open-file limits, somaxconn or port-range settings of
 // that kind.
 type Record struct {
-	Hostname         string            `json:"hostname,omitempty"`
+	Hostname string `json:"hostname,omitempty"`
+	// CostPerHour is the machine's price per hour when one was given (a worker's --cost-per-hour):
+	// how a distributed run's cost adds every machine up (docs/cost.md).
+	CostPerHour      cost.Price        `json:"cost_per_hour,omitzero"`
 	OS               string            `json:"os"`
 	Arch             string            `json:"arch"`
 	Kernel           string            `json:"kernel,omitempty"`

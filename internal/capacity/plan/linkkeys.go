@@ -17,6 +17,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/hostrule"
 )
 
@@ -39,6 +40,11 @@ type LinkKeysPlan struct {
 	EnvironmentProfiles map[string]EnvironmentProfile `json:"environment_profiles"`
 	StopConditions      LinkKeysStopConditions        `json:"stop_conditions"`
 	Phases              []LinkKeysPhase               `json:"phases"`
+	// CostPerHour and ServerCostPerHour, optional, price the load machine and the server's machine
+	// per hour, as --cost-per-hour and --server-cost-per-hour do (which override them): each
+	// phase's results then record its cost (docs/cost.md).
+	CostPerHour       cost.Price `json:"cost_per_hour,omitzero"`
+	ServerCostPerHour cost.Price `json:"server_cost_per_hour,omitzero"`
 }
 
 // Target modes.
@@ -334,7 +340,7 @@ func ParseLinkKeysPlan(b []byte) (*LinkKeysPlan, error) {
 }
 
 var (
-	lkPlanFields     = []string{"profile_name", "revisions", "environment_parity", "target", "environment_profiles", "stop_conditions", "phases"}
+	lkPlanFields     = []string{"profile_name", "revisions", "environment_parity", "target", "environment_profiles", "stop_conditions", "phases", "cost_per_hour", "server_cost_per_hour"}
 	lkTargetFields   = []string{"mode", "info_file", "server_log", "addr", "fingerprint", "domain", "metrics_url"}
 	lkProfileFields  = []string{"description", "processes", "variables"}
 	lkStopFields     = []string{"max_server_rss_bytes", "max_handshake_failure_rate", "max_request_error_rate"}
@@ -412,11 +418,13 @@ func present(obj map[string]json.RawMessage, name string) bool {
 }
 
 func (p *parser) linkKeysPlan(raw json.RawMessage) *LinkKeysPlan {
-	obj := p.object(raw, "", lkPlanFields)
+	obj := p.object(raw, "", lkPlanFields, priceFields...)
 	if obj == nil {
 		return nil
 	}
 	pl := &LinkKeysPlan{
+		CostPerHour:       p.price(obj, "", "cost_per_hour"),
+		ServerCostPerHour: p.price(obj, "", "server_cost_per_hour"),
 		ProfileName:       p.str(obj, "", "profile_name"),
 		EnvironmentParity: p.str(obj, "", "environment_parity"),
 	}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loadproof/loadproof/internal/boundedfile"
+	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/keycast"
 )
 
@@ -62,6 +63,11 @@ type Plan struct {
 	Objectives        Objectives     `json:"objectives"`
 	StopConditions    StopConditions `json:"stop_conditions"`
 	Phases            []Phase        `json:"phases"`
+	// CostPerHour and ServerCostPerHour, optional, price the load machine and the server's machine
+	// per hour, as --cost-per-hour and --server-cost-per-hour do (which override them): each
+	// phase's results then record its cost (docs/cost.md).
+	CostPerHour       cost.Price `json:"cost_per_hour,omitzero"`
+	ServerCostPerHour cost.Price `json:"server_cost_per_hour,omitzero"`
 }
 
 // Revisions identifies what was tested.
@@ -289,6 +295,20 @@ func orTop(path string) string {
 	return path
 }
 
+// price reads an optional price per machine-hour (a number or a string such as "1.53USD").
+func (p *parser) price(obj map[string]json.RawMessage, path, name string) cost.Price {
+	raw, ok := obj[name]
+	if !ok {
+		return cost.Price{}
+	}
+	var pr cost.Price
+	if err := pr.UnmarshalJSON(raw); err != nil {
+		p.fail(join(path, name), "%v", strings.TrimPrefix(err.Error(), "cost: "))
+		return cost.Price{}
+	}
+	return pr
+}
+
 func (p *parser) str(obj map[string]json.RawMessage, path, name string) string {
 	raw, ok := obj[name]
 	if !ok {
@@ -386,7 +406,8 @@ func enum[T ~string](p *parser, obj map[string]json.RawMessage, path, name strin
 }
 
 var (
-	planFields       = []string{"profile_name", "profile_platform", "target_url", "users_file", "seed", "revisions", "environment_parity", "objectives", "stop_conditions", "phases"}
+	planFields       = []string{"profile_name", "profile_platform", "target_url", "users_file", "seed", "revisions", "environment_parity", "objectives", "stop_conditions", "phases", "cost_per_hour", "server_cost_per_hour"}
+	priceFields      = []string{"cost_per_hour", "server_cost_per_hour"}
 	revisionFields   = []string{"code", "image", "infrastructure"}
 	objectiveFields  = []string{"availability_percent", "latency_p95_ms"}
 	stopFields       = []string{"max_error_rate", "max_latency_p95_ms"}
@@ -403,11 +424,13 @@ var (
 )
 
 func (p *parser) plan(raw json.RawMessage) *Plan {
-	obj := p.object(raw, "", planFields)
+	obj := p.object(raw, "", planFields, priceFields...)
 	if obj == nil {
 		return nil
 	}
 	pl := &Plan{
+		CostPerHour:       p.price(obj, "", "cost_per_hour"),
+		ServerCostPerHour: p.price(obj, "", "server_cost_per_hour"),
 		ProfileName:       p.str(obj, "", "profile_name"),
 		ProfilePlatform:   enum(p, obj, "", "profile_platform", profilePlatforms),
 		TargetURL:         p.str(obj, "", "target_url"),

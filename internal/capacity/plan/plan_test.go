@@ -208,6 +208,7 @@ func FuzzParsePlan(f *testing.F) {
 	f.Add([]byte(`{"profile_name": "\u0000", "seed": 18446744073709551615}`))
 	f.Add([]byte(`[1, 2, 3]`))
 	f.Add([]byte(`{} {}`))
+	f.Add([]byte(`{"cost_per_hour": "1.5USD", "server_cost_per_hour": -0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParsePlan(b)
 		if err != nil {
