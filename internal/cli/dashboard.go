@@ -25,6 +25,9 @@ type dashboardRun struct {
 	targetFlag string
 	// outputs returns the files the finished run wrote (the final report is drawn from them).
 	outputs func(cmd *cobra.Command) []string
+	// plan, when set, gives the planned length and target rate where no flag holds them (a
+	// capacity plan's phases); nil: runPlan reads the flags.
+	plan func(cmd *cobra.Command) (time.Duration, float64)
 }
 
 // attachDashboard gives a command --dashboard ADDR: before the command runs it starts the live
@@ -57,6 +60,9 @@ func attachDashboard(c *cobra.Command, env *Env, run dashboardRun) {
 			target = f.Value.String() // a LinkKeys client's --target names the server better than its info file
 		}
 		planned, rate := runPlan(cmd)
+		if run.plan != nil {
+			planned, rate = run.plan(cmd)
+		}
 		d, err := dashboard.Start(dashboard.Options{Addr: addr, Title: fmt.Sprintf("loadproof %s %s (live)", run.harness, run.command),
 			Harness: run.harness, Command: run.command, Target: target, Token: token, Logger: env.Logger, Planned: planned, TargetRate: rate})
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/durflag"
 )
 
@@ -42,5 +43,31 @@ func TestDashboardRunPlan(t *testing.T) {
 	}
 	if p, r := runPlan(&cobra.Command{Use: "none"}); p != 0 || r != 0 {
 		t.Errorf("a command without those flags: planned %v rate %v, want 0", p, r)
+	}
+}
+
+// TestDashboardCapacityPlanLength: a Keycast capacity run's dashboard plans the sum of its plan's
+// phase durations (the documented example plan), and nothing when the plan cannot be read.
+func TestDashboardCapacityPlanLength(t *testing.T) {
+	_, planPath := capacityFixture(t)
+	p, err := capacity.ReadPlan(planPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want time.Duration
+	for _, ph := range p.Phases {
+		want += time.Duration(ph.DurationSeconds) * time.Second
+	}
+	c := &cobra.Command{Use: "capacity"}
+	c.Flags().String("plan", "", "")
+	if err := c.Flags().Parse([]string{"--plan", planPath}); err != nil {
+		t.Fatal(err)
+	}
+	if got, rate := capacityPlanLength(c); got != want || want == 0 || rate != 0 {
+		t.Errorf("planned %v rate %v, want %v (the phases' sum) and 0", got, rate, want)
+	}
+	_ = c.Flags().Set("plan", planPath+".missing")
+	if got, _ := capacityPlanLength(c); got != 0 {
+		t.Errorf("an unreadable plan planned %v, want 0", got)
 	}
 }

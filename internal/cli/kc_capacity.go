@@ -103,7 +103,7 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	attachDashboard(c, env, dashboardRun{harness: "keycast", command: "capacity", outputs: flagFiles("output")})
+	attachDashboard(c, env, dashboardRun{harness: "keycast", command: "capacity", outputs: flagFiles("output"), plan: capacityPlanLength})
 	f.StringVarP(&planPath, "plan", "p", "", "Capacity plan with predeclared phases and limits (required)")
 	f.StringVarP(&output, "output", "o", capacity.DefaultOutputDir, "directory for the evidence bundle (must be absent or empty)")
 	prov.bindSignKey(f, "the bundle's manifest.json")
@@ -200,4 +200,20 @@ func printCapacitySummary(w io.Writer, ev *capacity.Evidence, path string) {
 			fmt.Fprintf(w, "  - %s\n", b)
 		}
 	}
+}
+
+// capacityPlanLength is a Keycast capacity run's planned length for its dashboard: the sum of its
+// plan's phase durations (0 when the plan cannot be read; the run then says why). Its phases'
+// rates differ, so there is no one target rate.
+func capacityPlanLength(cmd *cobra.Command) (time.Duration, float64) {
+	path, _ := cmd.Flags().GetString("plan")
+	p, err := capacity.ReadPlan(path)
+	if err != nil {
+		return 0, 0
+	}
+	var secs uint64
+	for _, ph := range p.Phases {
+		secs += ph.DurationSeconds
+	}
+	return time.Duration(secs) * time.Second, 0
 }
