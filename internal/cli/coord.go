@@ -75,6 +75,22 @@ func (n *natsFlags) resolve() error {
 	return nil
 }
 
+// warnArgvSecrets warns, once, when the token or the run secret was given on the command line,
+// where any user of the machine can read it (ps, /proc/PID/cmdline). It names the flags, never the
+// values.
+func warnArgvSecrets(cmd *cobra.Command, env *Env) {
+	var given []string
+	for _, name := range []string{"nats-token", "secret"} {
+		if cmd.Flags().Changed(name) {
+			given = append(given, "--"+name)
+		}
+	}
+	if len(given) > 0 && env.Logger != nil {
+		env.Logger.Warn("a secret was given on the command line, where any user of this machine can read it (ps); use LOADPROOF_NATS_TOKEN / LOADPROOF_SECRET or --nats-token-file / --secret-file",
+			"flags", strings.Join(given, " "))
+	}
+}
+
 func (n *natsFlags) bind(f *pflag.FlagSet, env *Env) {
 	f.StringVar(&n.url, "nats", env.Getenv("LOADPROOF_NATS"), "NATS server or cluster URL(s), comma-separated (env LOADPROOF_NATS)")
 	f.StringVar(&n.token, "nats-token", env.Getenv("LOADPROOF_NATS_TOKEN"), "NATS authorization token (env LOADPROOF_NATS_TOKEN; on the command line it shows in ps: prefer the env or --nats-token-file)")
@@ -133,6 +149,7 @@ func newCoordinateCmd(env *Env) *cobra.Command {
 			if !cmd.Flags().Changed("spawn") {
 				spawn = nf.url == "" && listen == ""
 			}
+			warnArgvSecrets(cmd, env)
 			if err := nf.resolve(); err != nil {
 				return err
 			}
@@ -355,6 +372,7 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			if nf.url == "" {
 				return usageError("worker: --nats is required: the URL of the coordinator's NATS")
 			}
+			warnArgvSecrets(cmd, env)
 			if err := nf.resolve(); err != nil {
 				return err
 			}

@@ -23,6 +23,9 @@ func TestFailClosedAndSecretsOffTheTerminal(t *testing.T) {
 	if code != ExitCouldNotRun || !strings.Contains(errs, "--insecure-unsigned") {
 		t.Errorf("coordinator without a secret: exit %d\n%s", code, errs)
 	}
+	if !strings.Contains(errs, "a secret was given on the command line") || (token != "" && strings.Contains(errs, token)) {
+		t.Errorf("--nats-token on the command line: no warning, or the token printed:\n%s", errs)
+	}
 	code, errs = umbrella(context.Background(), t, "worker", "--nats", url, "--nats-token", token, "--join-timeout", "200ms")
 	if code != ExitCouldNotRun || !strings.Contains(errs, "--insecure-unsigned") {
 		t.Errorf("worker without a secret: exit %d\n%s", code, errs)
