@@ -17,3 +17,74 @@ stop_server() {
     SERVER_PID=""
   fi
 }
+
+# ---- LinkKeys capacity plans (bench/plans/*.json) ----
+#
+# A bench that is "run these phases and read the figures" is a plan under bench/plans/, run by
+# `loadproof linkkeys capacity`, so every run leaves an evidence bundle (evidence.json, one results
+# file and one server log per phase, manifest.json with the SHA-256 of each); its figures are read
+# back through `loadproof report --format json` with jq. The scripts keep what needs the operating
+# system: ulimit, sysctls, pinning, perf, peers side by side.
+
+# need_tools TOOL...: stop with a message naming every tool that is missing.
+need_tools() {
+  local t missing=()
+  for t in "$@"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "missing: ${missing[*]} (install them, then run this again)" >&2
+    exit 2
+  fi
+}
+
+# build_loadproof: build this tree's loadproof into $OUT/loadproof and set LOADPROOF to it; record
+# the commit (and whether the tree had changes) in $OUT/commit.txt.
+build_loadproof() {
+  LOADPROOF="$OUT/loadproof"
+  go build -o "$LOADPROOF" ./cmd/loadproof
+  { git rev-parse HEAD 2>/dev/null || echo "not a git checkout"
+    git status --porcelain 2>/dev/null | grep -q . && echo "with uncommitted changes" || true
+  } >"$OUT/commit.txt"
+}
+
+# raise_nofile: raise the soft open-file limit to the hard one (the held populations need it;
+# the capacity command spreads clients and server processes under what remains).
+raise_nofile() { ulimit -n "$(ulimit -Hn)"; }
+
+# sized_plan PLAN NAME JQ-FILTER [jq args...]: write $OUT/NAME.plan.json, PLAN with the jq filter
+# applied (a size or a variable changed for this run), and print its path. The derived plan is run
+# as is and recorded in its bundle; the committed plan stays the reference.
+sized_plan() {
+  local plan=$1 name=$2 filter=$3; shift 3
+  jq "$@" "$filter" "$plan" >"$OUT/$name.plan.json"
+  echo "$OUT/$name.plan.json"
+}
+
+# run_plan PLAN NAME [capacity flags...]: run the plan into the bundle $OUT/NAME and write its
+# report, $OUT/NAME.report.json. A check that fails (exit 1) is reported and the figures are still
+# read; a plan that could not run (exit 2 or 3) stops the script. SETTLE (default 5s) is the
+# capacity command's --settle-wait; PLAN_ENV, an array of `env` arguments (-u NAME, NAME=VALUE), the
+# environment changes it runs with (its servers and client workers inherit them).
+PLAN_ENV=()
+run_plan() {
+  local plan=$1 name=$2 rc=0; shift 2
+  echo "== $name: loadproof linkkeys capacity --plan $plan"
+  env ${PLAN_ENV[@]+"${PLAN_ENV[@]}"} "$LOADPROOF" linkkeys capacity --plan "$plan" --output "$OUT/$name" --settle-wait "${SETTLE:-5s}" "$@" \
+    >"$OUT/$name.txt" 2>"$OUT/$name.err" || rc=$?
+  case $rc in
+    0) ;;
+    1) echo "   $name: a check failed or a stop condition was breached (see $OUT/$name.txt); the figures are read anyway" ;;
+    *) cat "$OUT/$name.err" >&2
+       echo "$name: the plan could not run (exit $rc); see $OUT/$name.err" >&2
+       exit "$rc" ;;
+  esac
+  "$LOADPROOF" report --format json "$OUT/$name" >"$OUT/$name.report.json"
+}
+
+# metric NAME PHASE METRIC: one figure of a phase from $OUT/NAME.report.json ("null" when absent).
+metric() { jq -r --arg p "$2" --arg m "$3" '.phases[] | select(.name == $p) | .metrics[$m]' "$OUT/$1.report.json"; }
+
+# machine_line NAME: the machine record of a report, one line.
+machine_line() {
+  jq -r '.machine | "machine: \(.cpu_model), \(.cores) cores, \(.memory_bytes / 1073741824 * 10 | floor / 10) GiB, kernel \(.kernel), nofile \(.nofile_soft)/\(.nofile_hard), somaxconn \(.somaxconn), ports \(.ip_local_port_range), \(.go_version), loadproof \(.loadproof_version)"' \
+    "$OUT/$1.report.json"
+}
