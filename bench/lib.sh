@@ -88,3 +88,11 @@ machine_line() {
   jq -r '.machine | "machine: \(.cpu_model), \(.cores) cores, \(.memory_bytes / 1073741824 * 10 | floor / 10) GiB, kernel \(.kernel), nofile \(.nofile_soft)/\(.nofile_hard), somaxconn \(.somaxconn), ports \(.ip_local_port_range), \(.go_version), loadproof \(.loadproof_version)"' \
     "$OUT/$1.report.json"
 }
+
+# phase_metrics NAME PHASE: the METRICS lines of a phase's server log in the bundle $OUT/NAME (the
+# log the report names), as one JSON array, for figures over time (RSS as it settles or grows).
+phase_metrics() {
+  local log
+  log=$(jq -r --arg p "$2" '.phases[] | select(.name == $p) | .server.log' "$OUT/$1.report.json")
+  sed -n 's/^METRICS //p' "$OUT/$1/$log" | jq -s .
+}
