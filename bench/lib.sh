@@ -36,10 +36,13 @@ need_tools() {
   fi
 }
 
-# build_loadproof: build this tree's loadproof into $OUT/loadproof and set LOADPROOF to it; record
-# the commit (and whether the tree had changes) in $OUT/commit.txt.
+# build_loadproof: build this tree's loadproof and set LOADPROOF to it; record the commit (and
+# whether the tree had changes) in $OUT/commit.txt. The binary goes to $BENCH_BIN (default
+# $TMPDIR/loadproof-bench), not $OUT, so bench/keep-run.sh archives the run's files and no binary.
 build_loadproof() {
-  LOADPROOF="$OUT/loadproof"
+  local bindir=${BENCH_BIN:-${TMPDIR:-/tmp}/loadproof-bench}
+  mkdir -p "$bindir"
+  LOADPROOF="$bindir/loadproof"
   go build -o "$LOADPROOF" ./cmd/loadproof
   { git rev-parse HEAD 2>/dev/null || echo "not a git checkout"
     git status --porcelain 2>/dev/null | grep -q . && echo "with uncommitted changes" || true

@@ -45,6 +45,7 @@ echo "== results in $OUT"
 run_plan "$PLAN" scale
 
 echo "== summary (from loadproof report --format json $OUT/scale)"
+{
 machine_line scale
 jq -r '
   def phase($n): .phases[] | select(.name == $n);
@@ -64,4 +65,5 @@ jq -r '
   (("ddos", "ddos-many-sources") as $n |
     "4. \($n): \(m($n; "ddos.attempted")) sources: allowed \(m($n; "ddos.allowed")) denied \(m($n; "ddos.denied")); server: admitted \(m($n; "ddos.admitted")) shed global \(m($n; "ddos.shed_global")) overflow \(m($n; "ddos.shed_overflow")) per-source \(m($n; "ddos.shed_per_source")); accounting gap \(m($n; "server.accounting_gap")); server RSS peak \(m($n; "server.rss_peak_bytes") | mib) MiB"),
   "checks: \(if .passed then "all passed" else "some failed (see \($out)/scale.txt)" end); evidence \($out)/scale"
-' --arg out "$OUT" "$OUT/scale.report.json" | tee "$OUT/summary.txt"
+' --arg out "$OUT" "$OUT/scale.report.json"
+} | tee "$OUT/summary.txt"
