@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/loadproof/loadproof/internal/capacity"
@@ -14,10 +16,15 @@ import (
 // benchPlanRef is how a bench script names a plan: bench/plans/NAME.json.
 var benchPlanRef = regexp.MustCompile(`bench/plans/[A-Za-z0-9._-]+\.json`)
 
+// benchMetricRef is how a bench script reads a figure from a report's metrics: "stream.figure" in
+// quotes (the plans name their ddos wave "ddos").
+var benchMetricRef = regexp.MustCompile(`"((held|handshakes|requests|ddos|server)\.[a-z0-9_]+)"`)
+
 // TestBenchPlansAreValid keeps the bench plans from rotting: every bench/plans/*.json parses and
 // validates as `loadproof linkkeys capacity` would validate it (the profiles' variables through the
-// reference server's own configuration), survives an encode and parse unchanged, and every plan a
-// bench script names exists.
+// reference server's own configuration), survives an encode and parse unchanged, every plan a bench
+// script names exists, and every figure a script reads is one the capacity command reports (a
+// renamed figure would otherwise print as null).
 func TestBenchPlansAreValid(t *testing.T) {
 	paths, err := filepath.Glob("../../bench/plans/*.json")
 	if err != nil {
@@ -64,6 +71,12 @@ func TestBenchPlansAreValid(t *testing.T) {
 			named++
 			if _, err := os.Stat(filepath.Join("../..", ref)); err != nil {
 				t.Errorf("%s names %s, which is not there: %v", s, ref, err)
+			}
+		}
+		for _, m := range benchMetricRef.FindAllStringSubmatch(string(b), -1) {
+			figure := strings.TrimPrefix(m[1], m[2]+".")
+			if !slices.Contains(plan.LinkKeysMetrics[m[2]], figure) {
+				t.Errorf("%s reads %s, which no %s stream reports (see plan.LinkKeysMetrics)", s, m[1], m[2])
 			}
 		}
 	}
