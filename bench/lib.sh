@@ -63,21 +63,23 @@ sized_plan() {
 }
 
 # run_plan PLAN NAME [capacity flags...]: run the plan into the bundle $OUT/NAME and write its
-# report, $OUT/NAME.report.json. A check that fails (exit 1) is reported and the figures are still
-# read; a plan that could not run (exit 2 or 3) stops the script. SETTLE (default 5s) is the
-# capacity command's --settle-wait; PLAN_ENV, an array of `env` arguments (-u NAME, NAME=VALUE), the
+# report, $OUT/NAME.report.json; the command's summary goes to $OUT/NAME.txt, its progress to the
+# terminal and $OUT/NAME.err. A check that fails (exit 1) is reported and the figures are still
+# read; a plan that could not run (exit 2 or 3) stops the script. SETTLE, when set, is the capacity
+# command's --settle-wait (its default, 15 s, otherwise); PLAN_ENV, an array of `env` arguments (-u NAME, NAME=VALUE), the
 # environment changes it runs with (its servers and client workers inherit them).
 PLAN_ENV=()
 run_plan() {
   local plan=$1 name=$2 rc=0; shift 2
   echo "== $name: loadproof linkkeys capacity --plan $plan"
-  env ${PLAN_ENV[@]+"${PLAN_ENV[@]}"} "$LOADPROOF" linkkeys capacity --plan "$plan" --output "$OUT/$name" --settle-wait "${SETTLE:-5s}" "$@" \
-    >"$OUT/$name.txt" 2>"$OUT/$name.err" || rc=$?
+  # stdout to the file, stderr (progress) through tee; rc is the command's status, not tee's.
+  env ${PLAN_ENV[@]+"${PLAN_ENV[@]}"} "$LOADPROOF" linkkeys capacity --plan "$plan" --output "$OUT/$name" \
+    ${SETTLE:+--settle-wait "$SETTLE"} "$@" 2>&1 >"$OUT/$name.txt" | tee "$OUT/$name.err" >&2 || rc=${PIPESTATUS[0]}
   case $rc in
     0) ;;
     1) echo "   $name: a check failed or a stop condition was breached (see $OUT/$name.txt); the figures are read anyway" ;;
-    *) cat "$OUT/$name.err" >&2
-       echo "$name: the plan could not run (exit $rc); see $OUT/$name.err" >&2
+    *) tail -n 20 "$OUT/$name.txt" >&2
+       echo "$name: the plan could not run (exit $rc); its progress and errors are in $OUT/$name.err" >&2
        exit "$rc" ;;
   esac
   "$LOADPROOF" report --format json "$OUT/$name" >"$OUT/$name.report.json"
