@@ -33,7 +33,8 @@
 # the plans; the capacity plan carries no per-side flag, so they are gone (their figures stay in
 # docs/load-testing.md).
 #
-# Usage: bench/linkkeys-ramp.sh                               default only, one round (~3.5 min)
+# Usage: bench/linkkeys-ramp.sh                               default only, one round (~3.5 min of load
+#                                                             and the capacity command's settle waits)
 #        VARIANTS="default gomaxprocs=2" ROUNDS=2 bench/linkkeys-ramp.sh
 #        OLD_LOADPROOF=/tmp/old/loadproof VARIANTS="old default" ROUNDS=2 bench/linkkeys-ramp.sh
 #        COUNT=50000 bench/linkkeys-ramp.sh                   a smaller ramp (a derived plan)
