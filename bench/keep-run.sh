@@ -5,8 +5,10 @@
 # title, where the figures are quoted in the docs, how to unpack the files and the SHA-256 of every
 # raw file, so a figure can be traced back to bytes that cannot change unnoticed.
 #
-# The summary's "Command, machine and figures" section is for the person who ran it: write the
-# command line, the machine (CPU, cores, kernel, Go) and the figures there. Programs used by a run
+# The summary's "Command, machine and figures" section: COMMAND (the command line that ran, given in
+# the environment), the machine (the first `machine:` line of the files, or an evidence bundle's
+# machine record) and the figures (the run's summary.txt, the script's own summary, not its raw
+# output); check it and complete what is missing. Programs used by a run
 # belong under bench/ as //go:build ignore Go files (gofmt and vet see them), not in DIR.
 #
 #   bench/keep-run.sh /tmp/my-ramp 2026-12-06-ramp "The 200,000 ramp, second try"
@@ -46,12 +48,24 @@ tar --sort=name --mtime='2026-01-01 00:00Z' --owner=0 --group=0 --numeric-owner 
   echo
   echo "## Command, machine and figures"
   echo
+  echo "Command: ${COMMAND:-(not given: set COMMAND when keeping a run, or write it here)}."
+  echo
+  # The machine: the first `machine:` line a script printed, else an evidence bundle's record.
+  machine=$(grep -rhm1 '^machine: ' "$dir" 2>/dev/null | head -1 | sed 's/^machine: //' || true)
+  if [ -z "$machine" ] && command -v jq >/dev/null; then
+    ev=$(find "$dir" -name evidence.json | sort | head -1)
+    [ -z "$ev" ] || machine=$(jq -r '.machine | "\(.cpu_model), \(.cores) cores, kernel \(.kernel), \(.go_version)"' "$ev" 2>/dev/null || true)
+  fi
+  echo "Machine: ${machine:-(no machine record in the files: write it here)}."
+  echo
   if [ -f "$dir/summary.txt" ]; then
+    echo "Figures (the script's summary.txt; the raw output stays in the archive):"
+    echo
     echo '```'
     head -c 4000 "$dir/summary.txt"
     echo '```'
   else
-    echo "See the sections above: each gives the command, the machine and the figures it read from these files."
+    echo "Figures: the sections above."
   fi
   echo
   echo "## SHA-256 of the raw files"

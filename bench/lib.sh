@@ -17,3 +17,87 @@ stop_server() {
     SERVER_PID=""
   fi
 }
+
+# ---- LinkKeys capacity plans (bench/plans/*.json) ----
+#
+# A bench that is "run these phases and read the figures" is a plan under bench/plans/, run by
+# `loadproof linkkeys capacity`, so every run leaves an evidence bundle (evidence.json, one results
+# file and one server log per phase, manifest.json with the SHA-256 of each); its figures are read
+# back through `loadproof report --format json` with jq. The scripts keep what needs the operating
+# system: ulimit, sysctls, pinning, perf, peers side by side.
+
+# need_tools TOOL...: stop with a message naming every tool that is missing.
+need_tools() {
+  local t missing=()
+  for t in "$@"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "missing: ${missing[*]} (install them, then run this again)" >&2
+    exit 2
+  fi
+}
+
+# build_loadproof: build this tree's loadproof and set LOADPROOF to it; record the commit (and
+# whether the tree had changes) in $OUT/commit.txt. The binary goes to $BENCH_BIN (default
+# $TMPDIR/loadproof-bench), not $OUT, so bench/keep-run.sh archives the run's files and no binary.
+build_loadproof() {
+  local bindir=${BENCH_BIN:-${TMPDIR:-/tmp}/loadproof-bench}
+  mkdir -p "$bindir"
+  LOADPROOF="$bindir/loadproof"
+  go build -o "$LOADPROOF" ./cmd/loadproof
+  { git rev-parse HEAD 2>/dev/null || echo "not a git checkout"
+    git status --porcelain 2>/dev/null | grep -q . && echo "with uncommitted changes" || true
+  } >"$OUT/commit.txt"
+}
+
+# raise_nofile: raise the soft open-file limit to the hard one (the held populations need it;
+# the capacity command spreads clients and server processes under what remains).
+raise_nofile() { ulimit -n "$(ulimit -Hn)"; }
+
+# sized_plan PLAN NAME JQ-FILTER [jq args...]: write $OUT/NAME.plan.json, PLAN with the jq filter
+# applied (a size or a variable changed for this run), and print its path. The derived plan is run
+# as is and recorded in its bundle; the committed plan stays the reference.
+sized_plan() {
+  local plan=$1 name=$2 filter=$3; shift 3
+  jq "$@" "$filter" "$plan" >"$OUT/$name.plan.json"
+  echo "$OUT/$name.plan.json"
+}
+
+# run_plan PLAN NAME [capacity flags...]: run the plan into the bundle $OUT/NAME and write its
+# report, $OUT/NAME.report.json; the command's summary goes to $OUT/NAME.txt, its progress to the
+# terminal and $OUT/NAME.err. A check that fails (exit 1) is reported and the figures are still
+# read; a plan that could not run (exit 2 or 3) stops the script. SETTLE, when set, is the capacity
+# command's --settle-wait (its default, 15 s, otherwise); PLAN_ENV, an array of `env` arguments (-u NAME, NAME=VALUE), the
+# environment changes it runs with (its servers and client workers inherit them).
+PLAN_ENV=()
+run_plan() {
+  local plan=$1 name=$2 rc=0; shift 2
+  echo "== $name: loadproof linkkeys capacity --plan $plan"
+  # stdout to the file, stderr (progress) through tee; rc is the command's status, not tee's.
+  env ${PLAN_ENV[@]+"${PLAN_ENV[@]}"} "$LOADPROOF" linkkeys capacity --plan "$plan" --output "$OUT/$name" \
+    ${SETTLE:+--settle-wait "$SETTLE"} "$@" 2>&1 >"$OUT/$name.txt" | tee "$OUT/$name.err" >&2 || rc=${PIPESTATUS[0]}
+  case $rc in
+    0) ;;
+    1) echo "   $name: a check failed or a stop condition was breached (see $OUT/$name.txt); the figures are read anyway" ;;
+    *) tail -n 20 "$OUT/$name.txt" >&2
+       echo "$name: the plan could not run (exit $rc); its progress and errors are in $OUT/$name.err" >&2
+       exit "$rc" ;;
+  esac
+  "$LOADPROOF" report --format json "$OUT/$name" >"$OUT/$name.report.json"
+}
+
+# metric NAME PHASE METRIC: one figure of a phase from $OUT/NAME.report.json ("null" when absent).
+metric() { jq -r --arg p "$2" --arg m "$3" '.phases[] | select(.name == $p) | .metrics[$m]' "$OUT/$1.report.json"; }
+
+# machine_line NAME: the machine record of a report, one line.
+machine_line() {
+  jq -r '.machine | "machine: \(.cpu_model), \(.cores) cores, \(.memory_bytes / 1073741824 * 10 | floor / 10) GiB, kernel \(.kernel), nofile \(.nofile_soft)/\(.nofile_hard), somaxconn \(.somaxconn), ports \(.ip_local_port_range), \(.go_version), loadproof \(.loadproof_version)"' \
+    "$OUT/$1.report.json"
+}
+
+# phase_metrics NAME PHASE: the METRICS lines of a phase's server log in the bundle $OUT/NAME (the
+# log the report names), as one JSON array, for figures over time (RSS as it settles or grows).
+phase_metrics() {
+  local log
+  log=$(jq -r --arg p "$2" '.phases[] | select(.name == $p) | .server.log' "$OUT/$1.report.json")
+  sed -n 's/^METRICS //p' "$OUT/$1/$log" | jq -s .
+}
