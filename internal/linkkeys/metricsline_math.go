@@ -62,7 +62,9 @@ func (m MetricsLine) HandshakesCompleted() (uint64, bool) {
 // SumMetricsLines adds several processes' readings into one, as the
 // --processes parent reports them: every counter and gauge is summed,
 // process_rss_bytes is the sum of the known values (nil when none is known),
-// a field absent from any reading is absent from the sum, the per-prefix
+// the server host's counters (Host fields) are the largest of the readings,
+// since each process reads the same host, a field absent from any reading
+// is absent from the sum, the per-prefix
 // counters are summed prefix by prefix (in the order the prefixes first
 // appear), and Extra is dropped. Label and ElapsedSecs are left zero for the
 // caller to set.
@@ -85,6 +87,8 @@ func SumMetricsLines(lines ...MetricsLine) MetricsLine {
 					v += *t.ProcessRSSBytes
 				}
 				t.ProcessRSSBytes = &v
+			case ok && f.Host:
+				*f.ptr(&t) = max(*f.ptr(&t), v)
 			case ok:
 				*f.ptr(&t) += v
 			case f.Appended && !slices.Contains(absent, f.Name):
