@@ -103,3 +103,21 @@ func SumMetricsLines(lines ...MetricsLine) MetricsLine {
 	}
 	return t
 }
+
+// HostTCPGrowth returns how much each of the server host's TCP counters grew from before to m, in
+// [HostTCPFields] order (0 for one that went back: a server restarted in between); ok is false
+// unless both readings carry every one of them.
+func (m MetricsLine) HostTCPGrowth(before MetricsLine) (growth [len(HostTCPFields)]uint64, ok bool) {
+	for i, name := range HostTCPFields {
+		f, _ := LookupMetricsField(name)
+		a, aok := f.Value(&m)
+		b, bok := f.Value(&before)
+		if !aok || !bok {
+			return growth, false
+		}
+		if a > b {
+			growth[i] = a - b
+		}
+	}
+	return growth, true
+}

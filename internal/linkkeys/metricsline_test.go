@@ -356,6 +356,15 @@ func TestSumMetricsLinesHostCounters(t *testing.T) {
 			t.Errorf("%s: %+v %v", name, f, ok)
 		}
 	}
+	after := a
+	after.HostTCPRetransSegs += 5
+	after.HostTCPListenDrops = 0 // a restarted server: its counters start again
+	if g, ok := after.HostTCPGrowth(a); !ok || g != [len(HostTCPFields)]uint64{0, 0, 5, 0, 0} {
+		t.Errorf("growth %v %v", g, ok)
+	}
+	if _, ok := a.HostTCPGrowth(preHostSample()); ok {
+		t.Error("growth from a reading without the host counters")
+	}
 	s = SumMetricsLines(a, preHostSample())
 	if !slices.Equal(s.Absent, HostTCPFields[:]) || s.Has("host_tcp_retrans_segs") {
 		t.Errorf("a reading without the host counters leaves them out of the sum: absent %v", s.Absent)
