@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/capacity/plan"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/machine"
@@ -498,6 +499,8 @@ func linkKeysSummary(res *linkkeysresult.Result, m Metrics) string {
 		}
 	}
 	add("server accounting gap %.0f, RSS peak %.0f bytes", "server.accounting_gap", "server.rss_peak_bytes")
+	add("server host %.0f listen overflows, %.0f listen drops, %.0f retransmitted segments, %.0f syncookies",
+		"server.host_tcp_listen_overflows", "server.host_tcp_listen_drops", "server.host_tcp_retrans_segs", "server.host_tcp_syncookies_sent")
 	return strings.Join(parts, "; ")
 }
 
@@ -748,6 +751,13 @@ func LinkKeysPhaseMetrics(res *linkkeysresult.Result) Metrics {
 		m["server.rss_baseline_bytes"] = base
 		if peak >= 0 && held > 0 {
 			m["server.rss_bytes_per_connection"] = (peak - base) / float64(held)
+		}
+	}
+	// The server host's TCP counters over the phase (server.host_tcp_listen_overflows, …), where
+	// the server reports them.
+	if g, ok := acc.After.HostTCPGrowth(acc.Before); ok {
+		for i, name := range linkkeys.HostTCPFields {
+			m["server."+name] = float64(g[i])
 		}
 	}
 	return m

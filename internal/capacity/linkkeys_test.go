@@ -49,7 +49,7 @@ func lkResult(held int64) *linkkeysresult.Result {
 	total := held + 50
 	before := linkkeys.MetricsLine{ProcessRSSBytes: u64(10 << 20)}
 	after := linkkeys.MetricsLine{AcceptedConnections: uint64(total), ShedHandshakeOverflow: 30, ShedHandshakeGlobal: 10, ProcessRSSBytes: u64(20 << 20),
-		EstablishedTotal: uint64(held + 10)}
+		EstablishedTotal: uint64(held + 10), HostTCPListenOverflows: 2, HostTCPRetransSegs: 7}
 	res.Server = linkkeysload.NewServerAccounting("server.log", before, after, total, held+10, 40, true)
 	res.Intervals = []result.Interval{{T: 0, Secs: 1, Server: map[string]float64{"process_rss_bytes": 30 << 20, "frame_buffer_bytes": 512}}}
 	res.Finish()
@@ -63,14 +63,21 @@ func TestLinkKeysPhaseMetrics(t *testing.T) {
 		"ddos.attempted": 50, "ddos.denied": 40, "ddos.shed_overflow": 30, "ddos.shed_global": 10, "ddos.admitted": 10, "ddos.accounting_gap": 0,
 		"server.accepted": 150, "server.accounting_gap": 0, "server.rss_peak_bytes": 30 << 20, "server.rss_baseline_bytes": 10 << 20,
 		"server.rss_bytes_per_connection": float64(20<<20) / 100, "server.frame_buffer_bytes_peak": 512, "server.frame_buffer_bytes_idle": 0,
+		"server.host_tcp_listen_overflows": 2, "server.host_tcp_retrans_segs": 7, "server.host_tcp_listen_drops": 0,
 	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok || got != v {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
 		}
 	}
-	// Two streams with failures: the server's sheds cannot be split between them.
+	// A server that does not report its host's counters (upstream, older): no such figures.
 	r := lkResult(100)
+	r.Server.Before = linkkeys.WithoutAppended(r.Server.Before)
+	if v, ok := LinkKeysPhaseMetrics(r)["server.host_tcp_retrans_segs"]; ok {
+		t.Errorf("host figure %v from a server that does not report it", v)
+	}
+	// Two streams with failures: the server's sheds cannot be split between them.
+	r = lkResult(100)
 	r.Combined.Streams[0].Result.Attempts.Failed = 1
 	m = LinkKeysPhaseMetrics(r)
 	if _, ok := m["ddos.shed_overflow"]; ok {
@@ -334,5 +341,18 @@ func TestVerifyServer(t *testing.T) {
 	if err := verify(context.Background(), srv, rec, func(uint32) (map[string]string, error) { return nil, os.ErrPermission }); err != nil ||
 		rec.EnvironmentVerified || !strings.Contains(rec.EnvironmentNote, "only its config: line was verified") {
 		t.Fatalf("%v %+v", err, rec)
+	}
+}
+
+// The phase summary names the server host's TCP counters when the server reports them.
+func TestLinkKeysSummaryHostTCP(t *testing.T) {
+	r := lkResult(100)
+	got := linkKeysSummary(r, LinkKeysPhaseMetrics(r))
+	if want := "server host 2 listen overflows, 0 listen drops, 7 retransmitted segments, 0 syncookies"; !strings.Contains(got, want) {
+		t.Errorf("summary %q lacks %q", got, want)
+	}
+	r.Server.After = linkkeys.WithoutAppended(r.Server.After)
+	if got := linkKeysSummary(r, LinkKeysPhaseMetrics(r)); strings.Contains(got, "server host") {
+		t.Errorf("summary %q shows host counters the server did not report", got)
 	}
 }

@@ -126,6 +126,18 @@ type MetricsLine struct {
 	ProcessRSSFileBytes  uint64 `json:"process_rss_file_bytes"`
 	ProcessRSSShmemBytes uint64 `json:"process_rss_shmem_bytes"`
 
+	// The server host's TCP counters for the network namespace the server
+	// runs in, as differences since the server started (never below 0):
+	// TcpExt ListenOverflows, ListenDrops, TCPDSACKRecv and SyncookiesSent
+	// (/proc/net/netstat) and Tcp RetransSegs (/proc/net/snmp). They count
+	// every socket of the namespace, the server's and any other's. Absent
+	// when the server cannot read them (off Linux, or /proc unreadable).
+	HostTCPListenOverflows uint64 `json:"host_tcp_listen_overflows"`
+	HostTCPListenDrops     uint64 `json:"host_tcp_listen_drops"`
+	HostTCPRetransSegs     uint64 `json:"host_tcp_retrans_segs"`
+	HostTCPDSACKRecv       uint64 `json:"host_tcp_dsack_recv"`
+	HostTCPSyncookiesSent  uint64 `json:"host_tcp_syncookies_sent"`
+
 	// Sources are the counters per configured source prefix
 	// (TCP_SOURCE_PREFIXES), in the server's order: on the line, the
 	// source_<name>_<counter> fields after every other field of this server.
@@ -161,6 +173,11 @@ type MetricsField struct {
 	// Appended is set for the fields this server prints after
 	// process_rss_bytes; upstream lines lack them.
 	Appended bool
+	// Host is set for the fields that count for the server's host (its
+	// network namespace) rather than its process: every process of one
+	// server reports the same counter, so [SumMetricsLines] takes the
+	// largest instead of adding them.
+	Host bool
 	// PromName is the Prometheus metric name without the namespace
 	// ("accepted_connections_total"); several fields may share one name,
 	// told apart by PromLabel.
@@ -203,6 +220,7 @@ func (f MetricsField) set(m *MetricsLine, v uint64) {
 const (
 	shedHelp     = "Connections closed before the TLS handshake, by reason."
 	closedHelp   = "Established connections closed, by reason."
+	hostTCPHelp  = " on the server host's network namespace since the server started (kernel TCP counters; every socket of the namespace)."
 	rssSplitHelp = "Resident memory of the server process(es) by kind (Linux RssAnon, RssFile, RssShmem; they add up to process_rss_bytes); 0 when unreadable."
 )
 
@@ -266,11 +284,26 @@ var metricsFields = [...]MetricsField{
 		ptr: func(m *MetricsLine) *uint64 { return &m.ProcessRSSFileBytes }},
 	{Name: "process_rss_shmem_bytes", Kind: MetricGauge, Appended: true, PromName: "process_rss_split_bytes", PromLabel: [2]string{"kind", "shmem"}, Help: rssSplitHelp,
 		ptr: func(m *MetricsLine) *uint64 { return &m.ProcessRSSShmemBytes }},
+	{Name: "host_tcp_listen_overflows", Appended: true, Host: true, PromName: "host_tcp_listen_overflows_total", Help: "Listen queue overflows (TcpExt ListenOverflows)" + hostTCPHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.HostTCPListenOverflows }},
+	{Name: "host_tcp_listen_drops", Appended: true, Host: true, PromName: "host_tcp_listen_drops_total", Help: "Connection requests dropped at listen (TcpExt ListenDrops)" + hostTCPHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.HostTCPListenDrops }},
+	{Name: "host_tcp_retrans_segs", Appended: true, Host: true, PromName: "host_tcp_retrans_segs_total", Help: "TCP segments retransmitted (Tcp RetransSegs)" + hostTCPHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.HostTCPRetransSegs }},
+	{Name: "host_tcp_dsack_recv", Appended: true, Host: true, PromName: "host_tcp_dsack_recv_total", Help: "Duplicate SACKs received: retransmissions the peer already had (TcpExt TCPDSACKRecv)" + hostTCPHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.HostTCPDSACKRecv }},
+	{Name: "host_tcp_syncookies_sent", Appended: true, Host: true, PromName: "host_tcp_syncookies_sent_total", Help: "SYN cookies sent (TcpExt SyncookiesSent)" + hostTCPHelp,
+		ptr: func(m *MetricsLine) *uint64 { return &m.HostTCPSyncookiesSent }},
 }
 
 // RSSSplitFields names the appended fields that split process_rss_bytes by
 // kind, in line order: anonymous, file-backed, shared memory.
 var RSSSplitFields = [...]string{"process_rss_anon_bytes", "process_rss_file_bytes", "process_rss_shmem_bytes"}
+
+// HostTCPFields names the appended fields of the server host's TCP counters,
+// in line order: listen overflows, listen drops, retransmitted segments,
+// DSACKs received, SYN cookies sent.
+var HostTCPFields = [...]string{"host_tcp_listen_overflows", "host_tcp_listen_drops", "host_tcp_retrans_segs", "host_tcp_dsack_recv", "host_tcp_syncookies_sent"}
 
 // upstreamMetricsCount is the number of fields of the upstream line: label,
 // elapsed_secs and the table's first 13.

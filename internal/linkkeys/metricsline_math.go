@@ -62,7 +62,9 @@ func (m MetricsLine) HandshakesCompleted() (uint64, bool) {
 // SumMetricsLines adds several processes' readings into one, as the
 // --processes parent reports them: every counter and gauge is summed,
 // process_rss_bytes is the sum of the known values (nil when none is known),
-// a field absent from any reading is absent from the sum, the per-prefix
+// the server host's counters (Host fields) are the largest of the readings,
+// since each process reads the same host, a field absent from any reading
+// is absent from the sum, the per-prefix
 // counters are summed prefix by prefix (in the order the prefixes first
 // appear), and Extra is dropped. Label and ElapsedSecs are left zero for the
 // caller to set.
@@ -85,6 +87,8 @@ func SumMetricsLines(lines ...MetricsLine) MetricsLine {
 					v += *t.ProcessRSSBytes
 				}
 				t.ProcessRSSBytes = &v
+			case ok && f.Host:
+				*f.ptr(&t) = max(*f.ptr(&t), v)
 			case ok:
 				*f.ptr(&t) += v
 			case f.Appended && !slices.Contains(absent, f.Name):
@@ -98,4 +102,22 @@ func SumMetricsLines(lines ...MetricsLine) MetricsLine {
 		}
 	}
 	return t
+}
+
+// HostTCPGrowth returns how much each of the server host's TCP counters grew from before to m, in
+// [HostTCPFields] order (0 for one that went back: a server restarted in between); ok is false
+// unless both readings carry every one of them.
+func (m MetricsLine) HostTCPGrowth(before MetricsLine) (growth [len(HostTCPFields)]uint64, ok bool) {
+	for i, name := range HostTCPFields {
+		f, _ := LookupMetricsField(name)
+		a, aok := f.Value(&m)
+		b, bok := f.Value(&before)
+		if !aok || !bok {
+			return growth, false
+		}
+		if a > b {
+			growth[i] = a - b
+		}
+	}
+	return growth, true
 }

@@ -17,7 +17,11 @@ const upstreamMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001,"ac
 
 // ourMetricsLine is a line as the loadproof server prints it, with every
 // appended field.
-const ourMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16` + newFields + rssSplitFields + `}`
+const ourMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16` + newFields + rssSplitFields + hostTCPFields + `}`
+
+// preHostMetricsLine is a line of a loadproof server from before the host
+// TCP counters: every appended field up to process_rss_shmem_bytes.
+const preHostMetricsLine = `METRICS {"label":"running","elapsed_secs":5.001234567,"accepted_connections":1,"open_connections":2,"established_connections":3,"handshakes_in_progress":4,"handshake_timeouts":5,"handshake_rejections":6,"shed_connection_limit":7,"shed_handshake_per_source":8,"shed_handshake_overflow":9,"shed_handshake_global":10,"frames_processed":11,"frame_buffer_bytes":12,"process_rss_bytes":13,"established_total":14,"parked_connections":15,"rate_limited_responses":16` + newFields + rssSplitFields + `}`
 
 // olderMetricsLine is a line of a loadproof server from before the closed_*
 // counters: the first three appended fields only.
@@ -29,6 +33,9 @@ const preSplitMetricsLine = `METRICS {"label":"running","elapsed_secs":5.0012345
 
 // rssSplitFields split process_rss_bytes by kind, appended after closed_shutdown.
 const rssSplitFields = `,"process_rss_anon_bytes":26,"process_rss_file_bytes":27,"process_rss_shmem_bytes":28`
+
+// hostTCPFields are the server host's TCP counters, appended after the RSS split.
+const hostTCPFields = `,"host_tcp_listen_overflows":29,"host_tcp_listen_drops":30,"host_tcp_retrans_segs":31,"host_tcp_dsack_recv":32,"host_tcp_syncookies_sent":33`
 
 // newFields are the closed_* counters, appended after rate_limited_responses.
 const newFields = `,"closed_by_peer":17,"closed_oversized_frame":18,"closed_malformed_request":19,"closed_idle_timeout":20,"closed_io_timeout":21,"closed_slow_frame_body":22,"closed_frame_budget":23,"closed_oversized_response":24,"closed_shutdown":25`
@@ -43,14 +50,24 @@ func sampleMetricsLine() MetricsLine {
 		ClosedMalformedRequest: 19, ClosedIdleTimeout: 20, ClosedIOTimeout: 21, ClosedSlowFrameBody: 22,
 		ClosedFrameBudget: 23, ClosedOversizedResponse: 24, ClosedShutdown: 25,
 		ProcessRSSAnonBytes: 26, ProcessRSSFileBytes: 27, ProcessRSSShmemBytes: 28,
+		HostTCPListenOverflows: 29, HostTCPListenDrops: 30, HostTCPRetransSegs: 31, HostTCPDSACKRecv: 32, HostTCPSyncookiesSent: 33,
 	}
 }
 
-// preSplitSample is preSplitMetricsLine parsed: the RSS split absent.
-func preSplitSample() MetricsLine {
+// preHostSample is preHostMetricsLine parsed: the host TCP counters absent.
+func preHostSample() MetricsLine {
 	m := sampleMetricsLine()
+	m.HostTCPListenOverflows, m.HostTCPListenDrops, m.HostTCPRetransSegs, m.HostTCPDSACKRecv, m.HostTCPSyncookiesSent = 0, 0, 0, 0, 0
+	m.Absent = HostTCPFields[:]
+	return m
+}
+
+// preSplitSample is preSplitMetricsLine parsed: the RSS split and the host
+// TCP counters absent.
+func preSplitSample() MetricsLine {
+	m := preHostSample()
 	m.ProcessRSSAnonBytes, m.ProcessRSSFileBytes, m.ProcessRSSShmemBytes = 0, 0, 0
-	m.Absent = RSSSplitFields[:]
+	m.Absent = slices.Concat(RSSSplitFields[:], HostTCPFields[:])
 	return m
 }
 
@@ -90,6 +107,7 @@ func TestAppendMetricsLine(t *testing.T) {
 		{"upstream", upstream, upstreamMetricsLine},
 		{"older loadproof", older, olderMetricsLine},
 		{"loadproof before the RSS split", preSplitSample(), preSplitMetricsLine},
+		{"loadproof before the host TCP counters", preHostSample(), preHostMetricsLine},
 		{"null rss, whole elapsed", nullRSS, strings.Replace(strings.Replace(ourMetricsLine, `"running","elapsed_secs":5.001234567`, `"final","elapsed_secs":0.0`, 1), `"process_rss_bytes":13`, `"process_rss_bytes":null`, 1)},
 		{"extra sorted, named keys skipped", extra, strings.TrimSuffix(ourMetricsLine, "}") + `,"alpha":0.5,"bad":null,"big":1e+21,"zeta":2}`},
 		{"one appended field", partial, strings.TrimSuffix(upstreamMetricsLine, "}") + `,"parked_connections":0}`},
@@ -140,6 +158,7 @@ func TestParseMetricsLine(t *testing.T) {
 		{"upstream", upstreamMetricsLine, upstreamSample()},
 		{"older loadproof", olderMetricsLine, olderSample()},
 		{"loadproof before the RSS split", preSplitMetricsLine, preSplitSample()},
+		{"loadproof before the host TCP counters", preHostMetricsLine, preHostSample()},
 		{"null rss, appended null, extras", strings.Replace(upstreamMetricsLine, `"process_rss_bytes":28311552}`,
 			`"process_rss_bytes":null,"note":"x","rate_limited_responses":4,"established_total":null,"admitted":10000,"nested":{"a":1},"huge":1e400}`, 1),
 			MetricsLine{
@@ -231,7 +250,7 @@ func TestSetCounter(t *testing.T) {
 		}
 	}
 	// Every whole-number field landed in its own place, in order.
-	want := `"accepted_connections":100,"open_connections":101,"established_connections":102,"handshakes_in_progress":103,"handshake_timeouts":104,"handshake_rejections":105,"shed_connection_limit":106,"shed_handshake_per_source":107,"shed_handshake_overflow":108,"shed_handshake_global":109,"frames_processed":110,"frame_buffer_bytes":111,"process_rss_bytes":112,"established_total":113,"parked_connections":114,"rate_limited_responses":115,"closed_by_peer":116,"closed_oversized_frame":117,"closed_malformed_request":118,"closed_idle_timeout":119,"closed_io_timeout":120,"closed_slow_frame_body":121,"closed_frame_budget":122,"closed_oversized_response":123,"closed_shutdown":124,"process_rss_anon_bytes":125,"process_rss_file_bytes":126,"process_rss_shmem_bytes":127}`
+	want := `"accepted_connections":100,"open_connections":101,"established_connections":102,"handshakes_in_progress":103,"handshake_timeouts":104,"handshake_rejections":105,"shed_connection_limit":106,"shed_handshake_per_source":107,"shed_handshake_overflow":108,"shed_handshake_global":109,"frames_processed":110,"frame_buffer_bytes":111,"process_rss_bytes":112,"established_total":113,"parked_connections":114,"rate_limited_responses":115,"closed_by_peer":116,"closed_oversized_frame":117,"closed_malformed_request":118,"closed_idle_timeout":119,"closed_io_timeout":120,"closed_slow_frame_body":121,"closed_frame_budget":122,"closed_oversized_response":123,"closed_shutdown":124,"process_rss_anon_bytes":125,"process_rss_file_bytes":126,"process_rss_shmem_bytes":127,"host_tcp_listen_overflows":128,"host_tcp_listen_drops":129,"host_tcp_retrans_segs":130,"host_tcp_dsack_recv":131,"host_tcp_syncookies_sent":132}`
 	if got := string(AppendMetricsLine(nil, m)); !strings.HasSuffix(got, want) {
 		t.Errorf("got %s", got)
 	}
@@ -241,6 +260,7 @@ func FuzzParseMetricsLine(f *testing.F) {
 	f.Add(ourMetricsLine)
 	f.Add(olderMetricsLine)
 	f.Add(preSplitMetricsLine)
+	f.Add(preHostMetricsLine)
 	f.Add(upstreamMetricsLine + "\n")
 	f.Add(strings.Replace(upstreamMetricsLine, `28311552}`, `null,"established_total":5,"note":"x","admitted":1.5e3}`, 1))
 	f.Add(`METRICS {"label":"final","elapsed_secs":1e-5,"accepted_connections":0,"open_connections":0,"established_connections":0,"handshakes_in_progress":0,"handshake_timeouts":0,"handshake_rejections":0,"shed_connection_limit":0,"shed_handshake_per_source":0,"shed_handshake_overflow":0,"shed_handshake_global":0,"frames_processed":0,"frame_buffer_bytes":0,"process_rss_bytes":null}`)
@@ -319,6 +339,35 @@ func TestSumMetricsLines(t *testing.T) {
 	}
 	if SumMetricsLines().ProcessRSSBytes != nil {
 		t.Error("empty sum has an RSS")
+	}
+}
+
+// Processes of one server read the same host: its TCP counters are not added up.
+func TestSumMetricsLinesHostCounters(t *testing.T) {
+	a, b := sampleMetricsLine(), sampleMetricsLine()
+	b.HostTCPRetransSegs = a.HostTCPRetransSegs + 7
+	s := SumMetricsLines(a, b)
+	if s.HostTCPRetransSegs != b.HostTCPRetransSegs || s.HostTCPListenOverflows != a.HostTCPListenOverflows || s.AcceptedConnections != 2*a.AcceptedConnections {
+		t.Errorf("host counters of one host summed: %+v", s)
+	}
+	for _, name := range HostTCPFields {
+		f, ok := LookupMetricsField(name)
+		if !ok || !f.Host || !f.Appended || f.Kind != MetricCounter {
+			t.Errorf("%s: %+v %v", name, f, ok)
+		}
+	}
+	after := a
+	after.HostTCPRetransSegs += 5
+	after.HostTCPListenDrops = 0 // a restarted server: its counters start again
+	if g, ok := after.HostTCPGrowth(a); !ok || g != [len(HostTCPFields)]uint64{0, 0, 5, 0, 0} {
+		t.Errorf("growth %v %v", g, ok)
+	}
+	if _, ok := a.HostTCPGrowth(preHostSample()); ok {
+		t.Error("growth from a reading without the host counters")
+	}
+	s = SumMetricsLines(a, preHostSample())
+	if !slices.Equal(s.Absent, HostTCPFields[:]) || s.Has("host_tcp_retrans_segs") {
+		t.Errorf("a reading without the host counters leaves them out of the sum: absent %v", s.Absent)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/machine"
 )
 
 // These tests drive the clients against the real reference server on 127.0.0.1:0.
@@ -324,6 +325,15 @@ func TestRequestBenchSamplesThePrometheusEndpoint(t *testing.T) {
 	}
 	if sampled < 2 || before == 0 || last["frames_processed"] < float64(before) || last["snapshot_cache_hits"] <= 0 {
 		t.Fatalf("%d samples; last %v; completed %d, %d before the last interval", sampled, last, res.Requests.Completed, before)
+	}
+	// The server host's TCP counters (deltas since the server started) come through the scrape
+	// under their METRICS names, where this host's /proc/net can be read.
+	if machine.ReadKernel().TCPCountersRead() {
+		for _, name := range linkkeys.HostTCPFields {
+			if v, ok := last[name]; !ok || v < 0 {
+				t.Errorf("server sample %s = %v (present %v); sample %v", name, v, ok, last)
+			}
+		}
 	}
 	if res.Histograms["request"].Count() != res.Requests.Latency.Count() || len(res.Machines) != 1 || res.Target != rs.target.Addr.String() {
 		t.Fatalf("envelope: %v %d machines target %q", res.Histograms, len(res.Machines), res.Target)

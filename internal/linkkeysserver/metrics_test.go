@@ -23,6 +23,7 @@ func sampleSnapshot() Snapshot {
 		ClosedByPeer: 17, ClosedOversizedFrame: 18, ClosedMalformedRequest: 19, ClosedIdleTimeout: 20, ClosedIOTimeout: 21,
 		ClosedSlowFrameBody: 22, ClosedFrameBudget: 23, ClosedOversizedResponse: 24, ClosedShutdown: 25,
 		ProcessRSSAnonBytes: 26, ProcessRSSFileBytes: 27, ProcessRSSShmemBytes: 28,
+		HostTCPListenOverflows: 29, HostTCPListenDrops: 30, HostTCPRetransSegs: 31, HostTCPDSACKRecv: 32, HostTCPSyncookiesSent: 33,
 	}}
 }
 
@@ -33,9 +34,11 @@ func formatLine(s Snapshot) string { return linkkeys.FormatMetricsLine(s.Metrics
 // fields only after process_rss_bytes) with golden lines. The lines of the
 // server before the closed_* counters (metrics_lines_v1.golden, never
 // updated) must be the current lines with those counters and the RSS split
-// cut off, and the lines from before the RSS split (metrics_lines_v2.golden,
-// never updated) the current lines without the split, byte for byte, so
-// parsers of the older lines read every field they knew.
+// cut off, the lines from before the RSS split (metrics_lines_v2.golden,
+// never updated) the current lines without the split and the host TCP
+// counters, and the lines from before the host TCP counters
+// (metrics_lines_v3.golden, never updated) the current lines without them,
+// byte for byte, so parsers of the older lines read every field they knew.
 func TestMetricsLineShape(t *testing.T) {
 	s := sampleSnapshot()
 	nullRSS := s
@@ -52,7 +55,15 @@ func TestMetricsLineShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	noSplit := regexp.MustCompile(`,"process_rss_(anon|file|shmem)_bytes":\d+`).ReplaceAllString(got, "")
+	v3, err := os.ReadFile(filepath.Join("testdata", "metrics_lines_v3.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noHost := regexp.MustCompile(`,"host_tcp_[a-z_]+":\d+`).ReplaceAllString(got, "")
+	if noHost != string(v3) {
+		t.Errorf("without the host TCP counters\n got %q\nwant %q", noHost, v3)
+	}
+	noSplit := regexp.MustCompile(`,"process_rss_(anon|file|shmem)_bytes":\d+`).ReplaceAllString(noHost, "")
 	if noSplit != string(v2) {
 		t.Errorf("without the RSS split\n got %q\nwant %q", noSplit, v2)
 	}

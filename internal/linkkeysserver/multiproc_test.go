@@ -209,6 +209,17 @@ func TestMultiProcessConnectionsLandOnEveryProcess(t *testing.T) {
 			t.Errorf("process %d: accounting pending %d", i, s.Pending())
 		}
 	}
+	// The children read one host: the sum carries its TCP counters once (the largest child's
+	// reading), not once per child.
+	for _, name := range linkkeys.HostTCPFields {
+		f, _ := linkkeys.LookupMetricsField(name)
+		v0, ok0 := f.Value(&per[0].MetricsLine)
+		v1, ok1 := f.Value(&per[1].MetricsLine)
+		got, ok := f.Value(&sum.MetricsLine)
+		if ok != (ok0 && ok1) || ok && got != max(v0, v1) {
+			t.Errorf("summed %s = %d (present %v) from children's %d (%v) and %d (%v)", name, got, ok, v0, ok0, v1, ok1)
+		}
+	}
 	final, err := sv.Snapshot(true, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)

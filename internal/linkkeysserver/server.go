@@ -54,6 +54,7 @@ type Server struct {
 	tlsCfg   *tls.Config
 	logger   *slog.Logger
 	epoch    time.Time
+	kernel0  machine.Kernel // the host's counters when the server started
 	hs       *admit.Limiter
 	pr       *admit.Limiter
 	auth     *admit.Limiter
@@ -111,6 +112,7 @@ func (s *Server) init() error {
 			s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 		}
 		s.epoch = time.Now()
+		s.kernel0 = machine.ReadKernel()
 		clock := s.Clock
 		if clock == nil {
 			clock = admit.SystemClock()
@@ -426,11 +428,14 @@ func isTemporaryAccept(err error) bool {
 // Metrics returns a snapshot of the server's counters and gauges, with the
 // limiter and cache statistics. Label, ElapsedSecs and
 // ProcessRSSBytes are filled in: ElapsedSecs from the first Serve, RSS and its
-// split by kind from /proc/self/status.
+// split by kind from /proc/self/status, the host's TCP counters (host_tcp_*)
+// as differences since the server was set up, from /proc/net.
 func (s *Server) Metrics() Snapshot {
 	snap := Snapshot{MetricsLine: s.m.line()}
 	snap.Label = "running"
+	hostTCP := false
 	if s.init() == nil {
+		hostTCP = setHostTCP(&snap.MetricsLine, s.kernel0, machine.ReadKernel())
 		snap.Sources = s.srcs.line()
 		snap.ElapsedSecs = time.Since(s.epoch).Seconds()
 		snap.HandshakeLimiter = s.hs.Stats()
@@ -444,7 +449,27 @@ func (s *Server) Metrics() Snapshot {
 		// Off Linux: process_rss_bytes null, the split left off the line.
 		snap.Absent = append(snap.Absent, linkkeys.RSSSplitFields[:]...)
 	}
+	if !hostTCP {
+		// Off Linux or /proc/net unreadable: the host counters left off the line.
+		snap.Absent = append(snap.Absent, linkkeys.HostTCPFields[:]...)
+	}
 	return snap
+}
+
+// setHostTCP fills m's host_tcp_* fields with the counters' growth from
+// before to now (a counter that went back counts 0) and reports whether both
+// readings held them.
+func setHostTCP(m *linkkeys.MetricsLine, before, now machine.Kernel) bool {
+	if !before.TCPCountersRead() || !now.TCPCountersRead() {
+		return false
+	}
+	d := machine.Delta(before, now, 0)
+	m.HostTCPListenOverflows = uint64(d.ListenOverflows)
+	m.HostTCPListenDrops = uint64(d.ListenDrops)
+	m.HostTCPRetransSegs = uint64(d.RetransSegs)
+	m.HostTCPDSACKRecv = uint64(d.DSACKRecv)
+	m.HostTCPSyncookiesSent = uint64(d.SyncookiesSent)
+	return true
 }
 
 // InvalidateSnapshots drops the cached get-domain-keys and get-revocations

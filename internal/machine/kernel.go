@@ -45,6 +45,27 @@ type Kernel struct {
 	Missing []string
 }
 
+// The names of [Kernel.Missing] entries ("name: why") for the TCP counters: the TcpExt section of
+// /proc/net/netstat, the Tcp section of /proc/net/snmp, or every network counter (off Linux).
+const (
+	missTcpExt  = "TcpExt"
+	missTcp     = "Tcp"
+	missNetwork = "kernel network counters"
+)
+
+// TCPCountersRead reports whether k holds the TCP counters (ListenOverflows, ListenDrops,
+// TCPTimeouts, SyncookiesSent, DSACKRecv and RetransSegs): false off Linux, or where
+// /proc/net/netstat or /proc/net/snmp could not be read or parsed.
+func (k Kernel) TCPCountersRead() bool {
+	for _, m := range k.Missing {
+		name, _, _ := strings.Cut(m, ":")
+		if name == missTcpExt || name == missTcp || name == missNetwork {
+			return false
+		}
+	}
+	return true
+}
+
 // Sockstat is the TCP line of /proc/net/sockstat: sockets in use, orphaned, in TIME_WAIT,
 // allocated, and the pages of memory TCP holds.
 type Sockstat struct {

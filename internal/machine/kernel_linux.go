@@ -14,9 +14,9 @@ func ReadKernel() Kernel {
 	k := Kernel{At: time.Now(), ConntrackCount: -1, ConntrackMax: -1, ProcessCPU: ProcessCPU()}
 	miss := func(what string, err error) { k.Missing = append(k.Missing, what+": "+err.Error()) }
 	if b, err := readBounded("/proc/net/netstat"); err != nil {
-		miss("TcpExt", err)
+		miss(missTcpExt, err)
 	} else if ns, err := ParseNetstat(b); err != nil {
-		miss("TcpExt", err)
+		miss(missTcpExt, err)
 	} else {
 		ext := ns["TcpExt"]
 		k.ListenOverflows, k.ListenDrops = ext["ListenOverflows"], ext["ListenDrops"]
@@ -24,9 +24,9 @@ func ReadKernel() Kernel {
 		k.DSACKRecv = ext["TCPDSACKRecv"]
 	}
 	if b, err := readBounded("/proc/net/snmp"); err != nil {
-		miss("Tcp", err)
+		miss(missTcp, err)
 	} else if ns, err := ParseNetstat(b); err != nil {
-		miss("Tcp", err)
+		miss(missTcp, err)
 	} else {
 		k.RetransSegs = ns["Tcp"]["RetransSegs"]
 	}

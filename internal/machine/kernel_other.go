@@ -11,5 +11,5 @@ import (
 // elsewhere they are named in Missing and the run's validity rests on CPU and schedule alone.
 func ReadKernel() Kernel {
 	return Kernel{At: time.Now(), ConntrackCount: -1, ConntrackMax: -1, ProcessCPU: ProcessCPU(),
-		Missing: []string{"kernel network counters: read from /proc on Linux only, not on " + runtime.GOOS}}
+		Missing: []string{missNetwork + ": read from /proc on Linux only, not on " + runtime.GOOS}}
 }

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +223,26 @@ func TestOnThisStack(t *testing.T) {
 		if got := OnThisStack(target); got != want {
 			t.Errorf("OnThisStack(%q) = %v, want %v", target, got, want)
 		}
+	}
+}
+
+// TCPCountersRead is false exactly when a reading lacks the netstat or snmp TCP sections.
+func TestTCPCountersRead(t *testing.T) {
+	for _, tc := range []struct {
+		missing []string
+		want    bool
+	}{
+		{nil, true},
+		{[]string{"sockstat: no such file"}, true},
+		{[]string{missTcpExt + ": open /proc/net/netstat: permission denied"}, false},
+		{[]string{missTcp + ": parse error"}, false},
+		{[]string{missNetwork + ": read from /proc on Linux only"}, false},
+	} {
+		if got := (Kernel{Missing: tc.missing}).TCPCountersRead(); got != tc.want {
+			t.Errorf("missing %q: TCPCountersRead %v, want %v", tc.missing, got, tc.want)
+		}
+	}
+	if k := ReadKernel(); runtime.GOOS != "linux" && k.TCPCountersRead() {
+		t.Errorf("off Linux a reading claims the TCP counters: %+v", k)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/hist"
+	"github.com/loadproof/loadproof/internal/linkkeys"
 	lkr "github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/result"
 )
@@ -256,6 +257,13 @@ func LinkKeysAccounting(w io.Writer, a *lkr.ServerAccounting) {
 		fmt.Fprintf(w, " handshakes_completed=%d", d.HandshakesCompleted)
 	}
 	fmt.Fprintf(w, " open_connections=%d process_rss_bytes=%s\n", a.After.OpenConnections, rss)
+	if g, ok := a.After.HostTCPGrowth(a.Before); ok {
+		fmt.Fprintf(w, "  server host TCP (its network namespace, every socket there; deltas over the run):")
+		for i, name := range linkkeys.HostTCPFields {
+			fmt.Fprintf(w, " %s=%d", strings.TrimPrefix(name, "host_tcp_"), g[i])
+		}
+		fmt.Fprintln(w)
+	}
 	parts := make([]string, len(a.Checks))
 	for i, c := range a.Checks {
 		verdict := "ok"
