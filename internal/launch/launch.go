@@ -10,8 +10,8 @@
 // Stop sends Options.StopSignal (SIGTERM unless told otherwise), kills the child when it lingers
 // past Options.Grace, and waits for it.
 //
-// The errors of the wait wrap ErrExited, ErrDeadline or ErrReadyLine, so each caller keeps its own
-// wording; their messages name the log.
+// A failed wait is a *ReadyError wrapping ErrExited, ErrDeadline or ErrReadyLine, with what each
+// caller needs to keep its own wording; its message names the log.
 package launch
 
 import (
@@ -178,9 +178,9 @@ func (p *Process) waitReady(ctx context.Context, first *firstLine) error {
 			if lineDone == nil && (p.opt.InfoFile == "" || nonEmpty(p.opt.InfoFile)) {
 				return nil
 			}
-			return fmt.Errorf("%w (%s); see its log %s", ErrExited, exitText(p.exitErr), p.Log)
+			return &ReadyError{Err: ErrExited, Exit: p.exitErr, Log: p.Log}
 		case <-deadline.C:
-			return fmt.Errorf("%w: not ready within %s; see its log %s", ErrDeadline, wait, p.Log)
+			return &ReadyError{Err: ErrDeadline, Wait: wait, Log: p.Log}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick:
@@ -190,10 +190,37 @@ func (p *Process) waitReady(ctx context.Context, first *firstLine) error {
 
 func (p *Process) checkLine(first *firstLine) error {
 	if l := first.line(); !strings.HasPrefix(l, p.opt.ReadyLine) {
-		return fmt.Errorf("%w: it said %q instead of a line starting %q; see its log %s", ErrReadyLine, l, p.opt.ReadyLine, p.Log)
+		return &ReadyError{Err: ErrReadyLine, Line: l, Want: p.opt.ReadyLine, Log: p.Log}
 	}
 	return nil
 }
+
+// ReadyError is a failed wait for readiness: Err is ErrExited, ErrDeadline or ErrReadyLine.
+type ReadyError struct {
+	Err error
+	// Exit is the child's exit error (ErrExited; nil for exit status 0).
+	Exit error
+	// Line is the first line the child printed and Want the ready line's prefix (ErrReadyLine).
+	Line, Want string
+	// Wait is the deadline that passed (ErrDeadline).
+	Wait time.Duration
+	// Log is the child's log.
+	Log string
+}
+
+func (e *ReadyError) Error() string {
+	switch e.Err {
+	case ErrExited:
+		return fmt.Sprintf("%v (%s); see its log %s", e.Err, exitText(e.Exit), e.Log)
+	case ErrDeadline:
+		return fmt.Sprintf("%v: not ready within %s; see its log %s", e.Err, e.Wait, e.Log)
+	case ErrReadyLine:
+		return fmt.Sprintf("%v: it said %q instead of a line starting %q; see its log %s", e.Err, e.Line, e.Want, e.Log)
+	}
+	return fmt.Sprintf("%v; see its log %s", e.Err, e.Log)
+}
+
+func (e *ReadyError) Unwrap() error { return e.Err }
 
 func exitText(err error) string {
 	if err == nil {

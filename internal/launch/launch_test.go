@@ -31,7 +31,7 @@ func exitedWithin(t *testing.T, p *Process, d time.Duration) {
 }
 
 func TestReadyLineThenStop(t *testing.T) {
-	opt := sh(t, `echo "server listening on 127.0.0.1:1"; echo "more output"; exec sleep 30`)
+	opt := sh(t, `printf "server listening on 127.0.0.1:1\nmore output\n"; exec sleep 30`)
 	opt.ReadyLine = "server listening on "
 	p, err := Start(context.Background(), opt)
 	if err != nil {
