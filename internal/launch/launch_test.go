@@ -231,3 +231,36 @@ func TestServeStop(t *testing.T) {
 		t.Error("close was not called after a failed shutdown")
 	}
 }
+
+// FuzzFirstLine: whatever a child prints, in whatever chunks, the first line kept is the output up
+// to its first newline (bounded by maxReadyLine), and every byte reaches the log.
+func FuzzFirstLine(f *testing.F) {
+	f.Add([]byte("keycast server listening on 127.0.0.1:1\nmore\n"), uint8(3))
+	f.Add([]byte("no newline at all"), uint8(1))
+	f.Add([]byte("\r\n"), uint8(0))
+	f.Add([]byte("crlf line\r\nnext"), uint8(7))
+	f.Add([]byte(strings.Repeat("a", maxReadyLine+5)+"\n"), uint8(255))
+	f.Fuzz(func(t *testing.T, out []byte, chunk uint8) {
+		var log strings.Builder
+		fl := &firstLine{w: &log, done: make(chan struct{})}
+		step := int(chunk) + 1
+		for i := 0; i < len(out); i += step {
+			if _, err := fl.Write(out[i:min(i+step, len(out))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if log.String() != string(out) {
+			t.Fatalf("log %q, want %q", log.String(), out)
+		}
+		want, _, found := strings.Cut(string(out), "\n")
+		if len(want) >= maxReadyLine {
+			want, found = want[:maxReadyLine], true
+		}
+		if fl.seen() != found {
+			t.Fatalf("seen = %v, want %v", fl.seen(), found)
+		}
+		if found && fl.line() != strings.TrimSuffix(want, "\r") {
+			t.Fatalf("line %q, want %q", fl.line(), want)
+		}
+	})
+}
