@@ -20,9 +20,9 @@ const module = "github.com/loadproof/loadproof/internal/"
 // forbidden lists, for each package, the internal packages its non-test files must not import.
 var forbidden = map[string][]string{
 	// Servers never import the load side: load always crosses a real socket.
-	"linkkeysserver": {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
-	"keycastserver":  {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli"},
-	"keycaststore":   {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli", "keycastserver"},
+	"linkkeysserver": {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli", "launch"},
+	"keycastserver":  {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli", "launch"},
+	"keycaststore":   {"linkkeysload", "keycastload", "capacity", "engine", "report", "cli", "keycastserver", "launch"},
 	// Load drivers never import servers.
 	// They reach the host rules through hostrule, never through capacity (which sits above them).
 	"linkkeysload": {"linkkeysserver", "keycastserver", "capacity", "cli"},
@@ -74,6 +74,10 @@ var forbidden = map[string][]string{
 	// load generator, so it sits below both and imports no protocol.
 	"httpwire": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "keycastresult", "linkkeysresult", "result", "engine", "hist", "machine", "admit", "capacity", "report", "procexec", "atomicfile", "cli"},
 
+	// The launcher of reference servers (start, wait until ready, stop) sits below the load side that
+	// starts them (smoke, capacity, profile, demo): it starts servers as processes and links none.
+	"launch": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "keycaststore", "linkkeysmain", "linkkeysload", "keycastload",
+		"linkkeysresult", "keycastresult", "result", "engine", "hist", "machine", "admit", "capacity", "report", "dashboard", "coord", "cli"},
 	// Starting children sits below everything that starts them, servers and load alike.
 	"procexec": {"linkkeys", "keycast", "linkkeysserver", "keycastserver", "linkkeysload", "keycastload", "engine", "hist", "machine", "admit", "capacity", "report", "cli"},
 	// Serialised writes sit below everything and import nothing of ours.
@@ -90,7 +94,7 @@ var forbidden = map[string][]string{
 	// The server command's wiring: the server side only, so cmd/linkkeys-server stays lean
 	// (TestLeanServerLinks checks the whole link).
 	"linkkeysmain": {"keycast", "keycastserver", "keycaststore", "linkkeysload", "keycastload", "linkkeysresult", "keycastresult",
-		"engine", "result", "hist", "capacity", "report", "dashboard", "profiling", "coord", "kube", "cli"},
+		"engine", "result", "hist", "capacity", "report", "dashboard", "profiling", "coord", "kube", "cli", "launch"},
 }
 
 // leaves import nothing of ours: small helpers every package may use.

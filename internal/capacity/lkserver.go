@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,13 +16,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/capacity/plan"
 	"github.com/loadproof/loadproof/internal/hostrule"
+	"github.com/loadproof/loadproof/internal/launch"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
-	"github.com/loadproof/loadproof/internal/procexec"
 )
 
 // The LinkKeys server of a phase is verified, not trusted: whether the capacity command started it
@@ -96,7 +96,6 @@ type phaseServer struct {
 	// not the phase's).
 	logFrom int64
 	stop    func()
-	exited  <-chan error
 }
 
 func serverEnv(base []string, vars map[string]string) []string {
@@ -126,75 +125,32 @@ func serverEnv(base []string, vars map[string]string) []string {
 func (l ServerLauncher) start(ctx context.Context, prof plan.EnvironmentProfile, dir string) (*phaseServer, error) {
 	info := filepath.Join(dir, "info.json")
 	logPath := filepath.Join(dir, "server.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, &SafeError{Msg: "creating the server log", Err: err}
-	}
 	args := append(slices.Clone(l.Args), "--info-file", info, "--db-path", filepath.Join(dir, "server.sqlite3"),
 		"--metrics-interval-secs", "1", "--processes", strconv.Itoa(max(prof.Processes, 1)))
-	cmd, err := procexec.Command(l.Executable, args...)
-	if err != nil {
-		logFile.Close()
-		return nil, &SafeError{Msg: "starting the reference server", Err: err}
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = serverEnv(l.Env, prof.Variables)
-	if err := procexec.Start(cmd, procexec.Options{}); err != nil {
-		logFile.Close()
-		return nil, &SafeError{Msg: "starting the reference server", Err: err}
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); logFile.Close() }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
 	ready := l.Ready
 	if ready <= 0 {
 		ready = 60 * time.Second
 	}
-	if err := waitForFile(ctx, info, ready, exited); err != nil {
-		stop()
+	srv, err := launch.Start(ctx, launch.Options{Executable: l.Executable, Args: args, Env: serverEnv(l.Env, prof.Variables), Log: logPath,
+		InfoFile: info, Wait: ready, Poll: 100 * time.Millisecond, Grace: 15 * time.Second})
+	var re *launch.ReadyError
+	switch {
+	case errors.As(err, &re) && re.Err == launch.ErrExited:
+		return nil, &SafeError{Msg: "the reference server exited before it was ready (its log is in the bundle)", Err: re.Exit}
+	case errors.Is(err, launch.ErrDeadline):
+		return nil, &SafeError{Msg: fmt.Sprintf("the reference server did not write its info file within %s", ready)}
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return nil, err
+	case err != nil:
+		return nil, &SafeError{Msg: "starting the reference server", Err: err}
 	}
+	stop := func() { _ = srv.Stop() }
 	target, _, err := linkkeysload.LoadTarget(info)
 	if err != nil {
 		stop()
 		return nil, &SafeError{Msg: "reading the started server's info file", Err: err}
 	}
-	return &phaseServer{target: target, logPath: logPath, stop: stop, exited: exited}, nil
-}
-
-// waitForFile polls for a non-empty file until wait passes, ctx ends or the process exits.
-func waitForFile(ctx context.Context, path string, wait time.Duration, exited <-chan error) error {
-	deadline := time.Now().Add(wait)
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return &SafeError{Msg: fmt.Sprintf("the reference server did not write its info file within %s", wait)}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-exited:
-			return &SafeError{Msg: "the reference server exited before it was ready (its log is in the bundle)", Err: err}
-		case <-t.C:
-		}
-	}
+	return &phaseServer{target: target, logPath: logPath, stop: stop}, nil
 }
 
 // running reaches the server the plan's target names.

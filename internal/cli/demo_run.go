@@ -16,6 +16,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/launch"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/report"
 )
@@ -90,14 +91,8 @@ func runDemo(ctx context.Context, env *Env, opt demoOptions) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-serveDone
-	}()
+	served := launch.Serve(func() error { return srv.Serve(ln) }, srv.Shutdown, nil, 5*time.Second)
+	defer served.Stop()
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(w, "server: %s (data in %s)\n", url, dataDir)
 

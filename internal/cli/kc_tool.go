@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +25,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
-	"github.com/loadproof/loadproof/internal/procexec"
+	"github.com/loadproof/loadproof/internal/launch"
 	"github.com/loadproof/loadproof/internal/profiling"
 	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/termstatus"
@@ -608,12 +607,11 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 
 // profiledServer is a reference server child process.
 type profiledServer struct {
-	cmd      *exec.Cmd
+	proc     *launch.Process
 	url      string
 	pprofURL string
 	logPath  string
 	dataDir  string
-	logFile  *os.File
 }
 
 // startProfiledServer starts this binary's `server` command on free local ports with a temporary
@@ -635,76 +633,33 @@ func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out 
 	args := strings.Fields(cmd.Parent().CommandPath())[1:]
 	args = append(args, "server", "--addr", addr, "--data-dir", dataDir, "--pprof-addr", paddr)
 	logPath := filepath.Join(out, "server.log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		os.RemoveAll(dataDir)
-		return nil, fmt.Errorf("profile: %w", err)
-	}
-	c, err := procexec.Command("", args...)
-	if err != nil {
-		lf.Close()
-		os.RemoveAll(dataDir)
+	// The server must not outlive this command, even when it dies without running its defers; it
+	// drains and exits on an interrupt, and is killed if it lingers.
+	proc, err := launch.Start(ctx, launch.Options{Args: args, Env: os.Environ(), Log: logPath,
+		ReadyLine: "keycast server listening on ", Wait: 30 * time.Second,
+		StopSignal: os.Interrupt, Grace: 20 * time.Second, ParentDeath: syscall.SIGTERM})
+	var re *launch.ReadyError
+	switch {
+	case errors.As(err, &re) && re.Err == launch.ErrReadyLine:
+		return nil, fmt.Errorf("profile: the reference server said %q instead of its startup line; see %s", re.Line, logPath)
+	case errors.As(err, &re) && re.Err == launch.ErrExited:
+		return nil, fmt.Errorf("profile: the reference server exited before its startup line (%v); see %s", re.Exit, logPath)
+	case errors.Is(err, launch.ErrDeadline):
+		return nil, fmt.Errorf("profile: the reference server did not start within 30s; see %s", logPath)
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return nil, ctx.Err()
+	case err != nil:
+		os.RemoveAll(dataDir) // the server did not start
 		return nil, fmt.Errorf("profile: starting the reference server: %w", err)
 	}
-	c.Env = os.Environ()
-	c.Stderr = lf
-	stdout, err := c.StdoutPipe()
-	if err != nil {
-		lf.Close()
-		os.RemoveAll(dataDir)
-		return nil, err
-	}
-	// The server must not outlive this command, even when it dies without running its defers.
-	if err := procexec.Start(c, procexec.Options{Signal: syscall.SIGTERM}); err != nil {
-		lf.Close()
-		os.RemoveAll(dataDir)
-		return nil, fmt.Errorf("profile: starting %s %s: %w", c.Path, strings.Join(args, " "), err)
-	}
-	ps := &profiledServer{cmd: c, url: "http://" + addr, pprofURL: "http://" + paddr, logPath: logPath, dataDir: dataDir, logFile: lf}
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case line <- sc.Text():
-			default:
-			}
-			fmt.Fprintln(lf, sc.Text())
-		}
-	}()
-	select {
-	case l := <-line:
-		if !strings.HasPrefix(l, "keycast server listening on ") {
-			ps.stop(nil)
-			return nil, fmt.Errorf("profile: the reference server said %q instead of its startup line; see %s", l, logPath)
-		}
-	case <-time.After(30 * time.Second):
-		ps.stop(nil)
-		return nil, fmt.Errorf("profile: the reference server did not start within 30s; see %s", logPath)
-	case <-ctx.Done():
-		ps.stop(nil)
-		return nil, ctx.Err()
-	}
-	return ps, nil
+	return &profiledServer{proc: proc, url: "http://" + addr, pprofURL: "http://" + paddr, logPath: logPath, dataDir: dataDir}, nil
 }
 
-// stop interrupts the server (it drains and exits), kills it if it lingers, and removes its data.
+// stop interrupts the server (it drains and exits), kills it if it lingers.
 func (p *profiledServer) stop(log *slog.Logger) {
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		_ = p.cmd.Process.Kill() // Windows cannot interrupt a process: do not wait 20 s for nothing
+	if err := p.proc.Stop(); err != nil && log != nil {
+		log.Warn("reference server exited with an error", "err", err, "log", p.logPath)
 	}
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil && log != nil {
-			log.Warn("reference server exited with an error", "err", err, "log", p.logPath)
-		}
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-	p.logFile.Close()
 	// The data directory stays: the next --skip-setup run starts the server on it (profileDataDir).
 }
 

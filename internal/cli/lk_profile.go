@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loadproof/loadproof/internal/launch"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysmain"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
@@ -144,8 +145,7 @@ func startProfileServer(ctx context.Context, env *Env, cfg linkkeysserver.Config
 		return nil, nil, &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
 	srv := &linkkeysserver.Server{Config: cfg, TLSConfig: linkkeys.ServerTLSConfig(cert), Keys: store, Logger: logger}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	served := launch.Serve(func() error { return srv.Serve(ln) }, srv.Shutdown, srv.Close, 5*time.Second)
 	hs, metricsAddr, err := linkkeysmain.StartPrometheus("127.0.0.1:0", srv.Metrics, true, "", logger)
 	if err != nil {
 		srv.Close()
@@ -154,12 +154,7 @@ func startProfileServer(ctx context.Context, env *Env, cfg linkkeysserver.Config
 	}
 	stop := func() {
 		hs.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			srv.Close()
-		}
-		<-done
+		_ = served.Stop()
 		store.Close()
 	}
 	tcp := ln.Addr().(*net.TCPAddr)

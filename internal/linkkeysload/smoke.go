@@ -10,10 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/loadproof/loadproof/internal/procexec"
+	"github.com/loadproof/loadproof/internal/launch"
 )
 
 // Defaults of the seed's client commands (docs/protocol-linkkeys.md, The seed's commands).
@@ -59,7 +58,8 @@ type Summary struct {
 	Steps     []SmokeStep `json:"steps"`
 }
 
-// smokeReadyPolls and smokeReadyEvery are tools.sh's wait for the info file: 100 polls, 0.2 s apart.
+// smokeReadyPolls and smokeReadyEvery are tools.sh's wait for the info file: 100 polls, 0.2 s apart
+// (the launcher's deadline and poll).
 const (
 	smokeReadyPolls = 100
 	smokeReadyEvery = 200 * time.Millisecond
@@ -103,51 +103,33 @@ func Smoke(ctx context.Context, opt SmokeOptions) (Summary, error) {
 	defer os.RemoveAll(dir)
 	info := filepath.Join(dir, "loadtest-info.json")
 	logPath := filepath.Join(dir, "server.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return sum, errorf("smoke: creating the server log: %w", err)
-	}
-	defer logFile.Close()
-	args := append(append([]string(nil), opt.ServerArgs...),
-		"--info-file", info, "--db-path", filepath.Join(dir, "loadtest.sqlite3"),
-		"--metrics-interval-secs", "3", "--duration-secs", "60")
-	cmd, err := procexec.Command(opt.Executable, args...)
-	if err != nil {
-		return sum, errorf("smoke: starting the server: %w", err)
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = opt.Env
-	if err := procexec.Start(cmd, procexec.Options{}); err != nil {
-		return sum, errorf("smoke: starting the server (%s %s): %w", cmd.Path, strings.Join(args, " "), err)
-	}
-	sum.ServerPID = cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	defer stop()
 	dumpLog := func() {
 		b, _ := os.ReadFile(logPath)
 		fmt.Fprintf(errOut, "---- server log (%s)\n%s---- end of server log\n", logPath, b)
 	}
-
-	if err := waitForInfo(ctx, info, exited); err != nil {
-		stopped = true
+	args := append(append([]string(nil), opt.ServerArgs...),
+		"--info-file", info, "--db-path", filepath.Join(dir, "loadtest.sqlite3"),
+		"--metrics-interval-secs", "3", "--duration-secs", "60")
+	srv, err := launch.Start(ctx, launch.Options{Executable: opt.Executable, Args: args, Env: opt.Env, Log: logPath,
+		InfoFile: info, Wait: smokeReadyPolls * smokeReadyEvery, Poll: smokeReadyEvery, Grace: 5 * time.Second})
+	var re *launch.ReadyError
+	switch {
+	case errors.As(err, &re) && re.Err == launch.ErrExited:
+		dumpLog()
+		return sum, errorf("smoke: the server exited before it was ready (%v); its log follows on stderr", re.Exit)
+	case errors.Is(err, launch.ErrDeadline):
+		dumpLog()
+		return sum, errors.New("load-test server did not become ready within 20s")
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		dumpLog()
 		return sum, err
+	case err != nil:
+		return sum, errorf("smoke: %w", err)
 	}
+	sum.ServerPID = srv.PID()
+	stop := func() { _ = srv.Stop() }
+	defer stop()
+
 	target, _, err := LoadTarget(info)
 	if err != nil {
 		dumpLog()
@@ -274,25 +256,6 @@ func WriteSmokeSummary(w io.Writer, sum Summary) {
 	if sum.OK {
 		fmt.Fprintln(w, "load-test smoke run complete \u2014 see docs/load-testing.md for the full-scale profile")
 	}
-}
-
-// waitForInfo polls for a non-empty info file the way tools.sh does.
-func waitForInfo(ctx context.Context, path string, exited <-chan error) error {
-	t := time.NewTicker(smokeReadyEvery)
-	defer t.Stop()
-	for range smokeReadyPolls {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-exited:
-			return errorf("smoke: the server exited before it was ready (%v); its log follows on stderr", err)
-		case <-t.C:
-		}
-	}
-	return errors.New("load-test server did not become ready within 20s")
 }
 
 func mustParse(s string) IPv4 {
