@@ -77,18 +77,12 @@ func newReportCmd(env *Env) *cobra.Command {
 	return c
 }
 
-// resultKind tells the two result formats apart by their top-level keys; anything else is refused
-// with what it appears to be (keycastresult.CheckShape).
+// resultKind is the harness of a result file (report.Sniff tells the kinds apart); anything but
+// the two result formats is refused with what it appears to be (keycastresult.CheckShape).
 func resultKind(b []byte) (string, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err == nil && top != nil {
-		var harness string
-		_ = json.Unmarshal(top["harness"], &harness)
-		_, cmd := top["command"]
-		_, meta := top["metadata"]
-		if harness == linkkeysresult.Harness || harness == "" && cmd && !meta {
-			return "linkkeys", nil
-		}
+	k, _ := report.Sniff(b)
+	if k == report.KindLinkKeys {
+		return "linkkeys", nil
 	}
 	err := keycastresult.CheckShape(b)
 	var ne *keycastresult.NotResultsError

@@ -69,16 +69,6 @@ type loaded struct {
 	refused map[string]int64
 }
 
-// sniff reads the few top-level fields that tell the kinds of file apart.
-type sniff struct {
-	Format        string          `json:"format"`
-	Harness       string          `json:"harness"`
-	SchemaVersion *int            `json:"schema_version"`
-	Phases        json.RawMessage `json:"phases"`
-	Metadata      json.RawMessage `json:"metadata"`
-	Summary       json.RawMessage `json:"summary"`
-}
-
 // envelopeFile is any harness's result file as far as the report needs it: the envelope at the top
 // level and the stop event.
 type envelopeFile struct {
@@ -88,20 +78,20 @@ type envelopeFile struct {
 }
 
 func load(src Source) (*loaded, error) {
-	var s sniff
-	if err := json.Unmarshal(src.Data, &s); err != nil {
-		return nil, fmt.Errorf("report: %s: not a JSON object: %w", src.Name, err)
+	kind, serr := Sniff(src.Data)
+	if errors.Is(serr, ErrNotObject) {
+		return nil, fmt.Errorf("report: %s: %w", src.Name, serr)
 	}
 	l := &loaded{name: src.Name}
-	switch {
-	case s.SchemaVersion != nil && s.Phases != nil:
+	switch kind {
+	case KindEvidence:
 		ev, err := evidence.Parse(src.Data)
 		if err != nil {
 			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
 		}
 		l.evidence = ev
 		return l, nil
-	case s.Harness == "keycast" || s.Metadata != nil && s.Summary != nil:
+	case KindKeycast:
 		r, err := keycastresult.Parse(src.Data)
 		if err != nil {
 			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
@@ -111,10 +101,13 @@ func load(src Source) (*loaded, error) {
 		}
 		l.env, l.keycast, l.stop = r.Envelope, r, r.Stop
 		return l, nil
-	case s.Format == result.Format:
+	case KindLinkKeys, KindEnvelope:
 		var f envelopeFile
 		if err := json.Unmarshal(src.Data, &f); err != nil {
 			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
+		}
+		if f.Format != result.Format {
+			break // an older LinkKeys file without the envelope: nothing to draw
 		}
 		if err := f.Validate(); err != nil {
 			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
@@ -122,6 +115,10 @@ func load(src Source) (*loaded, error) {
 		l.env, l.stop, l.refused = &f.Envelope, f.Stop, f.Refused
 		return l, nil
 	}
+	var s struct {
+		Format string `json:"format"`
+	}
+	_ = json.Unmarshal(src.Data, &s)
 	what := "an unknown JSON object"
 	if s.Format != "" {
 		what = fmt.Sprintf("a file of format %q", s.Format)
