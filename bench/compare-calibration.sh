@@ -19,6 +19,7 @@
 #
 #   bench/compare-calibration.sh                                        the figure run (about 15 minutes)
 #   REPS=2 REPS_B=1 RUNS=2 RUNS_B=2 DUR=1 bench/compare-calibration.sh  a quick check of the script
+#   REPS=0 bench/compare-calibration.sh                                 (b) and (c) only
 #
 # Every run is bounded by -d DUR seconds (--ramp-up 0). Loopback only. The servers are stopped on
 # exit. Results (every run file, every comparison as JSON) stay in OUT.
@@ -98,11 +99,13 @@ series() {
 
 echo "== $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["cpu_model"], m["cores"], "cores, kernel", m["kernel"], m["go_version"])' "$OUT/machine.txt" 2>/dev/null || echo "machine record: $OUT/machine.txt"); load average $(cut -d' ' -f1-3 /proc/loadavg); out $OUT"
 t0=$(date +%s)
-start_server a1 1 1 1
-start_server a2 1 1 1
-echo "== (a) identical: two servers KEYCAST_CPU_SLOTS=1 GOMAXPROCS=1 on core 1; sign-event --rate $RATE, ${DUR}s runs, $RUNS a side, $REPS comparisons"
-series ident a1 a2 "$REPS" "$RUNS" 0 --rate "$RATE" -c 256
-cleanup
+if ((REPS > 0)); then
+  start_server a1 1 1 1
+  start_server a2 1 1 1
+  echo "== (a) identical: two servers KEYCAST_CPU_SLOTS=1 GOMAXPROCS=1 on core 1; sign-event --rate $RATE, ${DUR}s runs, $RUNS a side, $REPS comparisons"
+  series ident a1 a2 "$REPS" "$RUNS" 0 --rate "$RATE" -c 256
+  cleanup
+fi
 t1=$(date +%s)
 start_server s2 2 2 0,1
 start_server s1 1 2 0,1
@@ -165,8 +168,9 @@ for r in range(1, reps + 1):
     t = v["throughput"]
     print(f"  {r:2d}: throughput {f(t['a'], '.0f')} vs {f(t['b'], '.0f')}/s {iv(t)}, {h} {f(v[h]['a'], '.2f')} vs {f(v[h]['b'], '.2f')} ms {iv(v[h])}: "
           + ("no change on every metric" if not ch else "; ".join(ch)))
-print(f"  no change on every metric: {allnc}/{n}; on throughput and p99: {headnc}/{n}")
-print("  comparisons with a change, per metric: " + ", ".join(f"{k} {changed[k]}/{per[k]}" for k in per))
+if n:
+    print(f"  no change on every metric: {allnc}/{n}; on throughput and p99: {headnc}/{n}")
+    print("  comparisons with a change, per metric: " + ", ".join(f"{k} {changed[k]}/{per[k]}" for k in per))
 for part, title in (("slots", "(b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B)"),
                     ("fast", "(c) KEYCAST_FAST_PATH=on (A) against =off (B)")):
     print(title)
