@@ -12,7 +12,6 @@
 # (b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B): two servers on both cores (GOMAXPROCS=2, unpinned),
 #     as is the generator, closed model (-c CONC, no rate), REPS_B comparisons of RUNS_B runs a side,
 #     interleaved the same way. Expected: B worse on throughput and latency.
-#
 # (c) a deliberately slower server: KEYCAST_FAST_PATH=on (A) against =off (B: every request through
 #     net/http, about 40 % more server CPU per sign_event), both servers on core 1 (GOMAXPROCS=1),
 #     the generator on core 0, closed model, REPS_B comparisons of RUNS_B runs a side.
@@ -121,9 +120,29 @@ cleanup
 t3=$(date +%s)
 echo "== minutes: (a) $(((t1 - t0) / 60)), (b) $(((t2 - t1) / 60)), (c) $(((t3 - t2) / 60)); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$OUT" "$REPS" "$REPS_B" <<'PY'
-import json, sys, collections
-out, reps, reps_b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+python3 - "$OUT" "$REPS" "$REPS_B" "$RUNS" "$RUNS_B" <<'PY'
+import json, sys, collections, statistics
+out, reps, reps_b, runs, runs_b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+
+def tput(path):
+    e = json.load(open(path))
+    ok = sum(iv.get("counts", {}).get("success", 0) for iv in e["intervals"])
+    secs = sum(iv.get("secs") or e.get("interval_secs") or 1 for iv in e["intervals"])
+    return ok / secs
+
+def pairs(part, reps, runs):
+    """Throughput ratio B/A of each interleaved pair of runs (the side-by-side view of the noise)."""
+    rs = []
+    for r in range(1, reps + 1):
+        for i in range(1, runs + 1):
+            try:
+                rs.append(tput(f"{out}/{part}-{r}-b{i}.json") / tput(f"{out}/{part}-{r}-a{i}.json"))
+            except (OSError, ValueError, KeyError, ZeroDivisionError):
+                pass
+    if not rs:
+        return "  interleaved pairs: none readable"
+    return (f"  interleaved pairs' throughput B/A: median {statistics.median(rs):.2f}, "
+            f"range {min(rs):.2f}-{max(rs):.2f} ({len(rs)} pairs)")
 
 def load(part, r):
     try:
@@ -171,6 +190,7 @@ for r in range(1, reps + 1):
 if n:
     print(f"  no change on every metric: {allnc}/{n}; on throughput and p99: {headnc}/{n}")
     print("  comparisons with a change, per metric: " + ", ".join(f"{k} {changed[k]}/{per[k]}" for k in per))
+    print(pairs("ident", reps, runs))
 for part, title in (("slots", "(b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B)"),
                     ("fast", "(c) KEYCAST_FAST_PATH=on (A) against =off (B)")):
     print(title)
@@ -188,5 +208,6 @@ for part, title in (("slots", "(b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B)"),
               f"{h} {f(v[h]['a'], '.2f')} vs {f(v[h]['b'], '.2f')} ms {iv(v[h])} {v[h]['verdict']}; "
               f"p50 {iv(v[h.replace('p99', 'p50')])} {v[h.replace('p99', 'p50')]['verdict']}")
     print(f"  throughput worse: {worse}/{reps_b}")
+    print(pairs(part, reps_b, runs_b))
 PY
 echo "results in $OUT"
