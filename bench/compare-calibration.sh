@@ -10,11 +10,15 @@
 #     "no change" at CONF on every metric, on the headline metrics (throughput, p99 latency), and
 #     per metric.
 # (b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B): two servers on both cores (GOMAXPROCS=2, unpinned),
-#     as is the generator, closed model (-c CONC, no rate), REPS_B comparisons of RUNS runs a side,
+#     as is the generator, closed model (-c CONC, no rate), REPS_B comparisons of RUNS_B runs a side,
 #     interleaved the same way. Expected: B worse on throughput and latency.
+# (c) a deliberately slower server: KEYCAST_FAST_PATH=on (A) against =off (B: every request through
+#     net/http, about 40 % more server CPU per sign_event), both servers on core 1 (GOMAXPROCS=1),
+#     the generator on core 0, closed model, REPS_B comparisons of RUNS_B runs a side.
 #
-#   bench/compare-calibration.sh                               the figure run (about 10 minutes)
-#   REPS=2 REPS_B=1 RUNS=2 DUR=1 bench/compare-calibration.sh  a quick check of the script
+#   bench/compare-calibration.sh                                        the figure run (about 15 minutes)
+#   REPS=2 REPS_B=1 RUNS=2 RUNS_B=2 DUR=1 bench/compare-calibration.sh  a quick check of the script
+#   REPS=0 bench/compare-calibration.sh                                 (b) and (c) only
 #
 # Every run is bounded by -d DUR seconds (--ramp-up 0). Loopback only. The servers are stopped on
 # exit. Results (every run file, every comparison as JSON) stay in OUT.
@@ -24,7 +28,7 @@ cd "$ROOT"
 for tool in go taskset python3; do
   command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
 done
-REPS=${REPS:-20} REPS_B=${REPS_B:-3} RUNS=${RUNS:-3} DUR=${DUR:-3} RATE=${RATE:-1000} CONC=${CONC:-64}
+REPS=${REPS:-20} REPS_B=${REPS_B:-3} RUNS=${RUNS:-3} RUNS_B=${RUNS_B:-5} DUR=${DUR:-3} RATE=${RATE:-1000} CONC=${CONC:-64}
 CONF=${CONF:-0.95} USERS=${USERS:-20}
 OUT=${OUT:-${TMPDIR:-/tmp}/compare-calibration-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
@@ -41,12 +45,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_server NAME SLOTS GOMAXPROCS CPUS: a reference server on a free loopback port, its users
-# file set up; sets URL_<NAME>.
+# start_server NAME SLOTS GOMAXPROCS CPUS [FAST_PATH]: a reference server on a free loopback port,
+# its users file set up; sets URL_<NAME>.
 start_server() {
-  local name=$1 slots=$2 procs=$3 cpus=$4 port
+  local name=$1 slots=$2 procs=$3 cpus=$4 fast=${5:-on} port
   port=$((20000 + RANDOM % 20000))
-  env KEYCAST_CPU_SLOTS="$slots" GOMAXPROCS="$procs" taskset -c "$cpus" "$BIN" keycast server \
+  env KEYCAST_CPU_SLOTS="$slots" GOMAXPROCS="$procs" KEYCAST_FAST_PATH="$fast" taskset -c "$cpus" "$BIN" keycast server \
     --addr "127.0.0.1:$port" --data-dir "$OUT/data-$name" >"$OUT/server-$name.log" 2>"$OUT/server-$name.err" &
   PIDS+=($!)
   local i
@@ -69,13 +73,13 @@ one_run() {
     -m sign-event "$@" -o "$file" >"$file.log" 2>&1 || echo "run $file exit $? (see $file.log)"
 }
 
-# series PART X Y REPS CPUS ARGS...: REPS comparisons of RUNS runs on server X (side A) and Y (side B),
-# interleaved, then compare of each.
+# series PART X Y REPS NRUNS CPUS ARGS...: REPS comparisons of NRUNS runs on server X (side A) and Y
+# (side B), interleaved, then compare of each.
 series() {
-  local part=$1 x=$2 y=$3 reps=$4 cpus=$5 r i
-  shift 5
+  local part=$1 x=$2 y=$3 reps=$4 nruns=$5 cpus=$6 r i
+  shift 6
   for r in $(seq "$reps"); do
-    for i in $(seq "$RUNS"); do
+    for i in $(seq "$nruns"); do
       if (((r + i) % 2 == 0)); then
         one_run "$x" "$OUT/$part-$r-a$i.json" "$cpus" "$@"
         one_run "$y" "$OUT/$part-$r-b$i.json" "$cpus" "$@"
@@ -85,7 +89,7 @@ series() {
       fi
     done
     local as=() bs=()
-    for i in $(seq "$RUNS"); do as+=("$OUT/$part-$r-a$i.json"); bs+=("$OUT/$part-$r-b$i.json"); done
+    for i in $(seq "$nruns"); do as+=("$OUT/$part-$r-a$i.json"); bs+=("$OUT/$part-$r-b$i.json"); done
     "$BIN" compare --confidence "$CONF" --seed "$r" --format json -o "$OUT/$part-$r-compare.json" \
       "${as[@]}" --vs "${bs[@]}" >/dev/null 2>"$OUT/$part-$r-compare.err" || echo "compare $part $r exit $?"
     echo "$part $r done $(date -u +%T), load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -94,23 +98,51 @@ series() {
 
 echo "== $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["cpu_model"], m["cores"], "cores, kernel", m["kernel"], m["go_version"])' "$OUT/machine.txt" 2>/dev/null || echo "machine record: $OUT/machine.txt"); load average $(cut -d' ' -f1-3 /proc/loadavg); out $OUT"
 t0=$(date +%s)
-start_server a1 1 1 1
-start_server a2 1 1 1
-echo "== (a) identical: two servers KEYCAST_CPU_SLOTS=1 GOMAXPROCS=1 on core 1; sign-event --rate $RATE, ${DUR}s runs, $RUNS a side, $REPS comparisons"
-series ident a1 a2 "$REPS" 0 --rate "$RATE" -c 256
-cleanup
+if ((REPS > 0)); then
+  start_server a1 1 1 1
+  start_server a2 1 1 1
+  echo "== (a) identical: two servers KEYCAST_CPU_SLOTS=1 GOMAXPROCS=1 on core 1; sign-event --rate $RATE, ${DUR}s runs, $RUNS a side, $REPS comparisons"
+  series ident a1 a2 "$REPS" "$RUNS" 0 --rate "$RATE" -c 256
+  cleanup
+fi
 t1=$(date +%s)
 start_server s2 2 2 0,1
 start_server s1 1 2 0,1
-echo "== (b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B), servers and generator on cores 0-1 (GOMAXPROCS=2); sign-event closed, -c $CONC, ${DUR}s runs, $RUNS a side, $REPS_B comparisons"
-series slots s2 s1 "$REPS_B" 0,1 -c "$CONC"
+echo "== (b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B), servers and generator on cores 0-1 (GOMAXPROCS=2); sign-event closed, -c $CONC, ${DUR}s runs, $RUNS_B a side, $REPS_B comparisons"
+series slots s2 s1 "$REPS_B" "$RUNS_B" 0,1 -c "$CONC"
 cleanup
 t2=$(date +%s)
-echo "== minutes: (a) $(((t1 - t0) / 60)), (b) $(((t2 - t1) / 60)); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+start_server fon 1 1 1 on
+start_server foff 1 1 1 off
+echo "== (c) KEYCAST_FAST_PATH=on (A) against =off (B, every request through net/http), servers on core 1 (GOMAXPROCS=1), generator on core 0; sign-event closed, -c $CONC, ${DUR}s runs, $RUNS_B a side, $REPS_B comparisons"
+series fast fon foff "$REPS_B" "$RUNS_B" 0 -c "$CONC"
+cleanup
+t3=$(date +%s)
+echo "== minutes: (a) $(((t1 - t0) / 60)), (b) $(((t2 - t1) / 60)), (c) $(((t3 - t2) / 60)); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$OUT" "$REPS" "$REPS_B" <<'PY'
-import json, sys, collections
-out, reps, reps_b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+python3 - "$OUT" "$REPS" "$REPS_B" "$RUNS" "$RUNS_B" <<'PY'
+import json, sys, collections, statistics
+out, reps, reps_b, runs, runs_b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+
+def tput(path):
+    e = json.load(open(path))
+    ok = sum(iv.get("counts", {}).get("success", 0) for iv in e["intervals"])
+    secs = sum(iv.get("secs") or e.get("interval_secs") or 1 for iv in e["intervals"])
+    return ok / secs
+
+def pairs(part, reps, runs):
+    """Throughput ratio B/A of each interleaved pair of runs (the side-by-side view of the noise)."""
+    rs = []
+    for r in range(1, reps + 1):
+        for i in range(1, runs + 1):
+            try:
+                rs.append(tput(f"{out}/{part}-{r}-b{i}.json") / tput(f"{out}/{part}-{r}-a{i}.json"))
+            except (OSError, ValueError, KeyError, ZeroDivisionError):
+                pass
+    if not rs:
+        return "  interleaved pairs: none readable"
+    return (f"  interleaved pairs' throughput B/A: median {statistics.median(rs):.2f}, "
+            f"range {min(rs):.2f}-{max(rs):.2f} ({len(rs)} pairs)")
 
 def load(part, r):
     try:
@@ -155,22 +187,27 @@ for r in range(1, reps + 1):
     t = v["throughput"]
     print(f"  {r:2d}: throughput {f(t['a'], '.0f')} vs {f(t['b'], '.0f')}/s {iv(t)}, {h} {f(v[h]['a'], '.2f')} vs {f(v[h]['b'], '.2f')} ms {iv(v[h])}: "
           + ("no change on every metric" if not ch else "; ".join(ch)))
-print(f"  no change on every metric: {allnc}/{n}; on throughput and p99: {headnc}/{n}")
-print("  comparisons with a change, per metric: " + ", ".join(f"{k} {changed[k]}/{per[k]}" for k in per))
-print("(b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B)")
-worse = 0
-for r in range(1, reps_b + 1):
-    c = load("slots", r)
-    if c is None:
-        continue
-    h = headline(c)
-    v = {m["name"]: m for m in c["metrics"]}
-    t = v["throughput"]
-    if t["verdict"] == "worse":
-        worse += 1
-    print(f"  {r}: throughput {f(t['a'], '.0f')} vs {f(t['b'], '.0f')}/s {iv(t)} {t['verdict']}; "
-          f"{h} {f(v[h]['a'], '.2f')} vs {f(v[h]['b'], '.2f')} ms {iv(v[h])} {v[h]['verdict']}; "
-          f"p50 {v[h.replace('p99', 'p50')]['verdict']}")
-print(f"  throughput worse: {worse}/{reps_b}")
+if n:
+    print(f"  no change on every metric: {allnc}/{n}; on throughput and p99: {headnc}/{n}")
+    print("  comparisons with a change, per metric: " + ", ".join(f"{k} {changed[k]}/{per[k]}" for k in per))
+    print(pairs("ident", reps, runs))
+for part, title in (("slots", "(b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B)"),
+                    ("fast", "(c) KEYCAST_FAST_PATH=on (A) against =off (B)")):
+    print(title)
+    worse = 0
+    for r in range(1, reps_b + 1):
+        c = load(part, r)
+        if c is None:
+            continue
+        h = headline(c)
+        v = {m["name"]: m for m in c["metrics"]}
+        t = v["throughput"]
+        if t["verdict"] == "worse":
+            worse += 1
+        print(f"  {r}: throughput {f(t['a'], '.0f')} vs {f(t['b'], '.0f')}/s {iv(t)} {t['verdict']}; "
+              f"{h} {f(v[h]['a'], '.2f')} vs {f(v[h]['b'], '.2f')} ms {iv(v[h])} {v[h]['verdict']}; "
+              f"p50 {iv(v[h.replace('p99', 'p50')])} {v[h.replace('p99', 'p50')]['verdict']}")
+    print(f"  throughput worse: {worse}/{reps_b}")
+    print(pairs(part, reps_b, runs_b))
 PY
 echo "results in $OUT"

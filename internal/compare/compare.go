@@ -209,7 +209,10 @@ func change(a, b float64, abs bool) (float64, bool) {
 		return (b - a) * 100, true
 	}
 	if a == 0 {
-		return 0, false
+		// Nothing on either side (a rare refusal or error missing from both draws) is no change;
+		// dropping such draws would leave only those where A had some and make the interval a
+		// certain -100 %.
+		return 0, b == 0
 	}
 	return (b - a) / a * 100, true
 }

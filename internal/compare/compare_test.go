@@ -170,3 +170,31 @@ func FuzzParseGate(f *testing.F) {
 		}
 	})
 }
+
+// TestRareRefusalsOnOneSideSayNoChange: side A refused a few requests in one second of one run,
+// side B none (what identical Keycast configurations under a noisy neighbour produce). A resample
+// with no refusal on either side is no change, not a draw to drop, so the interval reaches zero
+// and the verdict is "no change" rather than a certain -100 %.
+func TestRareRefusalsOnOneSideSayNoChange(t *testing.T) {
+	a, b := runs(11, 3, 1000, 5*time.Millisecond), runs(12, 3, 1000, 5*time.Millisecond)
+	for _, side := range [][]*result.Envelope{a, b} {
+		for _, e := range side {
+			for i := range e.Intervals {
+				delete(e.Intervals[i].Counts, "intentional")
+			}
+		}
+	}
+	a[1].Intervals[4].Counts["intentional"] = 3
+	c, err := Compare(a, b, Options{Seed: 5, Iterations: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metric(t, c, "refusal_rate")
+	if m.Verdict != NoChange || !(m.High >= 0) {
+		t.Fatalf("refusal_rate %s, change %.1f%% [%.1f, %.1f]: want no change with an interval reaching 0",
+			m.Verdict, m.Change, m.Low, m.High)
+	}
+	if m.B != 0 || m.A == 0 {
+		t.Fatalf("refusal rates A %v B %v: the test's setup is wrong", m.A, m.B)
+	}
+}
