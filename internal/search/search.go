@@ -375,26 +375,34 @@ func BrokeFirst(st *Step) []string {
 	return out
 }
 
-// holdShare resamples the pooled intervals of a step's trials (with replacement, as many as there
-// are) and returns the share of resamples in which the SLO held.
+// holdShare resamples a step's trials and their per-second intervals (two levels, as compare does:
+// draw as many trials as there are, with replacement, then from each drawn trial as many of its
+// intervals as it has) and returns the share of resamples in which the SLO held. The trial level
+// carries what changes from one trial to the next (a host whose speed swings from minute to
+// minute) into the statement; with one trial a step it is the bootstrap over that trial's seconds.
 func holdShare(c *Config, v float64, envs []*result.Envelope, rng *rand.Rand) (float64, bool) {
-	var ivs []*result.Interval
+	var trials [][]*result.Interval
 	for _, e := range envs {
-		if e == nil {
+		if e == nil || len(e.Intervals) == 0 {
 			continue
 		}
+		ivs := make([]*result.Interval, len(e.Intervals))
 		for i := range e.Intervals {
-			ivs = append(ivs, &e.Intervals[i])
+			ivs[i] = &e.Intervals[i]
 		}
+		trials = append(trials, ivs)
 	}
-	if len(ivs) == 0 {
+	if len(trials) == 0 {
 		return 0, false
 	}
 	held := 0
 	for r := 0; r < c.Resamples; r++ {
 		var s Sample
-		for range ivs {
-			s.Add(ivs[rng.IntN(len(ivs))])
+		for range trials {
+			ivs := trials[rng.IntN(len(trials))]
+			for range ivs {
+				s.Add(ivs[rng.IntN(len(ivs))])
+			}
 		}
 		if ok, _ := c.SLO.Evaluate(&s, offered(c, v)); ok {
 			held++
@@ -423,10 +431,10 @@ func confidence(c *Config, pass, fail float64, passEnv, failEnv []*result.Envelo
 	switch {
 	case conf.HoldsAtKnee != nil && conf.FailsAtFail != nil:
 		conf.KneeInBracket = ptr(hk * ff)
-		conf.Statement = fmt.Sprintf("%s and %s: the knee lies in [%v, %v) with probability %.2f (bootstrap over per-second intervals, %d resamples)",
+		conf.Statement = fmt.Sprintf("%s and %s: the knee lies in [%v, %v) with probability %.2f (bootstrap over trials and their per-second intervals, %d resamples)",
 			parts[0], parts[1], pass, fail, hk*ff, c.Resamples)
 	case len(parts) > 0:
-		conf.Statement = parts[0] + fmt.Sprintf(" (bootstrap over per-second intervals, %d resamples); no bracket on the other side", c.Resamples)
+		conf.Statement = parts[0] + fmt.Sprintf(" (bootstrap over trials and their per-second intervals, %d resamples); no bracket on the other side", c.Resamples)
 	default:
 		conf.Statement = "no confidence statement: the trials recorded no per-second intervals"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -248,4 +249,20 @@ func FuzzParseSearchFile(f *testing.F) {
 		var sb strings.Builder
 		r.WriteText(&sb)
 	})
+}
+
+// TestHoldShareCarriesTrialNoise: the confidence resamples trials, then their seconds. Two trials
+// that hold the SLO and one that breaks it: pooling the seconds, a third of every resample is slow
+// and the SLO never holds; drawing trials, it holds whenever the slow trial is not drawn,
+// (2/3)^3 ≈ 0.30 of the time — the trial-to-trial noise a statement must carry.
+func TestHoldShareCarriesTrialNoise(t *testing.T) {
+	c := &Config{Vary: "concurrency", SLO: mustSLO(t, "p99<20ms"), Resamples: 4000, Seed: 1}
+	envs := []*result.Envelope{envelope(100, 0, 5*time.Millisecond, 5), envelope(100, 0, 5*time.Millisecond, 5), envelope(100, 0, 50*time.Millisecond, 5)}
+	h, ok := holdShare(c, 100, envs, rand.New(rand.NewPCG(1, 2)))
+	if !ok || math.Abs(h-8.0/27) > 0.04 {
+		t.Fatalf("held in %.3f of resamples (ok %v), want about %.3f", h, ok, 8.0/27)
+	}
+	if h, _ := holdShare(c, 100, envs[:1], rand.New(rand.NewPCG(1, 2))); h != 1 {
+		t.Errorf("one holding trial: held in %.3f of resamples, want 1", h)
+	}
 }
