@@ -220,6 +220,11 @@ func lkSetupError(err error) error {
 	return &ExitError{Code: ExitFailure, Err: err}
 }
 
+// lkUsage maps an error of one of linkkeysload's flag parsers to exit 2.
+func lkUsage(err error) error {
+	return &ExitError{Code: ExitUsage, Err: err}
+}
+
 // lkCheckSources checks, before a local run, that this machine can bind the run's source addresses
 // (its segment's part), states the ephemeral-port budget, and makes one pinned connection to the
 // target (linkkeysload.Preflight) so a dead server or a stale info file fails at once; a
@@ -523,9 +528,9 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 			if err := atLeastOne("--pipeline", max(pipeline, 1)); err != nil {
 				return err
 			}
-			rate, err := parseRate(rateText)
+			rate, err := linkkeysload.ParseRate(rateText)
 			if err != nil {
-				return err
+				return lkUsage(err)
 			}
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
@@ -578,18 +583,6 @@ const (
 	serverMetricsReadHelp   = "where the server's METRICS are read before and after the run and sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
 	serverMetricsSampleHelp = "where the server's METRICS are sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
 )
-
-// parseRate reads --rate: empty for the closed model, else a finite number above 0.
-func parseRate(s string) (float64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || r <= 0 || r != r || r > 1e9 {
-		return 0, usageError("invalid --rate %q: want requests per second, a number above 0 and at most 1e9", s)
-	}
-	return r, nil
-}
 
 func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	var (
