@@ -281,13 +281,6 @@ func interrupted(ctx context.Context, err error) error {
 	return err
 }
 
-func atLeastOne(name string, v uint32) error {
-	if v < 1 {
-		return usageError("%s 0: must be at least 1", name)
-	}
-	return nil
-}
-
 // lkResult maps a client's error to its exit status: setup failures and unreadable info files exit
 // 1 as in the seed. An interrupted run (first Ctrl-C) has printed its partial counts; it exits 1 too.
 func lkResult(err error) error {
@@ -368,9 +361,6 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			"client's.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := atLeastOne("--concurrency", conc); err != nil {
-				return err
-			}
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
 				return err
@@ -379,6 +369,12 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 				pre, _ := cmd.Flags().GetBool("preflight")
 				ipCount = connectionsSources(count, pre)
 				_ = cmd.Flags().Set("client-ip-count", strconv.FormatUint(uint64(ipCount), 10)) // recorded in the result's flags as used
+			}
+			cfg := linkkeysload.ConnectionsConfig{Count: count, Concurrency: conc, HoldSecs: hold,
+				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
+				ProgressEvery: progressEvery, KeepTLS: keepTLS}
+			if err := cfg.Validate(); err != nil {
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(count))
 			if err != nil {
@@ -391,9 +387,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			if !cmd.Flags().Changed("workers-in-turn") && run.Remote != nil {
 				inTurn = false // the default; a distributed run's workers are on other machines
 			}
-			cfg := linkkeysload.ConnectionsConfig{Target: target, Count: count, Concurrency: conc, HoldSecs: hold,
-				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
-				ProgressEvery: progressEvery, KeepTLS: keepTLS, WorkersInTurn: inTurn}
+			cfg.Target, cfg.WorkersInTurn = target, inTurn
 			res, err := linkkeysload.Connections(cmd.Context(), cfg, run)
 			return common.verdict(env, cmd.Context(), res, err)
 		},
@@ -465,12 +459,14 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 			"first full handshake it resumes; full and resumed handshakes are reported apart.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := atLeastOne("--concurrency", conc); err != nil {
-				return err
-			}
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
 				return err
+			}
+			cfg := linkkeysload.HandshakeConfig{DurationSecs: duration, Concurrency: conc,
+				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
+			if err := cfg.Validate(); err != nil {
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conc))
 			if err != nil {
@@ -480,8 +476,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 				First: b, Count: ipCount}, Sockets: int64(conc)}}); err != nil {
 				return err
 			}
-			cfg := linkkeysload.HandshakeConfig{Target: target, DurationSecs: duration, Concurrency: conc,
-				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
+			cfg.Target = target
 			res, err := linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
 			return common.verdict(env, cmd.Context(), res, err)
 		},
@@ -522,12 +517,6 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 			"corrected; corrected and uncorrected percentiles and late sends are reported).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if op != linkkeysload.OpDomainKeys && op != linkkeysload.OpHello {
-				return usageError("invalid value %q for --op: possible values are %s, %s", op, linkkeysload.OpDomainKeys, linkkeysload.OpHello)
-			}
-			if err := atLeastOne("--pipeline", max(pipeline, 1)); err != nil {
-				return err
-			}
 			rate, err := linkkeysload.ParseRate(rateText)
 			if err != nil {
 				return lkUsage(err)
@@ -535,6 +524,13 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
 				return err
+			}
+			verbose, _ := cmd.Flags().GetBool("verbose")
+			cfg := linkkeysload.RequestConfig{Connections: conns, DurationSecs: duration, Op: op, DebugSample: verbose,
+				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
+				Pipeline: pipeline, Rate: rate}
+			if err := cfg.Validate(); err != nil {
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conns))
 			if err != nil {
@@ -544,10 +540,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 				First: b, Count: ipCount}, Sockets: int64(conns), MustHold: true}}); err != nil {
 				return err
 			}
-			verbose, _ := cmd.Flags().GetBool("verbose")
-			cfg := linkkeysload.RequestConfig{Target: target, Connections: conns, DurationSecs: duration, Op: op, DebugSample: verbose,
-				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
-				Pipeline: pipeline, Rate: rate}
+			cfg.Target = target
 			res, err := linkkeysload.RequestBench(cmd.Context(), cfg, run)
 			return common.verdict(env, cmd.Context(), res, err)
 		},
@@ -601,12 +594,14 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 			"run and every attempt is checked against them (accepted, admitted, shed, handshake failures).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := atLeastOne("--concurrency", conc); err != nil {
-				return err
-			}
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
 				return err
+			}
+			cfg := linkkeysload.DDoSConfig{Sources: sources, Concurrency: conc,
+				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
+			if err := cfg.Validate(); err != nil {
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conc))
 			if err != nil {
@@ -616,8 +611,7 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 				First: b, Count: sources}, Sockets: int64(conc)}}); err != nil {
 				return err
 			}
-			cfg := linkkeysload.DDoSConfig{Target: target, Sources: sources, Concurrency: conc,
-				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
+			cfg.Target = target
 			res, err := linkkeysload.DDoS(cmd.Context(), cfg, run)
 			return common.verdict(env, cmd.Context(), res, err)
 		},

@@ -72,9 +72,6 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 					DurationSecs: orDuration(hsDuration, duration), Sources: linkkeysload.SourceAddrs{Base: b, Count: hsIPs}}
 			}
 			if rqConns > 0 {
-				if rqOp != linkkeysload.OpDomainKeys && rqOp != linkkeysload.OpHello {
-					return usageError("invalid value %q for --request-op: possible values are %s, %s", rqOp, linkkeysload.OpDomainKeys, linkkeysload.OpHello)
-				}
 				b, err := lkBase("--request-ip-base", rqBase)
 				if err != nil {
 					return err
@@ -92,7 +89,7 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 				next = wave.Base + linkkeysload.IPv4(wave.Sources)
 			}
 			if err := cfg.Validate(); err != nil {
-				return usageError("%v", err)
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, cfg.Sockets())
 			if err != nil {

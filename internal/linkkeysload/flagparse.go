@@ -20,11 +20,14 @@ func ParseRate(s string) (float64, error) {
 		return 0, nil
 	}
 	r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || r <= 0 || r != r || r > MaxRate {
+	if err != nil || !validRate(r) {
 		return 0, &UsageError{Err: fmt.Errorf("invalid --rate %q: want requests per second, a number above 0 and at most 1e9", s)}
 	}
 	return r, nil
 }
+
+// validRate is a rate --rate may give: above 0 and at most MaxRate (NaN is neither).
+func validRate(r float64) bool { return r > 0 && r <= MaxRate }
 
 // Defaults of a --ddos-wave value's keys.
 const (

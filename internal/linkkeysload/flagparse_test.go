@@ -101,3 +101,43 @@ func FuzzParseDDoSWave(f *testing.F) {
 		}
 	})
 }
+
+// TestClientConfigsValidate: each client's Validate is the one check of its settings, a
+// *UsageError in the flags' terms with every problem at once; a good configuration passes.
+func TestClientConfigsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"connections", ConnectionsConfig{Count: 1}.Validate(), []string{"--concurrency 0: must be at least 1"}},
+		{"handshake-bench", HandshakeConfig{DurationSecs: 1}.Validate(), []string{"--concurrency 0: must be at least 1"}},
+		{"ddos", DDoSConfig{Sources: 1}.Validate(), []string{"--concurrency 0: must be at least 1"}},
+		{"request-bench", RequestConfig{Connections: 1, Op: "nope", Rate: -5}.Validate(),
+			[]string{`invalid value "nope" for --op: possible values are domain-keys, hello`, "invalid --rate -5:"}},
+		{"combined", CombinedConfig{Requests: &RequestStream{Connections: 1, DurationSecs: 1, Op: "nope", Sources: SourceAddrs{Base: 0x7f000001, Count: 1}}}.Validate(),
+			[]string{`stream requests: invalid value "nope" for --request-op`}},
+	} {
+		var ue *UsageError
+		if !errors.As(tc.err, &ue) {
+			t.Errorf("%s: %v (%T), want a *UsageError", tc.name, tc.err, tc.err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(tc.err.Error(), w) {
+				t.Errorf("%s: %q lacks %q", tc.name, tc.err, w)
+			}
+		}
+	}
+	for name, err := range map[string]error{
+		"connections":     ConnectionsConfig{Count: 1, Concurrency: 1}.Validate(),
+		"handshake-bench": HandshakeConfig{Concurrency: 1}.Validate(),
+		"ddos":            DDoSConfig{Concurrency: 1}.Validate(),
+		"request-bench":   RequestConfig{Op: OpHello, Rate: MaxRate}.Validate(),
+		"closed model":    RequestConfig{Op: OpDomainKeys}.Validate(),
+	} {
+		if err != nil {
+			t.Errorf("%s: a good configuration refused: %v", name, err)
+		}
+	}
+}
