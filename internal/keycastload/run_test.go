@@ -543,3 +543,24 @@ func TestRunOpenModelRamp(t *testing.T) {
 		t.Fatalf("summary %+v open %+v", res.Summary, om)
 	}
 }
+
+// TestSetupConfigValidate: setup's settings are checked once, here: every problem at once as a
+// *UsageError; Setup itself reads 0 users and concurrency as the defaults.
+func TestSetupConfigValidate(t *testing.T) {
+	err := SetupConfig{URL: "ftp://x", Users: 0, Concurrency: 2, Mode: "sql"}.Validate()
+	var ue *UsageError
+	if !errors.As(err, &ue) || len(ue.Problems) != 3 {
+		t.Fatalf("err %v, want a *UsageError with 3 problems", err)
+	}
+	for _, w := range []string{"--users and --concurrency must be at least 1", "ftp://x", `unknown setup mode "sql"; want db or http`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q lacks %q", err, w)
+		}
+	}
+	if err := (SetupConfig{Users: 1, Concurrency: 1}).Validate(); err != nil {
+		t.Fatalf("a good setup refused: %v", err)
+	}
+	if c, err := (SetupConfig{}).normalize(); err != nil || c.Users != DefaultSetupUsers || c.Concurrency != DefaultSetupConcurrency {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+}
