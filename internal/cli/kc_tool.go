@@ -94,11 +94,8 @@ func newKeycastSetupCmd(env *Env) *cobra.Command {
 			if !cmd.Flags().Changed("master-key-path") {
 				cfg.MasterKeyPath = envOr(env, "MASTER_KEY_PATH", keycastload.DefaultMasterKeyPath)
 			}
-			if cfg.Users <= 0 || cfg.Concurrency <= 0 {
-				return usageError("setup: --users and --concurrency must be at least 1")
-			}
-			if err := checkTLSFlags("setup", cfg.URL, cfg.TLS); err != nil {
-				return err
+			if err := cfg.Validate(); err != nil {
+				return kcUsage("setup", err)
 			}
 			cfg.Progress, cfg.Logger, cfg.Bar = env.Stderr, log, isTerminal(env.Stderr)
 			return runSetup(cmd.Context(), env, cfg, output)
@@ -237,26 +234,7 @@ func newKeycastRunCmd(env *Env) *cobra.Command {
 }
 
 func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error {
-	scenario, err := keycast.ParseScenario(fl.scenario)
-	if err != nil {
-		return usageError("run: %v", err)
-	}
-	method, err := keycast.ParseMethod(fl.method)
-	if err != nil {
-		return usageError("run: %v", err)
-	}
-	if fl.concurrency <= 0 {
-		return usageError("run: --concurrency %d must be at least 1", fl.concurrency)
-	}
-	if fl.duration == 0 && fl.requests <= 0 {
-		return usageError("run: --duration 0 runs until the requests are done, so it needs --requests N > 0")
-	}
-	if fl.maxErrorRateSet && !(fl.maxErrorRate >= 0 && fl.maxErrorRate <= 1) {
-		return usageError("run: --max-error-rate %v must be between 0 and 1", fl.maxErrorRate)
-	}
-	if fl.httpClient != keycastload.HTTPClientFast && fl.httpClient != keycastload.HTTPClientStd {
-		return usageError("run: --http-client %q: want fast or std", fl.httpClient)
-	}
+	scenario, method := keycast.Scenario(fl.scenario), keycast.Method(fl.method)
 	cfg := keycastload.RunConfig{
 		Flags: fl.flags, HTTPClient: fl.httpClient,
 		URL: fl.url, Concurrency: fl.concurrency, Requests: fl.requests,
@@ -266,9 +244,14 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		Seed:           fl.seed, Rate: fl.rate, RateFrom: fl.rateFrom,
 		Progress: env.Stderr, Logger: log, HTTPTimeout: fl.timeout, TLS: fl.tls,
 	}
-	if err := checkTLSFlags("run", fl.url, fl.tls); err != nil {
-		return err
+	if err := cfg.Validate(); err != nil {
+		return kcUsage("run", err)
 	}
+	// The verdict's threshold, not the run's: runVerdict applies it to the results.
+	if fl.maxErrorRateSet && !(fl.maxErrorRate >= 0 && fl.maxErrorRate <= 1) {
+		return usageError("run: --max-error-rate %v must be between 0 and 1", fl.maxErrorRate)
+	}
+	var err error
 	fl.prices.fromContext(ctx)
 	if err := fl.prices.check(); err != nil {
 		return err
@@ -288,23 +271,31 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		return err
 	}
 	hook.Apply(&cfg)
+	run := keycastload.Run
+	if hook != nil && hook.KeycastRun != nil {
+		run = hook.KeycastRun
+	}
 	if method != keycast.MethodRegister {
 		uf, err := keycast.ReadUsersFile(fl.usersFile)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		if err := keycastload.CheckUsers(uf.Users, fl.usersFile); err != nil {
-			return &ExitError{Code: ExitUsage, Err: err}
+		if hook != nil && hook.KeycastRun != nil {
+			// keycastload.Run checks the users before it sends anything; a coordinated run's
+			// workers run it on other machines, so the users are checked here, before they start.
+			if err := keycastload.CheckUsers(uf.Users, fl.usersFile); err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
 		}
 		cfg.Users = uf.Users
 		log.Info(fmt.Sprintf("Loaded %d users from %s", len(uf.Users), fl.usersFile))
 	}
-	run := keycastload.Run
-	if hook != nil && hook.KeycastRun != nil {
-		run = hook.KeycastRun
-	}
 	res, err := run(ctx, cfg)
 	if err != nil {
+		var ue *keycastload.UsageError
+		if errors.As(err, &ue) {
+			return &ExitError{Code: ExitUsage, Err: err} // the users file's users, refused before anything was sent
+		}
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
 	if hook != nil && hook.Deliver != nil {
@@ -486,16 +477,15 @@ func newKeycastProfileCmd(env *Env) *cobra.Command {
 }
 
 func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Logger, fl profileFlags) error {
-	scenario, err := keycast.ParseScenario(fl.scenario)
-	if err != nil {
-		return usageError("profile: %v", err)
-	}
-	method, err := keycast.ParseMethod(fl.method)
-	if err != nil || method == keycast.MethodRegister {
+	// Profile's own rules first (a method with users, a duration for the CPU profile, its server
+	// flags), then the run's settings, checked by keycastload.
+	scenario, method := keycast.Scenario(fl.scenario), keycast.Method(fl.method)
+	if _, err := keycast.ParseMethod(fl.method); err != nil || method == keycast.MethodRegister {
+		// profile's narrower set (a method with users), named whole whatever the mistake
 		return usageError("profile: --method %q: want get-public-key, sign-event or nip44-encrypt", fl.method)
 	}
-	if fl.users <= 0 || fl.concurrency <= 0 || fl.duration == 0 {
-		return usageError("profile: --users, --concurrency and --duration must be at least 1")
+	if fl.users <= 0 || fl.duration == 0 {
+		return usageError("profile: --users and --duration must be at least 1")
 	}
 	if fl.url != "" && fl.pprofURL == "" {
 		return usageError("profile: --url names a running server; give its pprof address with --pprof-url too")
@@ -503,8 +493,10 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	if fl.url == "" && fl.tls != (keycastload.TLSOptions{}) {
 		return usageError("profile: --ca-cert and --insecure-skip-verify apply to a running server named with --url")
 	}
-	if err := checkTLSFlags("profile", fl.url, fl.tls); err != nil {
-		return err
+	runCfg := keycastload.RunConfig{URL: fl.url, Concurrency: fl.concurrency, Duration: time.Duration(fl.duration) * time.Second,
+		RampUp: keycastload.DefaultRampUp, Scenario: scenario, Method: method, TLS: fl.tls}
+	if err := runCfg.Validate(); err != nil {
+		return kcUsage("profile", err)
 	}
 	if err := checkOutputDir("--output", fl.output); err != nil {
 		return err
@@ -564,11 +556,8 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 		b, err := fetchProfile(ctx, fl.tls, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofBase, fl.duration), time.Duration(fl.duration)*time.Second+30*time.Second)
 		cpuc <- fetched{b, err}
 	}()
-	res, err := keycastload.Run(ctx, keycastload.RunConfig{
-		URL: base, Concurrency: fl.concurrency, Duration: time.Duration(fl.duration) * time.Second,
-		RampUp: keycastload.DefaultRampUp, Scenario: scenario, Method: method, Users: users, UsersFile: usersPath,
-		Progress: env.Stderr, Logger: log, TLS: fl.tls,
-	})
+	runCfg.URL, runCfg.Users, runCfg.UsersFile, runCfg.Progress, runCfg.Logger = base, users, usersPath, env.Stderr, log
+	res, err := keycastload.Run(ctx, runCfg)
 	if err != nil {
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
@@ -691,4 +680,18 @@ func fetchProfile(ctx context.Context, o keycastload.TLSOptions, url string, tim
 		return nil, err
 	}
 	return profiling.Fetch(ctx, hc, url)
+}
+
+// kcUsage is exit 2 with keycastload's *UsageError: each problem on its own line after the
+// command's name ("run: --concurrency 0 must be at least 1").
+func kcUsage(cmd string, err error) error {
+	var ue *keycastload.UsageError
+	if !errors.As(err, &ue) {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %w", cmd, err)}
+	}
+	lines := make([]string, len(ue.Problems))
+	for i, p := range ue.Problems {
+		lines[i] = cmd + ": " + p.Error()
+	}
+	return &ExitError{Code: ExitUsage, Err: errors.New(strings.Join(lines, "\n"))}
 }

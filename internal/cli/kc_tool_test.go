@@ -107,6 +107,14 @@ func TestKeycastToolUsageErrors(t *testing.T) {
 		{[]string{"profile", "--method", "register"}, ExitUsage, "want get-public-key"},
 		{[]string{"run", "--bogus"}, ExitUsage, "unknown flag"},
 		{[]string{"run", "--http-client", "curl"}, ExitUsage, "want fast or std"},
+		// keycastload's Validate is the one check; the cli names the command and exits 2.
+		{[]string{"run", "-c", "0"}, ExitUsage, "run: --concurrency 0 must be at least 1"},
+		{[]string{"run", "-c", "0", "-s", "hot"}, ExitUsage, "run: --concurrency 0 must be at least 1\nrun: keycast: unknown scenario \"hot\""},
+		{[]string{"run", "--rate", "-1"}, ExitUsage, "run: engine: rate -1 must be"},
+		{[]string{"run", "--rate-from", "5"}, ExitUsage, "run: rate-from needs --rate"},
+		{[]string{"setup", "--users", "0"}, ExitUsage, "setup: --users and --concurrency must be at least 1"},
+		{[]string{"profile", "--concurrency", "0"}, ExitUsage, "profile: --concurrency 0 must be at least 1"},
+		{[]string{"profile", "--duration", "0"}, ExitUsage, "profile: --users and --duration must be at least 1"},
 	} {
 		code, _, errs := kcRun(t, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.want) {

@@ -220,6 +220,11 @@ func lkSetupError(err error) error {
 	return &ExitError{Code: ExitFailure, Err: err}
 }
 
+// lkUsage maps an error of one of linkkeysload's flag parsers to exit 2.
+func lkUsage(err error) error {
+	return &ExitError{Code: ExitUsage, Err: err}
+}
+
 // lkCheckSources checks, before a local run, that this machine can bind the run's source addresses
 // (its segment's part), states the ephemeral-port budget, and makes one pinned connection to the
 // target (linkkeysload.Preflight) so a dead server or a stale info file fails at once; a
@@ -274,13 +279,6 @@ func interrupted(ctx context.Context, err error) error {
 		return errors.New("interrupted: the counts above are partial")
 	}
 	return err
-}
-
-func atLeastOne(name string, v uint32) error {
-	if v < 1 {
-		return usageError("%s 0: must be at least 1", name)
-	}
-	return nil
 }
 
 // lkResult maps a client's error to its exit status: setup failures and unreadable info files exit
@@ -363,9 +361,6 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			"client's.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := atLeastOne("--concurrency", conc); err != nil {
-				return err
-			}
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
 				return err
@@ -374,6 +369,12 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 				pre, _ := cmd.Flags().GetBool("preflight")
 				ipCount = connectionsSources(count, pre)
 				_ = cmd.Flags().Set("client-ip-count", strconv.FormatUint(uint64(ipCount), 10)) // recorded in the result's flags as used
+			}
+			cfg := linkkeysload.ConnectionsConfig{Count: count, Concurrency: conc, HoldSecs: hold,
+				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
+				ProgressEvery: progressEvery, KeepTLS: keepTLS}
+			if err := cfg.Validate(); err != nil {
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(count))
 			if err != nil {
@@ -386,9 +387,7 @@ func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
 			if !cmd.Flags().Changed("workers-in-turn") && run.Remote != nil {
 				inTurn = false // the default; a distributed run's workers are on other machines
 			}
-			cfg := linkkeysload.ConnectionsConfig{Target: target, Count: count, Concurrency: conc, HoldSecs: hold,
-				AttemptTimeout: time.Duration(timeout) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount},
-				ProgressEvery: progressEvery, KeepTLS: keepTLS, WorkersInTurn: inTurn}
+			cfg.Target, cfg.WorkersInTurn = target, inTurn
 			res, err := linkkeysload.Connections(cmd.Context(), cfg, run)
 			return common.verdict(env, cmd.Context(), res, err)
 		},
@@ -460,12 +459,14 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 			"first full handshake it resumes; full and resumed handshakes are reported apart.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := atLeastOne("--concurrency", conc); err != nil {
-				return err
-			}
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
 				return err
+			}
+			cfg := linkkeysload.HandshakeConfig{DurationSecs: duration, Concurrency: conc,
+				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
+			if err := cfg.Validate(); err != nil {
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conc))
 			if err != nil {
@@ -475,8 +476,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 				First: b, Count: ipCount}, Sockets: int64(conc)}}); err != nil {
 				return err
 			}
-			cfg := linkkeysload.HandshakeConfig{Target: target, DurationSecs: duration, Concurrency: conc,
-				AttemptTimeout: time.Duration(tmo) * time.Second, Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, Resume: resume}
+			cfg.Target = target
 			res, err := linkkeysload.HandshakeBench(cmd.Context(), cfg, run)
 			return common.verdict(env, cmd.Context(), res, err)
 		},
@@ -517,19 +517,20 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 			"corrected; corrected and uncorrected percentiles and late sends are reported).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if op != linkkeysload.OpDomainKeys && op != linkkeysload.OpHello {
-				return usageError("invalid value %q for --op: possible values are %s, %s", op, linkkeysload.OpDomainKeys, linkkeysload.OpHello)
-			}
-			if err := atLeastOne("--pipeline", max(pipeline, 1)); err != nil {
-				return err
-			}
-			rate, err := parseRate(rateText)
+			rate, err := linkkeysload.ParseRate(rateText)
 			if err != nil {
-				return err
+				return lkUsage(err)
 			}
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
 				return err
+			}
+			verbose, _ := cmd.Flags().GetBool("verbose")
+			cfg := linkkeysload.RequestConfig{Connections: conns, DurationSecs: duration, Op: op, DebugSample: verbose,
+				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
+				Pipeline: pipeline, Rate: rate}
+			if err := cfg.Validate(); err != nil {
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conns))
 			if err != nil {
@@ -539,10 +540,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 				First: b, Count: ipCount}, Sockets: int64(conns), MustHold: true}}); err != nil {
 				return err
 			}
-			verbose, _ := cmd.Flags().GetBool("verbose")
-			cfg := linkkeysload.RequestConfig{Target: target, Connections: conns, DurationSecs: duration, Op: op, DebugSample: verbose,
-				Sources: linkkeysload.SourceAddrs{Base: b, Count: ipCount}, AttemptTimeout: time.Duration(tmo) * time.Second,
-				Pipeline: pipeline, Rate: rate}
+			cfg.Target = target
 			res, err := linkkeysload.RequestBench(cmd.Context(), cfg, run)
 			return common.verdict(env, cmd.Context(), res, err)
 		},
@@ -579,18 +577,6 @@ const (
 	serverMetricsSampleHelp = "where the server's METRICS are sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
 )
 
-// parseRate reads --rate: empty for the closed model, else a finite number above 0.
-func parseRate(s string) (float64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || r <= 0 || r != r || r > 1e9 {
-		return 0, usageError("invalid --rate %q: want requests per second, a number above 0 and at most 1e9", s)
-	}
-	return r, nil
-}
-
 func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 	var (
 		common              lkCommon
@@ -608,12 +594,14 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 			"run and every attempt is checked against them (accepted, admitted, shed, handshake failures).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := atLeastOne("--concurrency", conc); err != nil {
-				return err
-			}
 			b, err := lkBase("--client-ip-base", base)
 			if err != nil {
 				return err
+			}
+			cfg := linkkeysload.DDoSConfig{Sources: sources, Concurrency: conc,
+				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
+			if err := cfg.Validate(); err != nil {
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, int64(conc))
 			if err != nil {
@@ -623,8 +611,7 @@ func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
 				First: b, Count: sources}, Sockets: int64(conc)}}); err != nil {
 				return err
 			}
-			cfg := linkkeysload.DDoSConfig{Target: target, Sources: sources, Concurrency: conc,
-				AttemptTimeout: time.Duration(tmo) * time.Second, Base: b, ProgressEvery: progressEvery}
+			cfg.Target = target
 			res, err := linkkeysload.DDoS(cmd.Context(), cfg, run)
 			return common.verdict(env, cmd.Context(), res, err)
 		},

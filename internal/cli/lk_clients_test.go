@@ -211,24 +211,6 @@ func TestLinkKeysClientsByFlagsAlone(t *testing.T) {
 	}
 }
 
-func FuzzParseRate(f *testing.F) {
-	for _, s := range []string{"", "1000", "0", "-1", "NaN", "inf", "1e9", "1e10", " 5 ", "0x10"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		r, err := parseRate(s)
-		if err != nil {
-			return
-		}
-		if s == "" && r != 0 {
-			t.Fatal("empty rate must be the closed model")
-		}
-		if s != "" && !(r > 0 && r <= 1e9) {
-			t.Fatalf("rate %v accepted from %q", r, s)
-		}
-	})
-}
-
 // holdingLog closes seen when the "holding" message is logged (the hold has begun).
 type holdingLog struct {
 	once sync.Once
@@ -331,23 +313,4 @@ func TestLinkKeysFlagHelp(t *testing.T) {
 		}
 		walk(root)
 	}
-}
-
-func FuzzParseDDoSWave(f *testing.F) {
-	for _, s := range []string{"sources=100", "sources=12000,at=5,concurrency=500,base=127.9.0.0,name=late", "at=1", "sources=0",
-		"sources=1,sources=2", "base=::1,sources=3", "sources=4,at=-1", "sources=5,at=NaN", "", ",", "sources"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		w, err := ParseDDoSWave(s, 0)
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatal("empty error")
-			}
-			return
-		}
-		if w.Sources == 0 || w.Concurrency == 0 || !(w.StartSecs >= 0 && w.StartSecs <= 86400) {
-			t.Fatalf("accepted %q as %+v", s, w)
-		}
-	})
 }

@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,9 +72,6 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 					DurationSecs: orDuration(hsDuration, duration), Sources: linkkeysload.SourceAddrs{Base: b, Count: hsIPs}}
 			}
 			if rqConns > 0 {
-				if rqOp != linkkeysload.OpDomainKeys && rqOp != linkkeysload.OpHello {
-					return usageError("invalid value %q for --request-op: possible values are %s, %s", rqOp, linkkeysload.OpDomainKeys, linkkeysload.OpHello)
-				}
 				b, err := lkBase("--request-ip-base", rqBase)
 				if err != nil {
 					return err
@@ -87,15 +81,15 @@ func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
 			}
 			next := linkkeysload.IPv4(0)
 			for _, w := range waves {
-				wave, err := ParseDDoSWave(w, next)
+				wave, err := linkkeysload.ParseDDoSWave(w, next)
 				if err != nil {
-					return usageError("--ddos-wave %q: %v", w, err)
+					return lkUsage(err)
 				}
 				cfg.DDoS = append(cfg.DDoS, wave)
 				next = wave.Base + linkkeysload.IPv4(wave.Sources)
 			}
 			if err := cfg.Validate(); err != nil {
-				return usageError("%v", err)
+				return lkUsage(err)
 			}
 			target, run, err := lkRun(cmd, env, &common, serverMetrics, cfg.Sockets())
 			if err != nil {
@@ -153,68 +147,4 @@ func orDuration(v, def uint64) uint64 {
 		return def
 	}
 	return v
-}
-
-// ParseDDoSWave reads one --ddos-wave value: comma-separated key=value pairs, sources required,
-// at (seconds, default 0), concurrency (default 500), base (default next, or 127.5.0.0 when next
-// is 0) and name. Every problem is reported at once.
-func ParseDDoSWave(s string, next linkkeysload.IPv4) (linkkeysload.DDoSWave, error) {
-	w := linkkeysload.DDoSWave{Concurrency: 500, Base: next}
-	if w.Base == 0 {
-		b, _ := linkkeysload.ParseIPv4("base", linkkeysload.DefaultDDoSBase)
-		w.Base = b
-	}
-	var problems []string
-	seen := map[string]bool{}
-	gotSources := false
-	for part := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			problems = append(problems, fmt.Sprintf("%q is not key=value", part))
-			continue
-		}
-		if seen[k] {
-			problems = append(problems, fmt.Sprintf("%s given twice", k))
-			continue
-		}
-		seen[k] = true
-		switch k {
-		case "sources", "concurrency":
-			n, err := strconv.ParseUint(v, 10, 32)
-			if err != nil || n == 0 {
-				problems = append(problems, fmt.Sprintf("%s=%q: want a whole number from 1 to 4294967295", k, v))
-				continue
-			}
-			if k == "sources" {
-				w.Sources, gotSources = uint32(n), true
-			} else {
-				w.Concurrency = uint32(n)
-			}
-		case "at":
-			f, err := strconv.ParseFloat(strings.TrimSuffix(v, "s"), 64)
-			if err != nil || f < 0 || f != f || f > 86400 {
-				problems = append(problems, fmt.Sprintf("at=%q: want seconds from 0 to 86400", v))
-				continue
-			}
-			w.StartSecs = f
-		case "base":
-			b, err := linkkeysload.ParseIPv4("base", v)
-			if err != nil {
-				problems = append(problems, err.Error())
-				continue
-			}
-			w.Base = b
-		case "name":
-			w.Name = v
-		default:
-			problems = append(problems, fmt.Sprintf("unknown key %q (want sources, at, concurrency, base or name)", k))
-		}
-	}
-	if !gotSources && !seen["sources"] {
-		problems = append(problems, "sources=N is required")
-	}
-	if len(problems) > 0 {
-		return linkkeysload.DDoSWave{}, fmt.Errorf("%s", strings.Join(problems, "; "))
-	}
-	return w, nil
 }

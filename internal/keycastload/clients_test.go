@@ -3,6 +3,7 @@ package keycastload
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -286,8 +287,10 @@ func TestRequestWrittenInFullButUnansweredIsNotRetried(t *testing.T) {
 func TestUnknownHTTPClientIsRefused(t *testing.T) {
 	cfg := baseConfig("http://127.0.0.1:1", 1)
 	cfg.HTTPClient, cfg.Requests = "curl", 1
-	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `http client "curl"`) {
-		t.Fatalf("err %v", err)
+	_, err := Run(context.Background(), cfg)
+	var ue *UsageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `--http-client "curl": want fast or std`) {
+		t.Fatalf("err %v, want a *UsageError naming --http-client", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
@@ -123,17 +124,138 @@ type StopConditions struct {
 // ErrNoUsers is returned when an RPC method is run without users.
 var ErrNoUsers = errors.New("keycastload: no users to send requests as; create them with `setup` and pass the users file")
 
-// normalize fills defaults and checks the configuration. It returns a copy.
-func (c RunConfig) normalize() (RunConfig, error) {
+// UsageError is a configuration that its caller, a command line, got wrong: every problem at once,
+// found before anything is sent. The cli exits 2 with it. Each problem speaks in the flags' terms
+// (--concurrency, --duration, …) without this package's prefix; Error puts "keycastload: " before
+// each, one per line.
+type UsageError struct{ Problems []error }
+
+func (e *UsageError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = "keycastload: " + p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems (errors.Is(err, ErrNoUsers) holds through a *UsageError).
+func (e *UsageError) Unwrap() []error { return e.Problems }
+
+// problem is err without this package's prefix (a *UsageError adds it), still unwrapping to err.
+type problem struct{ err error }
+
+func (p problem) Error() string { return strings.TrimPrefix(p.err.Error(), "keycastload: ") }
+func (p problem) Unwrap() error { return p.err }
+
+func usage(problems []error) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	for i, p := range problems {
+		problems[i] = problem{p}
+	}
+	return &UsageError{Problems: problems}
+}
+
+// Validate is the one check of a run's settings (the cli's run and profile call it before they do
+// anything, Run before it sends anything): it reports every problem at once as a *UsageError. It
+// checks c as given and fills no default, except that an empty URL, Scenario, Method or HTTPClient
+// stands for its default; a Concurrency below 1 is a problem here (a command line gives the one it
+// means), while Run reads 0 as DefaultConcurrency. Users are not looked at: they come from a file
+// read after the flags are checked, and Run checks them (CheckUsers) before anything is sent.
+func (c RunConfig) Validate() error {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.HTTPClient != "" && c.HTTPClient != HTTPClientFast && c.HTTPClient != HTTPClientStd {
+		bad("--http-client %q: want fast or std", c.HTTPClient)
+	}
+	if c.Concurrency < 1 {
+		bad("--concurrency %d must be at least 1", c.Concurrency)
+	}
+	if c.Requests < 0 {
+		bad("--requests %d must be 0 (unlimited) or more", c.Requests)
+	}
+	if c.Duration < 0 {
+		bad("--duration %v must be 0 or more", c.Duration)
+	}
+	if c.Duration == 0 && c.Requests <= 0 {
+		bad("--duration 0 runs until the requests are done, so it needs --requests N > 0")
+	}
+	if c.RampUp < 0 {
+		bad("--ramp-up %v must be 0 or more", c.RampUp)
+	}
+	if c.Scenario != "" {
+		if _, err := keycast.ParseScenario(string(c.Scenario)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Method != "" {
+		if _, err := keycast.ParseMethod(string(c.Method)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Rate != 0 {
+		if err := engine.ValidateRate("rate", c.Rate); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.RateFrom != 0 {
+		if c.Rate == 0 {
+			bad("rate-from needs --rate (the open model)")
+		} else if math.IsNaN(c.RateFrom) || math.IsInf(c.RateFrom, 0) || c.RateFrom < 0 {
+			bad("rate-from %v must be a finite rate of 0 or more", c.RateFrom)
+		}
+	}
+	if err := c.Segment.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := result.ValidateRunID(c.RunID); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.Check(cmp.Or(c.URL, DefaultURL)); err != nil {
+		errs = append(errs, err)
+	}
+	if s := c.Stop; s != nil {
+		if math.IsNaN(s.MaxUnintentionalErrorRate) || s.MaxUnintentionalErrorRate < 0 || s.MaxUnintentionalErrorRate > 1 {
+			bad("stop condition max unintentional error rate %v must be between 0 and 1", s.MaxUnintentionalErrorRate)
+		}
+		if math.IsNaN(s.MaxLatencyP95Ms) || s.MaxLatencyP95Ms < 0 {
+			bad("stop condition max p95 latency %v ms must be 0 (off) or more", s.MaxLatencyP95Ms)
+		}
+		if s.Window < 0 || s.MinRequests < 0 {
+			bad("stop condition window and minimum requests must not be negative")
+		}
+	}
+	return usage(errs)
+}
+
+// userProblems are the problems of c.Users for a method that needs users: none, or one that
+// CheckUsers refuses.
+func (c RunConfig) userProblems() []error {
+	if c.Method == keycast.MethodRegister {
+		return nil
+	}
+	if len(c.Users) == 0 {
+		if c.UsersFile != "" {
+			return []error{fmt.Errorf("no users found in %s; create them with `setup`", c.UsersFile)}
+		}
+		return []error{ErrNoUsers}
+	}
+	// Every token goes into a request head verbatim: check them all before anything is sent.
+	if err := CheckUsers(c.Users, c.UsersFile); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// normalize fills the documented defaults and checks the configuration (Validate, then the users):
+// a problem is a *UsageError. It returns a copy.
+func (c RunConfig) normalize() (RunConfig, error) {
 	if c.URL == "" {
 		c.URL = DefaultURL
 	}
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.HTTPClient = cmp.Or(c.HTTPClient, HTTPClientFast)
-	if c.HTTPClient != HTTPClientFast && c.HTTPClient != HTTPClientStd {
-		errs = append(errs, fmt.Errorf("keycastload: http client %q is not fast or std", c.HTTPClient))
-	}
 	if c.Scenario == "" {
 		c.Scenario = keycast.ScenarioMixed
 	}
@@ -155,78 +277,20 @@ func (c RunConfig) normalize() (RunConfig, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("keycastload: concurrency %d must be at least 1", c.Concurrency))
+	var problems []error
+	var ue *UsageError
+	if err := c.Validate(); errors.As(err, &ue) {
+		problems = append(problems, ue.Problems...)
 	}
-	if c.Requests < 0 {
-		errs = append(errs, fmt.Errorf("keycastload: requests %d must be 0 (unlimited) or more", c.Requests))
-	}
-	if c.Duration < 0 {
-		errs = append(errs, fmt.Errorf("keycastload: duration %v must be 0 or more", c.Duration))
-	}
-	if c.Duration == 0 && c.Requests == 0 {
-		errs = append(errs, errors.New("keycastload: duration 0 runs until the requests are done, so it needs --requests N > 0"))
-	}
-	if c.RampUp < 0 {
-		errs = append(errs, fmt.Errorf("keycastload: ramp-up %v must be 0 or more", c.RampUp))
-	}
-	if _, err := keycast.ParseScenario(string(c.Scenario)); err != nil {
-		errs = append(errs, fmt.Errorf("keycastload: %w", err))
-	}
-	if _, err := keycast.ParseMethod(string(c.Method)); err != nil {
-		errs = append(errs, fmt.Errorf("keycastload: %w", err))
-	}
-	if c.Method != keycast.MethodRegister && len(c.Users) == 0 {
-		if c.UsersFile != "" {
-			errs = append(errs, fmt.Errorf("keycastload: no users found in %s; create them with `setup`", c.UsersFile))
-		} else {
-			errs = append(errs, ErrNoUsers)
-		}
-	}
-	if c.Method != keycast.MethodRegister {
-		// Every token goes into a request head verbatim: check them all before anything is sent.
-		if err := CheckUsers(c.Users, c.UsersFile); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if c.Rate != 0 {
-		if err := engine.ValidateRate("rate", c.Rate); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if c.RateFrom != 0 {
-		if c.Rate == 0 {
-			errs = append(errs, errors.New("keycastload: rate-from needs --rate (the open model)"))
-		} else if math.IsNaN(c.RateFrom) || math.IsInf(c.RateFrom, 0) || c.RateFrom < 0 {
-			errs = append(errs, fmt.Errorf("keycastload: rate-from %v must be a finite rate of 0 or more", c.RateFrom))
-		}
-	}
-	if err := c.Segment.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := result.ValidateRunID(c.RunID); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.TLS.Check(c.URL); err != nil {
-		errs = append(errs, err)
-	}
+	problems = append(problems, c.userProblems()...)
 	if s := c.Stop; s != nil {
-		if math.IsNaN(s.MaxUnintentionalErrorRate) || s.MaxUnintentionalErrorRate < 0 || s.MaxUnintentionalErrorRate > 1 {
-			errs = append(errs, fmt.Errorf("keycastload: stop condition max unintentional error rate %v must be between 0 and 1", s.MaxUnintentionalErrorRate))
-		}
-		if math.IsNaN(s.MaxLatencyP95Ms) || s.MaxLatencyP95Ms < 0 {
-			errs = append(errs, fmt.Errorf("keycastload: stop condition max p95 latency %v ms must be 0 (off) or more", s.MaxLatencyP95Ms))
-		}
-		if s.Window < 0 || s.MinRequests < 0 {
-			errs = append(errs, errors.New("keycastload: stop condition window and minimum requests must not be negative"))
-		}
 		sc := *s
 		sc.Window = cmp.Or(sc.Window, DefaultStopWindow)
 		sc.MinRequests = cmp.Or(sc.MinRequests, DefaultStopMinimum)
 		c.Stop = &sc
 	}
-	if len(errs) > 0 {
-		return c, errors.Join(errs...)
+	if err := usage(problems); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -239,7 +239,52 @@ func TestRunRejectsBadConfig(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want it to mention %q", err, tc.want)
 			}
+			var ue *UsageError
+			if tc.name != "bad url" && !errors.As(err, &ue) {
+				t.Fatalf("err %v (%T) is not a *UsageError", err, err)
+			}
 		})
+	}
+}
+
+// TestRunConfigValidate: Validate is the one check of a run's settings: every problem at once, in
+// the flags' terms, as a *UsageError; it does not read the users (Run checks them), and it refuses
+// a concurrency below 1 that Run would read as its default.
+func TestRunConfigValidate(t *testing.T) {
+	good := RunConfig{URL: "http://127.0.0.1:1", Concurrency: 3, Duration: time.Second, Scenario: keycast.ScenarioMixed,
+		Method: keycast.MethodSignEvent, HTTPClient: HTTPClientStd}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("a good configuration without users: %v", err)
+	}
+	bad := good
+	bad.Concurrency, bad.Duration, bad.HTTPClient, bad.Scenario, bad.RateFrom = 0, 0, "curl", "hot", 2
+	err := bad.Validate()
+	var ue *UsageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("err %v (%T), want a *UsageError", err, err)
+	}
+	want := []string{"--http-client \"curl\": want fast or std", "--concurrency 0 must be at least 1",
+		"--duration 0 runs until the requests are done, so it needs --requests N > 0", "unknown scenario \"hot\"", "rate-from needs --rate"}
+	if len(ue.Problems) != len(want) {
+		t.Fatalf("%d problems, want %d: %v", len(ue.Problems), len(want), err)
+	}
+	for i, w := range want {
+		if p := ue.Problems[i].Error(); !strings.Contains(p, w) || strings.HasPrefix(p, "keycastload: ") {
+			t.Errorf("problem %d %q, want it to contain %q without the package prefix", i, p, w)
+		}
+		if line := strings.Split(err.Error(), "\n")[i]; !strings.HasPrefix(line, "keycastload: ") {
+			t.Errorf("line %d %q lacks the package prefix", i, line)
+		}
+	}
+	// Run fills the default concurrency; the users are its to check.
+	zero := good
+	zero.Concurrency, zero.Users = 0, nil
+	if _, err := zero.normalize(); !errors.Is(err, ErrNoUsers) || !errors.As(err, &ue) {
+		t.Fatalf("normalize without users: %v, want ErrNoUsers in a *UsageError", err)
+	}
+	zero.Users = testUsers(1)
+	if c, err := zero.normalize(); err != nil || c.Concurrency != DefaultConcurrency {
+		t.Fatalf("normalize: %v, concurrency %d", err, c.Concurrency)
 	}
 }
 
@@ -496,5 +541,26 @@ func TestRunOpenModelRamp(t *testing.T) {
 	om := res.OpenModel
 	if res.Summary.TotalRequests != 400 || om.RampFrom != 500 || om.RampSecs != 0.2 || om.Scheduled != 400 || om.Dropped != 0 {
 		t.Fatalf("summary %+v open %+v", res.Summary, om)
+	}
+}
+
+// TestSetupConfigValidate: setup's settings are checked once, here: every problem at once as a
+// *UsageError; Setup itself reads 0 users and concurrency as the defaults.
+func TestSetupConfigValidate(t *testing.T) {
+	err := SetupConfig{URL: "ftp://x", Users: 0, Concurrency: 2, Mode: "sql"}.Validate()
+	var ue *UsageError
+	if !errors.As(err, &ue) || len(ue.Problems) != 3 {
+		t.Fatalf("err %v, want a *UsageError with 3 problems", err)
+	}
+	for _, w := range []string{"--users and --concurrency must be at least 1", "ftp://x", `unknown setup mode "sql"; want db or http`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q lacks %q", err, w)
+		}
+	}
+	if err := (SetupConfig{Users: 1, Concurrency: 1}).Validate(); err != nil {
+		t.Fatalf("a good setup refused: %v", err)
+	}
+	if c, err := (SetupConfig{}).normalize(); err != nil || c.Users != DefaultSetupUsers || c.Concurrency != DefaultSetupConcurrency {
+		t.Fatalf("defaults: %+v, %v", c, err)
 	}
 }

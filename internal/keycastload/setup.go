@@ -1,6 +1,7 @@
 package keycastload
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,25 +127,32 @@ func (c SetupConfig) normalize() (SetupConfig, error) {
 	if c.Lifetime <= 0 {
 		c.Lifetime = 24 * time.Hour
 	}
-	var errs []error
-	if c.Users < 0 {
-		errs = append(errs, fmt.Errorf("keycastload: users %d must be at least 1", c.Users))
-	}
-	if c.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("keycastload: concurrency %d must be at least 1", c.Concurrency))
-	}
-	if _, err := parseTarget(c.URL); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.TLS.Check(c.URL); err != nil {
-		errs = append(errs, err)
-	}
-	mode, err := ChooseMode(c.Mode, c.URL, c.DatabaseURL)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	mode, _ := ChooseMode(c.Mode, c.URL, c.DatabaseURL)
+	err := c.Validate()
 	c.Mode = mode
-	return c, errors.Join(errs...)
+	return c, err
+}
+
+// Validate is the one check of a setup's settings (the cli's setup calls it before it does
+// anything, Setup before it creates anyone): every problem at once, as a *UsageError. An empty URL
+// stands for DefaultURL; Users and Concurrency below 1 are problems here (a command line gives the
+// ones it means), while Setup reads 0 as their defaults.
+func (c SetupConfig) Validate() error {
+	var errs []error
+	if c.Users < 1 || c.Concurrency < 1 {
+		errs = append(errs, errors.New("--users and --concurrency must be at least 1"))
+	}
+	url := strings.TrimRight(cmp.Or(c.URL, DefaultURL), "/")
+	if _, err := parseTarget(url); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.Check(url); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := ChooseMode(c.Mode, url, c.DatabaseURL); err != nil {
+		errs = append(errs, err)
+	}
+	return usage(errs)
 }
 
 // Setup creates test users (docs/protocol-keycast.md, setup) and returns them; the caller writes

@@ -162,7 +162,7 @@ func CheckSourceRanges(ranges []SourceRange) error {
 	return errors.Join(errs...)
 }
 
-// Validate reports every problem of the configuration at once.
+// Validate reports every problem of the configuration at once, as a *UsageError.
 func (c CombinedConfig) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -197,7 +197,7 @@ func (c CombinedConfig) Validate() error {
 		if q.Connections == 0 || q.DurationSecs == 0 {
 			bad("stream requests: connections %d and duration %d s must be at least 1", q.Connections, q.DurationSecs)
 		}
-		if _, err := RequestFrame(q.Op); err != nil {
+		if err := checkOp("--request-op", q.Op); err != nil {
 			bad("stream requests: %v", err)
 		}
 		offset("requests", q.StartSecs)
@@ -223,7 +223,7 @@ func (c CombinedConfig) Validate() error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return errorf("combined: %w", errors.Join(errs...))
+		return usagef("combined: %w", errors.Join(errs...))
 	}
 	return nil
 }

@@ -278,6 +278,9 @@ var ErrHoldBroken = errors.New("linkkeysload: the hold was not held")
 // ErrHoldBroken.
 func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, error) {
 	out := r.stdout()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
 	WriteConnectionsHeader(out, cfg)
 	progress := r.attemptProgress("connections", int64(cfg.Count), cfg.ProgressEvery, "success", "failed")
 	before, metricsErr := r.metricsBefore(ctx)

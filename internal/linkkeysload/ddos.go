@@ -48,6 +48,9 @@ func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p P
 // server's accounting next to the client's when its METRICS are reachable.
 func DDoS(ctx context.Context, cfg DDoSConfig, r Run) (Result, error) {
 	out := r.stdout()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
 	WriteDDoSHeader(out, cfg)
 	progress := r.attemptProgress("ddos", int64(cfg.Sources), cfg.ProgressEvery, "allowed", "denied")
 	before, metricsErr := r.metricsBefore(ctx)

@@ -181,6 +181,9 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 // fanned out), DONE line.
 func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, error) {
 	out := r.stdout()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
 	WriteHandshakeHeader(out, cfg)
 	r.liveBaseline(ctx)
 	meter := r.startCPU(cfg.Target)

@@ -462,7 +462,7 @@ func readResponse(br *bufio.Reader, buf []byte) ([]byte, error) {
 // process or fanned out), DONE lines.
 func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error) {
 	out := r.stdout()
-	if _, err := RequestFrame(cfg.Op); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
 	WriteRequestHeader(out, cfg)
