@@ -446,4 +446,7 @@ func (r *Run) readAccounting(ctx context.Context, res *Result, before linkkeys.M
 	}
 	a := res.Attempts
 	res.Server = NewServerAccounting(r.Metrics.Location, before, after, a.Attempted, a.Succeeded, a.Failed, settled)
+	if q := res.Requests; q != nil {
+		CheckRateLimited(res.Server, before, after, q.Statuses[linkkeys.StatusUnavailable.String()])
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -523,5 +524,44 @@ func TestHandshakeBenchRefusalsApartFromFailures(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "refused by design") {
 		t.Fatalf("a run with nothing refused says it was:\n%s", out.String())
+	}
+}
+
+// TestRequestBenchRefusalsMatchServerAccounting: with the default public-read limits and two
+// sources, most requests are answered Unavailable; with the server's accounting read, those are
+// refused by design and the server's own count of rate-limited answers agrees with the client's.
+// With the limits raised, none are.
+func TestRequestBenchRefusalsMatchServerAccounting(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		refused bool
+	}{{"default limits", nil, true}, {"limits raised", unlimitedReads, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			rs := startReal(t, config(t, c.env))
+			cfg := linkkeysload.RequestConfig{Target: rs.target, Connections: 2, DurationSecs: 1, Op: linkkeysload.OpDomainKeys,
+				Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.30.0"), Count: 2}, AttemptTimeout: 10 * time.Second, Pipeline: 4}
+			var out bytes.Buffer
+			res, err := linkkeysload.RequestBench(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Stderr: io.Discard,
+				Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, q := res.Server, res.Requests
+			if s == nil || s.Mismatch() || len(s.Checks) == 0 {
+				t.Fatalf("server accounting %+v\n%s", s, out.String())
+			}
+			check := s.Checks[len(s.Checks)-1]
+			unavailable := q.Statuses[linkkeys.StatusUnavailable.String()]
+			if check.Name != "refused answers = server rate_limited_responses" || check.Client != unavailable || check.Server != unavailable {
+				t.Fatalf("rate-limited check %+v, client saw %d Unavailable\n%s", check, unavailable, out.String())
+			}
+			if got := res.Refused[linkkeysresult.RefusedPublicRead]; got != unavailable || (unavailable > 0) != c.refused || q.Completed == 0 {
+				t.Fatalf("refused %v, %d answered Unavailable, %d served\n%s", res.Refused, unavailable, q.Completed, out.String())
+			}
+			if c.refused != strings.Contains(out.String(), fmt.Sprintf("refused by design: %d (public_read_limiter=%d)", unavailable, unavailable)) {
+				t.Fatalf("summary:\n%s", out.String())
+			}
+		})
 	}
 }
