@@ -407,6 +407,17 @@ func (r *Run) metricsBefore(ctx context.Context) (linkkeys.MetricsLine, error) {
 	return s, err
 }
 
+// metricsBeforeOf is metricsBefore for a run against t: a stopped server (SIGSTOP) is not read
+// (its scrape would only time out); the error then says so and the after reading is skipped too.
+func (r *Run) metricsBeforeOf(ctx context.Context, t Target) (linkkeys.MetricsLine, error) {
+	if r.Metrics != nil {
+		if why := serverStopped(t); why != "" {
+			return linkkeys.MetricsLine{}, errors.New(why)
+		}
+	}
+	return r.metricsBefore(ctx)
+}
+
 // accounting reads the server's counters after the run and prints them next to the client's.
 func (r *Run) accounting(ctx context.Context, res *Result, before linkkeys.MetricsLine, beforeErr error) {
 	r.readAccounting(ctx, res, before, beforeErr)
@@ -431,6 +442,10 @@ func (r *Run) readAccounting(ctx context.Context, res *Result, before linkkeys.M
 	}
 	if beforeErr != nil {
 		fail("no reading before the run: " + beforeErr.Error())
+		return
+	}
+	if why := serverStopped(res.TargetInfo); why != "" {
+		fail("no reading after the run: " + why)
 		return
 	}
 	after, err := r.Metrics.Quiet(ctx, r.settleWait())

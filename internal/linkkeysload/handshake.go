@@ -184,7 +184,7 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, error) {
 	out := r.stdout()
 	WriteHandshakeHeader(out, cfg)
-	before, metricsErr := r.metricsBefore(ctx)
+	before, metricsErr := r.metricsBeforeOf(ctx, cfg.Target)
 	if metricsErr == nil && r.Metrics != nil && r.OnServerBefore != nil {
 		r.OnServerBefore(before)
 	}

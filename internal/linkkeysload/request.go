@@ -468,7 +468,7 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 		return Result{}, err
 	}
 	WriteRequestHeader(out, cfg)
-	before, metricsErr := r.metricsBefore(ctx)
+	before, metricsErr := r.metricsBeforeOf(ctx, cfg.Target)
 	if metricsErr == nil && r.Metrics != nil && r.OnServerBefore != nil {
 		r.OnServerBefore(before)
 	}
