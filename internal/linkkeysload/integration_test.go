@@ -24,6 +24,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/report"
 )
 
 // These tests drive the clients against the real reference server on 127.0.0.1:0.
@@ -504,6 +505,15 @@ func TestHandshakeBenchRefusalsApartFromFailures(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &file); err != nil || file.Refused[linkkeysresult.RefusedHandshakeSource] != refused || len(file.Refused) != 1 {
 		t.Fatalf("the file's refused %v (%v)", file.Refused, err)
+	}
+	// The report page's headline tiles, drawn from the file alone: refused apart, failures without them.
+	m, err := report.BuildModel([]report.Source{{Name: jsonPath, Data: b}}, report.HTMLOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := m.Runs[0].Headline; h.Refused != refused || h.RefusedBy[linkkeysresult.RefusedHandshakeSource] != refused ||
+		h.Succeeded != a.Succeeded || h.Failures != a.Failed-refused || h.Operations != a.Attempted {
+		t.Fatalf("page headline %+v; client %+v, refused %d", h, a, refused)
 	}
 
 	// Paced, with enough sources that each gets at most half its burst: nothing is refused.
