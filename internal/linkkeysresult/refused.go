@@ -26,7 +26,9 @@ var Remedies = map[string]string{
 
 // Refusals returns what the server refused by design during the run, by reason: its public-read
 // limiter's Unavailable answers (request-bench) and, where the server's accounting was read, the
-// handshakes and connections its admission control shed. They are neither failures nor
+// handshakes and connections its admission control shed (for handshake-bench and request-bench no
+// more than the attempts the client saw end as a shed one does: AttributeShed, ClosedAtHandshake;
+// connections and ddos take the server's counts whole). They are neither failures nor
 // throughput. Nil when there were none (or nothing could tell: a handshake the limiter refuses
 // looks like a closed stream from the client, so without the server's accounting it stays among
 // the failures, as tls_handshake_error_or_server_reject:EOF).
