@@ -561,7 +561,7 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
 	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
 		return termstatus.Options{Label: "request-bench", Planned: time.Duration(duration) * time.Second,
-			LatencyKinds: []string{linkkeysresult.KindRequest}}
+			LatencyKinds: []string{linkkeysresult.KindRequest}, RefusalCounters: lkRateLimitedCounters}
 	})
 	return c
 }
@@ -570,6 +570,11 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 // its admission control shed: the client sees each as a failed attempt, the status line shows them
 // as refused.
 var lkShedCounters = []string{"shed_handshake_per_source", "shed_handshake_overflow", "shed_handshake_global", "shed_connection_limit"}
+
+// lkRateLimitedCounters is the server's counter (a server sample key) of the requests its
+// public-read limiter answered Unavailable: request-bench counts each as an error, the status line
+// shows them as refused.
+var lkRateLimitedCounters = []string{"rate_limited_responses"}
 
 // serverMetricsReadHelp is --server-metrics on connections, ddos, handshake-bench and request-bench
 // (read before and after the run, sampled in between). It does not say "(default …)": pflag prints
