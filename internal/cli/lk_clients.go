@@ -490,7 +490,7 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 	f.StringVar(&base, "client-ip-base", linkkeysload.DefaultHandshakeBase, "first source address (loopback, or this machine's own addresses for a remote target)")
 	f.Uint32Var(&ipCount, "client-ip-count", linkkeysload.DefaultClientIPCount, "number of distinct source addresses (below 1 counts as 1)")
 	f.BoolVar(&resume, "resume", false, "resume TLS sessions (a session cache per loop); report resumed next to full handshakes")
-	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
+	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
 	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
 		return termstatus.Options{Label: "handshake-bench", Planned: time.Duration(duration) * time.Second,
 			LatencyKinds: []string{linkkeysresult.KindConnectHandshake, linkkeysresult.KindResumed}, RefusalCounters: lkShedCounters}
@@ -556,10 +556,10 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 	f.Var(durflag.NewSeconds(&tmo, 10), "attempt-timeout-secs", "per-connection (connect + TLS handshake) timeout of the setup phase")
 	f.Uint32Var(&pipeline, "pipeline", 1, "requests in flight per connection (1: the seed's one at a time)")
 	f.StringVar(&rateText, "rate", "", "open model: total requests per second across all connections (empty: the closed model)")
-	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsSampleHelp)
+	f.StringVar(&serverMetrics, "server-metrics", "", serverMetricsReadHelp)
 	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
 		return termstatus.Options{Label: "request-bench", Planned: time.Duration(duration) * time.Second,
-			LatencyKinds: []string{linkkeysresult.KindRequest}}
+			LatencyKinds: []string{linkkeysresult.KindRequest}, RefusalCounters: lkRateLimitedCounters}
 	})
 	return c
 }
@@ -569,12 +569,16 @@ func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
 // as refused.
 var lkShedCounters = []string{"shed_handshake_per_source", "shed_handshake_overflow", "shed_handshake_global", "shed_connection_limit"}
 
-// serverMetricsReadHelp is --server-metrics on connections and ddos (read before and after the run,
-// sampled in between); serverMetricsSampleHelp on handshake-bench and request-bench (sampled only).
-// Neither says "(default …)": pflag prints the default itself.
+// lkRateLimitedCounters is the server's counter (a server sample key) of the requests its
+// public-read limiter answered Unavailable: request-bench counts each as an error, the status line
+// shows them as refused.
+var lkRateLimitedCounters = []string{"rate_limited_responses"}
+
+// serverMetricsReadHelp is --server-metrics on connections, ddos, handshake-bench and request-bench
+// (read before and after the run, sampled in between). It does not say "(default …)": pflag prints
+// the default itself.
 const (
-	serverMetricsReadHelp   = "where the server's METRICS are read before and after the run and sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
-	serverMetricsSampleHelp = "where the server's METRICS are sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
+	serverMetricsReadHelp = "where the server's METRICS are read before and after the run and sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
 )
 
 func newLinkKeysDDoSCmd(env *Env) *cobra.Command {

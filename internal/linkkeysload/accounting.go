@@ -42,3 +42,18 @@ func NewServerAccounting(source string, before, after linkkeys.MetricsLine, atte
 }
 
 func sub(a, b uint64) int64 { return int64(a) - int64(b) }
+
+// rateLimitedField is the METRICS field counting the public-read limiter's refusals.
+const rateLimitedField = "rate_limited_responses"
+
+// CheckRateLimited adds request-bench's check of its refused answers (status Unavailable) against
+// the server's public-read limiter count, when both readings carry that count (a server that does
+// not report it gets no check).
+func CheckRateLimited(acc *ServerAccounting, before, after linkkeys.MetricsLine, unavailable int64) {
+	if acc == nil || !before.Has(rateLimitedField) || !after.Has(rateLimitedField) {
+		return
+	}
+	server := sub(after.RateLimitedResponses, before.RateLimitedResponses)
+	acc.Checks = append(acc.Checks, linkkeysresult.Check{Name: "refused answers = server rate_limited_responses",
+		Client: unavailable, Server: server, OK: unavailable == server})
+}

@@ -410,6 +410,17 @@ func (r *Run) metricsBefore(ctx context.Context) (linkkeys.MetricsLine, error) {
 	return s, err
 }
 
+// metricsBeforeOf is metricsBefore for a run against t: a stopped server (SIGSTOP) is not read
+// (its scrape would only time out); the error then says so and the after reading is skipped too.
+func (r *Run) metricsBeforeOf(ctx context.Context, t Target) (linkkeys.MetricsLine, error) {
+	if r.Metrics != nil {
+		if why := serverStopped(t); why != "" {
+			return linkkeys.MetricsLine{}, errors.New(why)
+		}
+	}
+	return r.metricsBefore(ctx)
+}
+
 // accounting reads the server's counters after the run and prints them next to the client's.
 func (r *Run) accounting(ctx context.Context, res *Result, before linkkeys.MetricsLine, beforeErr error) {
 	r.readAccounting(ctx, res, before, beforeErr)
@@ -436,6 +447,10 @@ func (r *Run) readAccounting(ctx context.Context, res *Result, before linkkeys.M
 		fail("no reading before the run: " + beforeErr.Error())
 		return
 	}
+	if why := serverStopped(res.TargetInfo); why != "" {
+		fail("no reading after the run: " + why)
+		return
+	}
 	after, err := r.Metrics.Quiet(ctx, r.settleWait())
 	settled := err == nil
 	switch {
@@ -449,4 +464,7 @@ func (r *Run) readAccounting(ctx context.Context, res *Result, before linkkeys.M
 	}
 	a := res.Attempts
 	res.Server = NewServerAccounting(r.Metrics.Location, before, after, a.Attempted, a.Succeeded, a.Failed, settled)
+	if q := res.Requests; q != nil {
+		CheckRateLimited(res.Server, before, after, q.Statuses[linkkeys.StatusUnavailable.String()])
+	}
 }

@@ -86,6 +86,35 @@ func processRunning(pid int) (running, known bool) {
 	return state != 'Z' && state != 'X', true
 }
 
+// processStopped reports whether pid is stopped (SIGSTOP, or traced and stopped): state T or t in
+// /proc/PID/stat. False where that cannot be told.
+func processStopped(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] == 'T' || s[i+2] == 't'
+}
+
+// serverStopped says why the target's server cannot be read now, or "": its process (the info
+// file's pid, when that process listens on the target's port) is stopped, so a scrape of its
+// metrics would only wait out its timeout.
+func serverStopped(t Target) string {
+	pid := int(t.PID)
+	if owns, known := listensOn(pid, t.Addr.Port()); !known || !owns || !processStopped(pid) {
+		return ""
+	}
+	return "the server process (pid " + strconv.Itoa(pid) + ") is stopped: resume it (SIGCONT) to read its accounting"
+}
+
 // procChildren lists the direct children of pid (from every thread's children file).
 func procChildren(pid int) []int {
 	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")

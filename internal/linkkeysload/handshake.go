@@ -178,14 +178,19 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 }
 
 // HandshakeBench runs the handshake-bench command: header, the timed loops (in this process or
-// fanned out), DONE line.
+// fanned out), DONE line, and, when the server's METRICS are reachable, its accounting next to the
+// client's. The attempts its admission control shed (they end with the stream closed, as failures
+// would) are then refused by design, by reason, apart from the failures (Result.Refused).
 func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, error) {
 	out := r.stdout()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
 	WriteHandshakeHeader(out, cfg)
-	r.liveBaseline(ctx)
+	before, metricsErr := r.metricsBeforeOf(ctx, cfg.Target)
+	if metricsErr == nil && r.Metrics != nil && r.OnServerBefore != nil {
+		r.OnServerBefore(before)
+	}
 	meter := r.startCPU(cfg.Target)
 	var res Result
 	var err error
@@ -200,6 +205,8 @@ func HandshakeBench(ctx context.Context, cfg HandshakeConfig, r Run) (Result, er
 	meter.stop(&res)
 	r.stamp(&res)
 	WriteHandshakeDone(out, cfg, res)
+	r.accounting(ctx, &res, before, metricsErr)
+	res.Refused = res.Refusals()
 	WriteHeadline(out, res)
 	return res, r.writeJSON(ctx, res)
 }

@@ -3,8 +3,12 @@ package linkkeysload_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,11 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/report"
 )
 
 // These tests drive the clients against the real reference server on 127.0.0.1:0.
@@ -450,5 +457,133 @@ func TestConnectionsReportsAServerThatDiesMidHold(t *testing.T) {
 	if !strings.Contains(text, "  LOST: 20 of 20 held connections ended during the hold (") ||
 		!strings.Contains(text, "; the hold was not held (it lasted ") || !strings.Contains(text, "established=20 failed=0") {
 		t.Errorf("output:\n%s", text)
+	}
+}
+
+// TestHandshakeBenchRefusalsApartFromFailures: against the default limits with two source
+// addresses, the server's per-source limiter sheds most handshakes. With its accounting read, the
+// result counts exactly the server's sheds as refused by design (by reason, in the JSON too), the
+// failures leave them out, the successes are the server's completed handshakes, and the summary
+// names the limiter and its remedy. A paced run with enough sources for the per-source burst shows
+// none refused.
+func TestHandshakeBenchRefusalsApartFromFailures(t *testing.T) {
+	srv := config(t, nil)
+	limits := srv.Handshake.WithDefaults(admit.HandshakeDefaults())
+	rs := startReal(t, srv)
+	cfg := linkkeysload.HandshakeConfig{Target: rs.target, DurationSecs: 1, Concurrency: 8, AttemptTimeout: 10 * time.Second,
+		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.28.0"), Count: 2}}
+	var out bytes.Buffer
+	jsonPath := filepath.Join(t.TempDir(), "hs.json")
+	res, err := linkkeysload.HandshakeBench(context.Background(), cfg, linkkeysload.Run{Stdout: &out, JSONPath: jsonPath,
+		Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, a := res.Server, res.Attempts
+	if s == nil || s.Mismatch() || !s.Delta.HasCompleted {
+		t.Fatalf("server accounting %+v\n%s", s, out.String())
+	}
+	// The two sources' bursts (and their refill) pass; the per-source limiter sheds most of the rest.
+	if s.Delta.ShedPerSource <= a.Succeeded || a.Succeeded == 0 {
+		t.Fatalf("the per-source limiter should shed most attempts: %+v, shed %+v\n%s", a, s.Delta, out.String())
+	}
+	var refused int64
+	for _, v := range res.Refused {
+		refused += v
+	}
+	if refused != s.Delta.Shed() || res.Refused[linkkeysresult.RefusedHandshakeSource] != s.Delta.ShedPerSource {
+		t.Fatalf("refused %v, server shed %+v", res.Refused, s.Delta)
+	}
+	if a.Succeeded != s.Delta.HandshakesCompleted || res.Handshakes.Completed != a.Succeeded {
+		t.Fatalf("successes %d (handshakes %d), server completed %d", a.Succeeded, res.Handshakes.Completed, s.Delta.HandshakesCompleted)
+	}
+	if failures := a.Failed - refused; failures != s.Delta.HandshakeRejections+s.Delta.HandshakeTimeouts || failures < 0 {
+		t.Fatalf("failures besides the refusals: %d; server rejections %d timeouts %d", failures, s.Delta.HandshakeRejections, s.Delta.HandshakeTimeouts)
+	}
+	for _, want := range []string{fmt.Sprintf("refused by design: %d (handshake_per_source=%d)", refused, refused),
+		"to admit more (handshake_per_source): each source address gets TCP_HANDSHAKE_BURST"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("missing %q in\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Refused map[string]int64 `json:"refused"`
+	}
+	if err := json.Unmarshal(b, &file); err != nil || file.Refused[linkkeysresult.RefusedHandshakeSource] != refused || len(file.Refused) != 1 {
+		t.Fatalf("the file's refused %v (%v)", file.Refused, err)
+	}
+	// The report page's headline tiles, drawn from the file alone: refused apart, failures without them.
+	m, err := report.BuildModel([]report.Source{{Name: jsonPath, Data: b}}, report.HTMLOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := m.Runs[0].Headline; h.Refused != refused || h.RefusedBy[linkkeysresult.RefusedHandshakeSource] != refused ||
+		h.Succeeded != a.Succeeded || h.Failures != a.Failed-refused || h.Operations != a.Attempted {
+		t.Fatalf("page headline %+v; client %+v, refused %d", h, a, refused)
+	}
+
+	// Paced, with enough sources that each gets at most half its burst: nothing is refused. One
+	// loop, so attempt n uses source n mod count exactly (with several loops the seed's choice,
+	// attempt number plus loop index, can crowd some sources and leave others unused).
+	rs2 := startReal(t, srv)
+	const rate = 200
+	perSource := limits.Burst / 2
+	enough := linkkeysload.SourceAddrs{Base: ip(t, "127.0.29.0"), Count: uint32(math.Ceil(rate * float64(cfg.DurationSecs) / perSource))}
+	paced := linkkeysload.HandshakeConfig{Target: rs2.target, DurationSecs: cfg.DurationSecs, Concurrency: 1, AttemptTimeout: 10 * time.Second,
+		Sources: enough, Rate: rate}
+	out.Reset()
+	res, err = linkkeysload.HandshakeBench(context.Background(), paced, linkkeysload.Run{Stdout: &out,
+		Metrics: &linkkeysload.MetricsSource{Location: rs2.log}, SettleWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Server; s == nil || s.Mismatch() || s.Delta.Shed() != 0 || res.Refused != nil || res.Attempts.Failed != 0 || res.Attempts.Succeeded == 0 {
+		t.Fatalf("enough sources: refused %v, attempts %+v, server %+v\n%s", res.Refused, res.Attempts, s, out.String())
+	}
+	if strings.Contains(out.String(), "refused by design") {
+		t.Fatalf("a run with nothing refused says it was:\n%s", out.String())
+	}
+}
+
+// TestRequestBenchRefusalsMatchServerAccounting: with the default public-read limits and two
+// sources, most requests are answered Unavailable; with the server's accounting read, those are
+// refused by design and the server's own count of rate-limited answers agrees with the client's.
+// With the limits raised, none are.
+func TestRequestBenchRefusalsMatchServerAccounting(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		refused bool
+	}{{"default limits", nil, true}, {"limits raised", unlimitedReads, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			rs := startReal(t, config(t, c.env))
+			cfg := linkkeysload.RequestConfig{Target: rs.target, Connections: 2, DurationSecs: 1, Op: linkkeysload.OpDomainKeys,
+				Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.30.0"), Count: 2}, AttemptTimeout: 10 * time.Second, Pipeline: 4}
+			var out bytes.Buffer
+			res, err := linkkeysload.RequestBench(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Stderr: io.Discard,
+				Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, q := res.Server, res.Requests
+			if s == nil || s.Mismatch() || len(s.Checks) == 0 {
+				t.Fatalf("server accounting %+v\n%s", s, out.String())
+			}
+			check := s.Checks[len(s.Checks)-1]
+			unavailable := q.Statuses[linkkeys.StatusUnavailable.String()]
+			if check.Name != "refused answers = server rate_limited_responses" || check.Client != unavailable || check.Server != unavailable {
+				t.Fatalf("rate-limited check %+v, client saw %d Unavailable\n%s", check, unavailable, out.String())
+			}
+			if got := res.Refused[linkkeysresult.RefusedPublicRead]; got != unavailable || (unavailable > 0) != c.refused || q.Completed == 0 {
+				t.Fatalf("refused %v, %d answered Unavailable, %d served\n%s", res.Refused, unavailable, q.Completed, out.String())
+			}
+			if c.refused != strings.Contains(out.String(), fmt.Sprintf("refused by design: %d (public_read_limiter=%d)", unavailable, unavailable)) {
+				t.Fatalf("summary:\n%s", out.String())
+			}
+		})
 	}
 }

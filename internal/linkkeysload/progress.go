@@ -1,7 +1,6 @@
 package linkkeysload
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -70,18 +69,6 @@ func (r *Run) attemptProgress(name string, total int64, every uint32, okName, no
 		return teeProgress{p, r.Live}
 	}
 	return p
-}
-
-// liveBaseline gives r.OnServerBefore the server's latest reading, for a run that reads none
-// before it (handshake-bench): only when a live view asks for it, so a run without one reads
-// nothing more. A failed reading is no baseline (the live view then starts from the first sample).
-func (r *Run) liveBaseline(ctx context.Context) {
-	if r.OnServerBefore == nil || r.Metrics == nil {
-		return
-	}
-	if m, err := r.Metrics.Latest(ctx); err == nil {
-		r.OnServerBefore(m)
-	}
 }
 
 // teeProgress hands the totals to two displays.

@@ -459,13 +459,19 @@ func readResponse(br *bufio.Reader, buf []byte) ([]byte, error) {
 }
 
 // RequestBench runs the request-bench command: header, connection setup, the timed phase (in this
-// process or fanned out), DONE lines.
+// process or fanned out), DONE lines, and, when the server's METRICS are reachable, its accounting
+// next to the client's: the setup connections, and the answers its public-read limiter refused
+// (which the client counts by their Unavailable status, refused by design apart from failures).
 func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error) {
 	out := r.stdout()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
 	WriteRequestHeader(out, cfg)
+	before, metricsErr := r.metricsBeforeOf(ctx, cfg.Target)
+	if metricsErr == nil && r.Metrics != nil && r.OnServerBefore != nil {
+		r.OnServerBefore(before)
+	}
 	meter := r.startCPU(cfg.Target)
 	var res Result
 	var err error
@@ -490,6 +496,8 @@ func RequestBench(ctx context.Context, cfg RequestConfig, r Run) (Result, error)
 	meter.stop(&res)
 	r.stamp(&res)
 	WriteRequestDone(out, cfg, res)
+	r.accounting(ctx, &res, before, metricsErr)
+	res.Refused = res.Refusals()
 	WriteHeadline(out, res)
 	return res, r.writeJSON(ctx, res)
 }

@@ -34,12 +34,13 @@ type Run struct {
 	// OnHold, when set, is called as a connections hold starts, with the connections held and the
 	// instant the hold is planned to end (a countdown on the terminal).
 	OnHold func(held int64, until time.Time)
-	// OnServerBefore, when set, is given the server's counters read before a connections or ddos
-	// run (the baseline from which a terminal's status line counts the server's refusals).
+	// OnServerBefore, when set, is given the server's counters read before a connections, ddos,
+	// handshake-bench or request-bench run (the baseline from which a terminal's status line counts
+	// the server's refusals).
 	OnServerBefore func(before linkkeys.MetricsLine)
 	// Metrics, when set, is where the server's counters are read: once per interval into the
-	// timeline's server samples, and, for connections and ddos, before and after the run for the
-	// server's accounting.
+	// timeline's server samples, and, for connections, ddos, handshake-bench and request-bench,
+	// before and after the run for the server's accounting (and the refusals by design it explains).
 	Metrics *MetricsSource
 	// SettleWait bounds the wait for the server's after-run reading; 0 means 15 s.
 	SettleWait time.Duration
