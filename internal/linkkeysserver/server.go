@@ -112,7 +112,7 @@ func (s *Server) init() error {
 			s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 		}
 		s.epoch = time.Now()
-		s.kernel0 = machine.ReadKernel()
+		s.kernel0 = machine.ReadTCPCounters()
 		clock := s.Clock
 		if clock == nil {
 			clock = admit.SystemClock()
@@ -435,7 +435,7 @@ func (s *Server) Metrics() Snapshot {
 	snap.Label = "running"
 	hostTCP := false
 	if s.init() == nil {
-		hostTCP = setHostTCP(&snap.MetricsLine, s.kernel0, machine.ReadKernel())
+		hostTCP = setHostTCP(&snap.MetricsLine, s.kernel0, machine.ReadTCPCounters())
 		snap.Sources = s.srcs.line()
 		snap.ElapsedSecs = time.Since(s.epoch).Seconds()
 		snap.HandshakeLimiter = s.hs.Stats()

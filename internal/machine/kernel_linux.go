@@ -12,24 +12,8 @@ import (
 // steal and this process's CPU time. What cannot be read is named in Missing.
 func ReadKernel() Kernel {
 	k := Kernel{At: time.Now(), ConntrackCount: -1, ConntrackMax: -1, ProcessCPU: ProcessCPU()}
+	readTCP(&k)
 	miss := func(what string, err error) { k.Missing = append(k.Missing, what+": "+err.Error()) }
-	if b, err := readBounded("/proc/net/netstat"); err != nil {
-		miss(missTcpExt, err)
-	} else if ns, err := ParseNetstat(b); err != nil {
-		miss(missTcpExt, err)
-	} else {
-		ext := ns["TcpExt"]
-		k.ListenOverflows, k.ListenDrops = ext["ListenOverflows"], ext["ListenDrops"]
-		k.TCPTimeouts, k.SyncookiesSent = ext["TCPTimeouts"], ext["SyncookiesSent"]
-		k.DSACKRecv = ext["TCPDSACKRecv"]
-	}
-	if b, err := readBounded("/proc/net/snmp"); err != nil {
-		miss(missTcp, err)
-	} else if ns, err := ParseNetstat(b); err != nil {
-		miss(missTcp, err)
-	} else {
-		k.RetransSegs = ns["Tcp"]["RetransSegs"]
-	}
 	if b, err := readBounded("/proc/net/sockstat"); err != nil {
 		miss("sockstat", err)
 	} else if s, err := ParseSockstat(b); err != nil {
@@ -53,6 +37,37 @@ func ReadKernel() Kernel {
 	}
 	k.Netns, _ = os.Readlink("/proc/self/ns/net")
 	return k
+}
+
+// ReadTCPCounters reads only the TCP counters of this process's network namespace (TcpExt and Tcp:
+// the fields TCPCountersRead vouches for), for a caller that reads them often (the LinkKeys server's
+// every METRICS line and scrape); the rest of a Kernel is left zero.
+func ReadTCPCounters() Kernel {
+	k := Kernel{At: time.Now(), ConntrackCount: -1, ConntrackMax: -1}
+	readTCP(&k)
+	return k
+}
+
+// readTCP fills k's TcpExt and Tcp counters from /proc/net/netstat and /proc/net/snmp.
+func readTCP(k *Kernel) {
+	miss := func(what string, err error) { k.Missing = append(k.Missing, what+": "+err.Error()) }
+	if b, err := readBounded("/proc/net/netstat"); err != nil {
+		miss(missTcpExt, err)
+	} else if ns, err := ParseNetstat(b); err != nil {
+		miss(missTcpExt, err)
+	} else {
+		ext := ns["TcpExt"]
+		k.ListenOverflows, k.ListenDrops = ext["ListenOverflows"], ext["ListenDrops"]
+		k.TCPTimeouts, k.SyncookiesSent = ext["TCPTimeouts"], ext["SyncookiesSent"]
+		k.DSACKRecv = ext["TCPDSACKRecv"]
+	}
+	if b, err := readBounded("/proc/net/snmp"); err != nil {
+		miss(missTcp, err)
+	} else if ns, err := ParseNetstat(b); err != nil {
+		miss(missTcp, err)
+	} else {
+		k.RetransSegs = ns["Tcp"]["RetransSegs"]
+	}
 }
 
 // readBounded reads a /proc file, at most one byte more than the parsers accept (so they refuse it).

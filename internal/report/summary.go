@@ -10,7 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/loadproof/loadproof/internal/hist"
 )
 
 // SummaryRow is one report's line on a combined page's summary tab: its verdict, the figure the
@@ -39,18 +40,18 @@ func Summarize(name string, m *Model) SummaryRow {
 	h := m.Runs[0].Headline
 	row.Key = keyFigure(m.Runs[0])
 	if h.Refused > 0 {
-		w := "refused by design: " + countText(h.Refused)
+		w := "refused by design: " + hist.CountText(h.Refused)
 		if len(h.RefusedBy) > 0 {
 			var by []string
 			for _, k := range slices.Sorted(maps.Keys(h.RefusedBy)) {
-				by = append(by, k+" "+countText(h.RefusedBy[k]))
+				by = append(by, k+" "+hist.CountText(h.RefusedBy[k]))
 			}
 			w += " (" + strings.Join(by, ", ") + ")"
 		}
 		row.Warnings = append(row.Warnings, w+"; not failures")
 	}
 	if h.Failures > 0 {
-		w := "failures: " + countText(h.Failures)
+		w := "failures: " + hist.CountText(h.Failures)
 		if n := h.Operations - h.Refused; n > 0 {
 			w += " (" + strconv.FormatFloat(100*float64(h.Failures)/float64(n), 'f', 2, 64) + " % of those not refused)"
 		}
@@ -106,11 +107,11 @@ func keyFigure(r *RunView) string {
 	var s string
 	switch r.Command {
 	case "connections":
-		s = countText(h.Succeeded) + " connections established"
+		s = hist.CountText(h.Succeeded) + " connections established"
 	case "handshake-bench":
 		s = figText(float64(h.Throughput)) + " handshakes/s"
 	case "ddos":
-		s = countText(h.Succeeded) + " admitted"
+		s = hist.CountText(h.Succeeded) + " admitted"
 	default:
 		s = figText(float64(h.Throughput)) + " served/s"
 	}
@@ -126,7 +127,7 @@ func figText(v float64) string {
 	case math.IsNaN(v):
 		return "—"
 	case a >= 1000:
-		return countText(int64(math.Round(v)))
+		return hist.CountText(int64(math.Round(v)))
 	case a >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 10:
@@ -141,25 +142,7 @@ func latencyMs(ms float64) string {
 	if math.IsNaN(ms) {
 		return "—"
 	}
-	return DurationText(time.Duration(ms * float64(time.Millisecond)))
-}
-
-// countText writes a count with thousands separators.
-func countText(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return hist.MsText(ms)
 }
 
 // PageModel reads back the model a page (Page, HTML) embeds.

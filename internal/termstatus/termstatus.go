@@ -497,7 +497,7 @@ func (s *state) render(o Options, now time.Time) string {
 	}
 	if s.holding > 0 || !s.holdUntil.IsZero() {
 		left := max(s.holdUntil.Sub(now), 0)
-		parts = append(parts, fmt.Sprintf("holding %s connections: %s left", count(s.holding), clock(left.Round(time.Second))))
+		parts = append(parts, fmt.Sprintf("holding %s connections: %s left", hist.CountText(s.holding), clock(left.Round(time.Second))))
 		return strings.Join(parts, "  ")
 	}
 	if s.start.IsZero() {
@@ -510,9 +510,9 @@ func (s *state) render(o Options, now time.Time) string {
 		parts = append(parts, clock(el))
 	}
 	if s.count > 0 && s.haveAttempts {
-		parts = append(parts, fmt.Sprintf("%s/%s %s", count(s.attempted), count(s.count), o.Noun))
+		parts = append(parts, fmt.Sprintf("%s/%s %s", hist.CountText(s.attempted), hist.CountText(s.count), o.Noun))
 	} else if s.haveAttempts {
-		parts = append(parts, fmt.Sprintf("%s %s", count(s.attempted), o.Noun))
+		parts = append(parts, fmt.Sprintf("%s %s", hist.CountText(s.attempted), o.Noun))
 	}
 	rate, p99 := s.current()
 	if s.seenIv {
@@ -528,7 +528,7 @@ func (s *state) render(o Options, now time.Time) string {
 	// The server's refusals were counted by the client as failures: move them over.
 	moved := min(s.serverRefused, failed)
 	failed, refused = failed-moved, refused+moved
-	parts = append(parts, "errors "+count(failed), "refused "+count(refused))
+	parts = append(parts, "errors "+hist.CountText(failed), "refused "+hist.CountText(refused))
 	return strings.Join(parts, "  ")
 }
 
@@ -545,29 +545,11 @@ func clock(d time.Duration) string {
 	return fmt.Sprintf("%d:%02d", m, s)
 }
 
-// count renders n with thousands separators.
-func count(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
 func rateText(r float64) string {
 	if r < 10 {
 		return strconv.FormatFloat(r, 'f', 1, 64)
 	}
-	return count(int64(r + 0.5))
+	return hist.CountText(int64(r + 0.5))
 }
 
 // clip cuts s to at most n columns (runes; the line is ASCII but for µ and …).

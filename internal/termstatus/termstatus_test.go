@@ -326,8 +326,8 @@ func TestFormats(t *testing.T) {
 		n    int64
 		want string
 	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {1234567, "1,234,567"}, {-4500, "-4,500"}} {
-		if got := count(c.n); got != c.want {
-			t.Errorf("count(%d) = %q, want %q", c.n, got, c.want)
+		if got := hist.CountText(c.n); got != c.want {
+			t.Errorf("CountText(%d) = %q, want %q", c.n, got, c.want)
 		}
 	}
 	if got := clip("p99 18.0µs and more", 10); got != "p99 18.0µs" {
