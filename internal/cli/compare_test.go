@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/report"
 )
@@ -24,16 +23,7 @@ func TestCompareRealRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	dir := t.TempDir()
-	info := filepath.Join(dir, "info.json")
-	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
-		t.Fatal(err)
-	}
+	info, dir := lkInfoServer(t, linkkeysserver.TestServerOptions{Config: cfg})
 	run := func(name, rate string) string {
 		p := filepath.Join(dir, name+".json")
 		env, out, errOut := lkTestEnv()

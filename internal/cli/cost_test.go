@@ -13,7 +13,6 @@ import (
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/keycastresult"
-	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 )
@@ -60,16 +59,7 @@ func editJSON(t *testing.T, src, dst string, edit func(m map[string]any)) {
 // line and the HTML page carries the tile; verify recomputes the cost, and refuses the file once
 // the cost or the figure it divides by is changed. Without a price nothing says cost anywhere.
 func TestCostLinkKeysRealRun(t *testing.T) {
-	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	dir := t.TempDir()
-	info := filepath.Join(dir, "info.json")
-	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
-		t.Fatal(err)
-	}
+	info, dir := lkInfoServer(t, linkkeysserver.TestServerOptions{})
 	priced := filepath.Join(dir, "priced.json")
 	env, out, errOut := lkTestEnv()
 	args := []string{"connections", "--info-file", info, "--count", "12", "--concurrency", "4", "--hold-secs", "0", "--client-ip-count", "2",

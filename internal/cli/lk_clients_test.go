@@ -314,3 +314,20 @@ func TestLinkKeysFlagHelp(t *testing.T) {
 		walk(root)
 	}
 }
+
+// lkInfoServer starts a LinkKeys test server with opts (closed when the test ends) and writes its
+// info file into a new temporary directory; it returns the info file's path and the directory.
+func lkInfoServer(t *testing.T, opts linkkeysserver.TestServerOptions) (info, dir string) {
+	t.Helper()
+	ts, err := linkkeysserver.NewTestServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close() })
+	dir = t.TempDir()
+	info = filepath.Join(dir, "info.json")
+	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
+		t.Fatal(err)
+	}
+	return info, dir
+}

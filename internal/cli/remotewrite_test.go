@@ -21,7 +21,6 @@ import (
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
-	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
@@ -111,16 +110,7 @@ func promQuery(t *testing.T, base, q string) float64 {
 // with the result's HDR p99 within the native histogram's resolution.
 func TestRemoteWriteToARealPrometheus(t *testing.T) {
 	base := startPrometheus(t)
-	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	dir := t.TempDir()
-	info := filepath.Join(dir, "info.json")
-	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
-		t.Fatal(err)
-	}
+	info, dir := lkInfoServer(t, linkkeysserver.TestServerOptions{})
 	jsonPath := filepath.Join(dir, "rb.json")
 	env, out, errOut := lkTestEnv()
 	if code := Run(context.Background(), LinkKeys, []string{"request-bench", "--info-file", info, "--connections", "2", "--duration", "3s",
@@ -176,15 +166,7 @@ func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
 			defer c.Close() // hold it open, never answer
 		}
 	}()
-	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	info := filepath.Join(t.TempDir(), "info.json")
-	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
-		t.Fatal(err)
-	}
+	info, _ := lkInfoServer(t, linkkeysserver.TestServerOptions{})
 	env, out, errOut := lkTestEnv()
 	start := time.Now()
 	jsonPath := filepath.Join(t.TempDir(), "hs.json")
@@ -348,16 +330,7 @@ func TestRemoteWriteConnectionsHeld(t *testing.T) {
 			remotewrite.HeldGauge, remotewrite.StreamSep, linkkeysresult.GaugeHeld, linkkeysresult.StreamSep)
 	}
 	base := startPrometheus(t)
-	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	dir := t.TempDir()
-	info := filepath.Join(dir, "info.json")
-	if err := linkkeys.WriteInfo(info, ts.Info()); err != nil {
-		t.Fatal(err)
-	}
+	info, dir := lkInfoServer(t, linkkeysserver.TestServerOptions{})
 	jsonPath := filepath.Join(dir, "c.json")
 	env, out, errOut := lkTestEnv()
 	if code := Run(context.Background(), LinkKeys, []string{"connections", "--info-file", info, "--count", "20", "--hold", "3s",
