@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/textclip"
 )
 
 // TLS on the listener.
@@ -253,7 +254,7 @@ func ParseTLSHosts(s string) ([]string, error) {
 // canonicalTLSHost is one host of ParseTLSHosts: an IP address in its canonical form, or a
 // lower-cased DNS name.
 func canonicalTLSHost(h string) (string, error) {
-	q := fmt.Sprintf("%.80q", h)
+	q := fmt.Sprintf("%q", textclip.String(h, 60)) // 60 bytes: %q may write 4 characters for each
 	ip := strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 	if a, err := netip.ParseAddr(ip); err == nil {
 		if a.Zone() != "" {
