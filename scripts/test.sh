@@ -8,8 +8,10 @@
 #                SQLite files, a real PostgreSQL and an embedded NATS
 #   e2e          go test -tags e2e: reports and the dashboard in headless Chromium, the fault suite,
 #                the multi-host test bed in network namespaces; then the PostgreSQL restart alone
-#   fuzz         every fuzz target, each package's test binary built once; mutation time goes to the
-#                packages changed in the last day (FUZZTIME_CHANGED), the rest get FUZZTIME
+#   fuzz         mutation time where the code changed: the fuzz targets of packages changed in the
+#                last day (FUZZ_SINCE), most recent first, FUZZTIME each, each package's test binary
+#                built once, within FUZZ_BUDGET seconds (every target's seed corpus already ran as a
+#                test in the integration stage; FUZZ_ALL=1 fuzzes every package)
 #   smoke        the LinkKeys smoke run of the built binary
 #
 # Each go test stage names its 10 slowest tests and ends with "N passed, N failed, N skipped".
@@ -20,8 +22,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
-FUZZTIME="${FUZZTIME:-1s}"
-FUZZTIME_CHANGED="${FUZZTIME_CHANGED:-5s}"
+FUZZTIME="${FUZZTIME:-4s}"
+FUZZ_BUDGET="${FUZZ_BUDGET:-120}"
+FUZZ_SINCE="${FUZZ_SINCE:-24 hours ago}"
 STAGES="${STAGES:-static unit integration e2e fuzz smoke}"
 COUNT=()
 if [ "${CI:-}" = "true" ]; then COUNT=(-count=1); fi
@@ -102,21 +105,53 @@ e2e() {
 }
 
 fuzz() {
-  # Packages changed in the last day get the longer mutation time: that is where new bugs are.
-  local changed
-  changed=$(git log --since='24 hours ago' --name-only --pretty=format: 2>/dev/null | grep '\.go$' | xargs -r -n1 dirname | sort -u || true)
+  # Every target's seed corpus already ran as an ordinary test in the integration stage. Mutation
+  # time goes where the code changed: packages with Go files changed in the last FUZZ_SINCE (a day),
+  # the most recently changed first, FUZZTIME per target, until FUZZ_BUDGET seconds of the stage
+  # (builds included) are spent; the targets left over are named. FUZZ_ALL=1 fuzzes every package.
+  local pkgs
+  if [ -n "${FUZZ_ALL:-}" ]; then
+    pkgs=$(fuzz_packages)
+  else
+    pkgs=$(changed_fuzz_packages)
+  fi
+  if [ -z "$pkgs" ]; then
+    echo "   no package with fuzz targets changed since $FUZZ_SINCE: mutation skipped (FUZZ_ALL=1 fuzzes all)"
+    return 0
+  fi
   local bindir; bindir=$(mktemp -d)
-  local dir name bin t
-  for dir in $(grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(' internal | xargs -n1 dirname | sort -u); do
+  local t0=$SECONDS dir name bin left=()
+  for dir in $pkgs; do
+    if [ $((SECONDS - t0)) -ge "$FUZZ_BUDGET" ]; then left+=("$dir"); continue; fi
     bin="$bindir/$(echo "$dir" | tr / _).test"
     go test -c -fuzz=Fuzz -o "$bin" "./$dir"  # -fuzz builds the coverage instrumentation the fuzzer needs
-    t=$FUZZTIME
-    if grep -qx "$dir" <<<"$changed"; then t=$FUZZTIME_CHANGED; fi
-    for name in $(grep -h -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$dir"/*_test.go | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/' | sort -u); do
-      echo "-- $dir $name ($t)"
-      fuzz_one "$dir" "$bin" "$name" "$t"
+    for name in $(fuzz_targets "$dir"); do
+      if [ $((SECONDS - t0)) -ge "$FUZZ_BUDGET" ]; then left+=("$dir.$name"); continue; fi
+      echo "-- $dir $name ($FUZZTIME)"
+      fuzz_one "$dir" "$bin" "$name" "$FUZZTIME"
     done
   done
+  if [ ${#left[@]} -gt 0 ]; then
+    echo "   budget of ${FUZZ_BUDGET} s spent; not fuzzed this run (their seeds ran as tests): ${left[*]}"
+  fi
+}
+
+# fuzz_packages: every package directory with a fuzz target.
+fuzz_packages() {
+  grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(' internal | xargs -r -n1 dirname | sort -u
+}
+
+# changed_fuzz_packages: the packages with fuzz targets whose Go files changed since FUZZ_SINCE,
+# the most recently changed first.
+changed_fuzz_packages() {
+  local all; all=$(fuzz_packages)
+  git log --since="$FUZZ_SINCE" --name-only --pretty=format: 2>/dev/null | grep '\.go$' | xargs -r -n1 dirname |
+    awk '!seen[$0]++' | grep -Fx -f <(printf '%s\n' $all) || true
+}
+
+# fuzz_targets DIR: the fuzz targets declared in DIR's test files.
+fuzz_targets() {
+  grep -h -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$1"/*_test.go | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/' | sort -u
 }
 
 # fuzz_one DIR BIN NAME TIME: the test binary runs in its package directory, where its seed corpus

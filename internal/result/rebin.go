@@ -54,13 +54,31 @@ func Rebinned(ivs []Interval, secs float64) []Interval {
 	if len(ivs) == 0 || !(secs > 0) || math.IsInf(secs, 0) {
 		return ivs
 	}
-	slot := func(t float64) int64 {
-		if math.IsNaN(t) || t < 0 {
-			return -1
-		}
-		return int64(math.Floor(min(t/secs, 1<<40) + 1e-9))
+	return rebinnedFrom(ivs, secs, max(timeSlot(ivs[0].T, secs), 0))
+}
+
+// timeSlot is the slot of secs that an interval starting at t falls in (-1 for a t no run writes).
+func timeSlot(t, secs float64) int64 {
+	if math.IsNaN(t) || t < 0 {
+		return -1
 	}
-	first := max(slot(ivs[0].T), 0)
+	return int64(math.Floor(min(t/secs, 1<<40) + 1e-9))
+}
+
+// slotted returns ivs joined into slots of secs counted from the run's start: interval i of the
+// result is slot i, [i·secs, (i+1)·secs), whatever instant the first of ivs starts at. Parts
+// slotted alike merge by index at the same instants even when one part's collector was late and
+// its intervals do not fall on the grid (Envelope.Merge).
+func slotted(ivs []Interval, secs float64) []Interval {
+	if len(ivs) == 0 || !(secs > 0) || math.IsInf(secs, 0) {
+		return ivs
+	}
+	return rebinnedFrom(ivs, secs, 0)
+}
+
+// rebinnedFrom is Rebinned with out[0] at slot first.
+func rebinnedFrom(ivs []Interval, secs float64, first int64) []Interval {
+	slot := func(t float64) int64 { return timeSlot(t, secs) }
 	out := make([]Interval, 0, len(ivs))
 	budget := int64(len(ivs)) // empty slots kept at most, which bounds the result by twice ivs
 	for i := range ivs {

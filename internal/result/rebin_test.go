@@ -187,3 +187,36 @@ func FuzzMergeParts(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeAlignsALateCollectorByTime: a part whose collector ran late once (its second interval
+// lasts two ticks, so it has one interval fewer) merges with a part on the grid slot by slot in
+// time: the merged timeline stays in time order (by index its later intervals landed a slot early
+// and behind the other part's) and every count is kept.
+func TestMergeAlignsALateCollectorByTime(t *testing.T) {
+	onGrid := fine(0, 5)
+	late := fine(0, 5)
+	late[1].Secs = 0.2
+	late = append(late[:2], late[3:]...) // T 0, 0.1 (two ticks long), 0.3, 0.4
+	for _, order := range [][]*Envelope{{part(0.1, late), part(0.1, onGrid)}, {part(0.1, onGrid), part(0.1, late)}} {
+		var m Envelope
+		for _, p := range order {
+			if err := m.Merge(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("merged timeline: %v", err)
+		}
+		if len(m.Intervals) != 5 {
+			t.Fatalf("%d intervals, want 5", len(m.Intervals))
+		}
+		n, c := countsOf(m.Intervals)
+		if n != 15+12 || c != 9 {
+			t.Fatalf("counts %d counters %d, want 27 and 9", n, c)
+		}
+		// Slot 3 holds the on-grid part's fourth interval (4) and the late part's third (4).
+		if got := m.Intervals[3].Counts["success"]; got != 8 {
+			t.Fatalf("slot 3 counts %d, want 8", got)
+		}
+	}
+}

@@ -5,8 +5,8 @@
 // IntervalSecs and every reader divides by it), with the server samples taken in each.
 //
 // Everything here merges exactly: segments of one run (worker processes, machines) combine into the
-// result one very large machine would have written. Intervals merge by index from each part's own
-// start, which the coordinated start of a fanned-out run makes the same instant (the clock offsets
+// result one very large machine would have written. Intervals merge slot by slot in time from each
+// part's own start (slot i is [i·IntervalSecs, (i+1)·IntervalSecs)), which the coordinated start of a fanned-out run makes the same instant (the clock offsets
 // are recorded in the machine records); parts of different interval lengths, one a whole multiple
 // of the other, merge at the longer one (Rebin). Counts, causes, counters and histograms add;
 // gauges (a value at the interval's end, such as the connections held) sum across parts, which
@@ -221,11 +221,20 @@ func (e *Envelope) Merge(o *Envelope) error {
 	e.Totals = addCounts(e.Totals, o.Totals)
 	e.Causes = addCounts(e.Causes, o.Causes)
 	e.Histograms = addHists(e.Histograms, o.Histograms)
-	for i := range o.Intervals {
+	ivs := o.Intervals
+	if len(ivs) > 0 && e.IntervalSecs > 0 {
+		// Parts merge slot by slot in time, not interval by interval: a part whose collector ran
+		// late (a busy machine delays a tick, and that interval lasts two) has fewer intervals
+		// than the others, and by index its later ones would land in the wrong slots, out of
+		// time order.
+		e.Intervals = slotted(e.Intervals, e.IntervalSecs)
+		ivs = slotted(ivs, e.IntervalSecs)
+	}
+	for i := range ivs {
 		if i >= len(e.Intervals) {
-			e.Intervals = append(e.Intervals, Interval{T: o.Intervals[i].T, Secs: o.Intervals[i].Secs})
+			e.Intervals = append(e.Intervals, Interval{T: ivs[i].T, Secs: ivs[i].Secs})
 		}
-		e.Intervals[i].merge(&o.Intervals[i])
+		e.Intervals[i].merge(&ivs[i])
 	}
 	return nil
 }
