@@ -3,6 +3,7 @@
 package internal_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -219,6 +220,37 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 	for dir, p := range scan(t) {
 		if !p.doc {
 			t.Errorf("package %s has no package doc comment (add a doc.go)", dir)
+		}
+	}
+}
+
+// noContextValues are the packages that put nothing in a context.Context: what their callers need
+// is passed explicitly. coord's runner (coord.Runner) reaches the client commands through the
+// cli's wiring (the tree the cli builds for coordinate and worker), never as a context value.
+var noContextValues = []string{"coord"}
+
+func TestNoContextValues(t *testing.T) {
+	for _, pkg := range noContextValues {
+		files, err := filepath.Glob(filepath.Join(pkg, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "WithValue" {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "context" {
+						t.Errorf("%s calls context.WithValue: %s passes what its callers need explicitly (docs/architecture.md)", path, pkg)
+					}
+				}
+				return true
+			})
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/cmdenv"
+	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/procexec"
 	"github.com/loadproof/loadproof/internal/report"
@@ -67,7 +68,11 @@ func Main(tree Tree) int {
 
 // Run executes one command line against env and returns the exit code.
 func Run(ctx context.Context, tree Tree, args []string, env *Env) int {
-	root := NewRoot(tree, env)
+	return runRoot(ctx, NewRoot(tree, env), args, env)
+}
+
+// runRoot executes one command line on a built tree and returns the exit code.
+func runRoot(ctx context.Context, root *cobra.Command, args []string, env *Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
@@ -93,14 +98,30 @@ func isFlagError(err error) bool {
 	return errors.As(err, &fe)
 }
 
+// treeOpts are what a command tree is built with beyond its environment, handed to the client
+// commands' constructors. The zero value is a plain command line's tree: every client runs here,
+// priced by its own flags. coordinate and worker build a tree with theirs.
+type treeOpts struct {
+	// runner is where the client commands send their load (coord.Runner): a worker's task share,
+	// or the coordinator's workers.
+	runner coord.Runner
+	// fleet, under coordinate, holds the prices of the run's machines (docs/cost.md).
+	fleet *fleetPrices
+}
+
 // NewRoot builds the command tree for a binary.
 func NewRoot(tree Tree, env *Env) *cobra.Command {
+	return newRoot(tree, env, treeOpts{})
+}
+
+// newRoot builds the command tree for a binary with o's runner and prices.
+func newRoot(tree Tree, env *Env, o treeOpts) *cobra.Command {
 	var root *cobra.Command
 	switch tree {
 	case LinkKeys:
-		root = newLinkKeysCmd(env, "linkkeys-loadtest")
+		root = newLinkKeysCmd(env, "linkkeys-loadtest", o)
 	case Keycast:
-		root = newKeycastCmd(env, "keycast-loadtest")
+		root = newKeycastCmd(env, "keycast-loadtest", o)
 		// Upstream's clap command has `-V`/`--version` and prints "<name> <version>".
 		root.Flags().BoolP("version", "V", false, "Print version")
 		root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
@@ -113,7 +134,7 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 				"harness and reference server), keycast (HTTP RPC tool and reference server), report (result\n" +
 				"files of either, merged exactly), verify and keygen (checked and signed evidence), demo.",
 		}
-		root.AddCommand(newLinkKeysCmd(env, "linkkeys"), newKeycastCmd(env, "keycast"), newDemoCmd(env), newReportCmd(env), newMachineCmd(env),
+		root.AddCommand(newLinkKeysCmd(env, "linkkeys", o), newKeycastCmd(env, "keycast", o), newDemoCmd(env), newReportCmd(env), newMachineCmd(env),
 			newVerifyCmd(env), newKeygenCmd(env), newCompareCmd(env))
 		root.AddCommand(newCoordinateCmd(env), newWorkerCmd(env), newKubeCmd(env))
 		root.AddCommand(newSearchCmd(env))
@@ -129,7 +150,7 @@ func NewRoot(tree Tree, env *Env) *cobra.Command {
 	return root
 }
 
-func newLinkKeysCmd(env *Env, use string) *cobra.Command {
+func newLinkKeysCmd(env *Env, use string, o treeOpts) *cobra.Command {
 	c := &cobra.Command{
 		Use:   use,
 		Short: "LinkKeys TCP/TLS load-test harness and reference server",
@@ -137,23 +158,23 @@ func newLinkKeysCmd(env *Env, use string) *cobra.Command {
 	c.PersistentFlags().BoolP("verbose", "v", false, "print the DEBUG sample of a non-ok answer (request-bench, combined)")
 	c.AddCommand(
 		newLinkKeysServerCmd(env),
-		newLinkKeysConnectionsCmd(env),
-		newLinkKeysHandshakeBenchCmd(env),
-		newLinkKeysRequestBenchCmd(env),
-		newLinkKeysDDoSCmd(env),
-		newLinkKeysCombinedCmd(env),
+		newLinkKeysConnectionsCmd(env, o),
+		newLinkKeysHandshakeBenchCmd(env, o),
+		newLinkKeysRequestBenchCmd(env, o),
+		newLinkKeysDDoSCmd(env, o),
+		newLinkKeysCombinedCmd(env, o),
 		newLinkKeysCapacityCmd(env),
 		newLinkKeysSmokeCmd(env),
 		newLinkKeysProfileCmd(env),
 	)
-	for _, w := range linkKeysHiddenCmds(env) {
+	for _, w := range linkKeysHiddenCmds(env, o) {
 		w.Hidden = true
 		c.AddCommand(w)
 	}
 	return c
 }
 
-func newKeycastCmd(env *Env, use string) *cobra.Command {
+func newKeycastCmd(env *Env, use string, o treeOpts) *cobra.Command {
 	c := &cobra.Command{
 		Use:   use,
 		Short: "Load testing tool for Keycast HTTP RPC endpoint",
@@ -162,9 +183,9 @@ func newKeycastCmd(env *Env, use string) *cobra.Command {
 	c.AddCommand(
 		newKeycastServerCmd(env),
 		newKeycastSetupCmd(env),
-		newKeycastRunCmd(env),
+		newKeycastRunCmd(env, o),
 		newKeycastReportCmd(env),
-		newKeycastCapacityCmd(env),
+		newKeycastCapacityCmd(env, o),
 		newKeycastProfileCmd(env),
 	)
 	return c

@@ -231,7 +231,6 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 	if err := co.WaitReady(ctx); err != nil {
 		code, runErr = ExitCouldNotRun, err // printed once, by the caller
 	} else {
-		hook := &coord.Hook{KeycastRun: co.KeycastRun, LinkKeysRun: co.LinkKeysRun, Workers: co.Count()}
 		// Spawned workers run on this machine: its one price counts once.
 		fleet := &fleetPrices{coordinator: o.price, local: o.spawn}
 		for _, w := range co.Workers() {
@@ -239,7 +238,9 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 				fleet.workers = append(fleet.workers, w.Machine.CostPerHour)
 			}
 		}
-		code = Run(withFleetPrices(coord.WithHook(ctx, hook), fleet), Loadproof, args, env)
+		// The client command's tree spreads its run over the workers (coord.Runner.Spread).
+		root := newRoot(Loadproof, env, treeOpts{runner: coord.Runner{Spread: co}, fleet: fleet})
+		code = runRoot(ctx, root, args, env)
 	}
 	lost := co.Lost()
 	if lost != nil {
@@ -404,7 +405,9 @@ func newWorkerCmd(env *Env) *cobra.Command {
 			err := coord.RunWorker(cmd.Context(), coord.WorkerConfig{
 				Conn: nf.conn(""), Prefix: nf.prefix, Secret: nf.secret, InsecureUnsigned: nf.insecure, Name: name, Index: index, JoinTimeout: joinTimeout,
 				MetricsFiles: metricsFile, TaskFiles: taskFiles, ClientIPBase: ipBase, ClientIPCount: ipCount,
-				Exec:     func(ctx context.Context, args []string) error { return execClient(ctx, env, args) },
+				Exec: func(ctx context.Context, args []string, share *coord.Share) error {
+					return execClient(ctx, env, args, share)
+				},
 				Hosts:    hostrule.Rules{AllowHost: allowHost, RefuseHosts: refuseHosts},
 				Progress: env.Stderr, Logger: env.Logger, CostPerHour: price,
 			})
@@ -451,25 +454,14 @@ func envInt(env *Env, k string) int {
 	return n
 }
 
-// hookLinkKeysRun is the coordinator's LinkKeysRun for a LinkKeys client, or nil.
-func hookLinkKeysRun(h *coord.Hook) func(context.Context, string) ([][]byte, error) {
-	if h == nil {
-		return nil
-	}
-	return h.LinkKeysRun
-}
-
-// execClient runs a client command through the loadproof tree in this process. The command reads
-// the task's hook from ctx: it runs its segment from the start instant and delivers its result.
-func execClient(ctx context.Context, env *Env, args []string) error {
-	return runClient(ctx, env, args)
-}
-
-// The command's own error is returned as it is: nothing is scraped from its output.
-func runClient(ctx context.Context, env *Env, args []string) error {
+// execClient runs a worker task's client command through a loadproof tree built with the task's
+// share (coord.Runner.Share) in this process: the command runs its segment from the start instant
+// and delivers its result. The command's own error is returned as it is: nothing is scraped from
+// its output.
+func execClient(ctx context.Context, env *Env, args []string, share *coord.Share) error {
 	wenv := *env
 	wenv.Stdout = io.Discard
-	root := NewRoot(Loadproof, &wenv)
+	root := newRoot(Loadproof, &wenv, treeOpts{runner: coord.Runner{Share: share}})
 	root.SetArgs(args)
 	root.SetOut(io.Discard)
 	root.SetErr(env.Stderr)

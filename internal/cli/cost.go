@@ -22,7 +22,7 @@ import (
 // read by cost.ParsePrice (docs/cost.md). Neither given: the run has no cost and nothing says one.
 type prices struct {
 	load, server cost.Price
-	// fleet, set under coordinate (fromContext), holds the prices of the run's machines.
+	// fleet, set under coordinate (treeOpts.fleet), holds the prices of the run's machines.
 	fleet *fleetPrices
 }
 
@@ -33,20 +33,6 @@ type fleetPrices struct {
 	coordinator cost.Price
 	// local says the workers were spawned on the coordinator's machine: one machine, one price.
 	local bool
-}
-
-type fleetKey struct{}
-
-// withFleetPrices hands a coordinated run's machine prices to the client command it runs.
-func withFleetPrices(ctx context.Context, f *fleetPrices) context.Context {
-	return context.WithValue(ctx, fleetKey{}, f)
-}
-
-// fromContext picks up a coordinated run's machine prices (coordinate sets them).
-func (p *prices) fromContext(ctx context.Context) {
-	if f, ok := ctx.Value(fleetKey{}).(*fleetPrices); ok {
-		p.fleet = f
-	}
 }
 
 // loadPrices are the load machines' prices: this machine's alone, or, under coordinate, each

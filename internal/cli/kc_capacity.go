@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/capacity"
-	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/hostrule"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/report"
@@ -22,7 +21,7 @@ var capacityRunner capacity.Runner
 
 // newKeycastCapacityCmd is `keycast-loadtest capacity` / `loadproof keycast capacity`: run a
 // predeclared capacity-readiness profile and write its evidence bundle.
-func newKeycastCapacityCmd(env *Env) *cobra.Command {
+func newKeycastCapacityCmd(env *Env, o treeOpts) *cobra.Command {
 	var (
 		planPath, output, allowHost string
 		prov                        provenance
@@ -68,8 +67,8 @@ func newKeycastCapacityCmd(env *Env) *cobra.Command {
 				return err
 			}
 			runner := capacityRunner
-			if h := coord.HookFrom(cmd.Context()); h != nil && h.KeycastRun != nil {
-				runner = capacity.KeycastRunnerWith(h.KeycastRun, env.Stderr, env.Logger, 0, tlsOpts)
+			if sp := o.runner.Spread; sp != nil {
+				runner = capacity.KeycastRunnerWith(sp.KeycastRun, env.Stderr, env.Logger, 0, tlsOpts)
 			}
 			signKey, err := prov.key()
 			if err != nil {

@@ -174,11 +174,12 @@ type runFlags struct {
 	segment                                  string
 	httpClient                               string
 	flags                                    map[string]string // every flag as given, for the results envelope
+	runner                                   coord.Runner      // where the run goes (the tree's, treeOpts)
 }
 
 // newKeycastRunCmd is `run` (docs/protocol-keycast.md, run).
-func newKeycastRunCmd(env *Env) *cobra.Command {
-	var fl runFlags
+func newKeycastRunCmd(env *Env, o treeOpts) *cobra.Command {
+	fl := runFlags{runner: o.runner, prices: prices{fleet: o.fleet}}
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Run load test against the HTTP RPC endpoint",
@@ -252,7 +253,6 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		return usageError("run: --max-error-rate %v must be between 0 and 1", fl.maxErrorRate)
 	}
 	var err error
-	fl.prices.fromContext(ctx)
 	if err := fl.prices.check(); err != nil {
 		return err
 	}
@@ -262,25 +262,22 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 	if cfg.Segment, err = parseSegment(fl.segment); err != nil {
 		return err
 	}
-	hook := coord.HookFrom(ctx)
-	if cfg.RunID, err = fl.prov.resolveRunID(fl.segment, hook != nil && hook.Deliver != nil, log); err != nil {
+	share, spread := fl.runner.Share, fl.runner.Spread != nil
+	if cfg.RunID, err = fl.prov.resolveRunID(fl.segment, share != nil, log); err != nil {
 		return err
 	}
 	sign, err := fl.prov.signer()
 	if err != nil {
 		return err
 	}
-	hook.Apply(&cfg)
-	run := keycastload.Run
-	if hook != nil && hook.KeycastRun != nil {
-		run = hook.KeycastRun
-	}
+	share.Apply(&cfg)
+	run := fl.runner.KeycastRun()
 	if method != keycast.MethodRegister {
 		uf, err := keycast.ReadUsersFile(fl.usersFile)
 		if err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		if hook != nil && hook.KeycastRun != nil {
+		if spread {
 			// keycastload.Run checks the users before it sends anything; a coordinated run's
 			// workers run it on other machines, so the users are checked here, before they start.
 			if err := keycastload.CheckUsers(uf.Users, fl.usersFile); err != nil {
@@ -298,8 +295,8 @@ func runRun(ctx context.Context, env *Env, log *slog.Logger, fl runFlags) error 
 		}
 		return &ExitError{Code: ExitCouldNotRun, Err: err}
 	}
-	if hook != nil && hook.Deliver != nil {
-		return hook.Deliver(res) // a coordinated worker: the coordinator writes and judges the merged run
+	if share != nil {
+		return share.Deliver(res) // a coordinated worker: the coordinator writes and judges the merged run
 	}
 	if h := engine.ResultHook(ctx); h != nil && res.Envelope != nil {
 		h(res.Envelope)

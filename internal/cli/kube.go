@@ -84,6 +84,8 @@ func newKubeManifestsCmd(env *Env) *cobra.Command {
 	f.StringVar(&cfg.NATSTLSSecret, "nats-tls-secret", "", "deployed NATS: serve TLS with this Secret's tls.crt and tls.key; clients check it against its ca.crt")
 	f.StringVar(&cfg.ClientIPBase, "client-ip-base", "", "each worker's source range for LinkKeys tasks starts here (default: the pod's own IP)")
 	f.IntVar(&cfg.ClientIPCount, "client-ip-count", 1, "how many source addresses each worker takes from its base")
+	f.Var(&cfg.WorkerCostPerHour, "worker-cost-per-hour", "each worker pod's machine price per hour, as 1.53 or 1.53USD: passed as the workers' --cost-per-hour, so the run's cost adds every worker up (docs/cost.md)")
+	f.Var(&cfg.CoordinatorCostPerHour, "coordinator-cost-per-hour", "the coordinator pod's machine price per hour, as 1.53 or 1.53USD: passed as coordinate --cost-per-hour (docs/cost.md)")
 	f.StringVarP(&output, "output", "o", "", "file to write (default: stdout)")
 	return c
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,8 @@ import (
 // TestKubeIndexedJobEmulated renders the manifests of a 3-worker run against real NATS, then plays
 // the kubelet: it starts the worker Job's command line once per completion index with
 // JOB_COMPLETION_INDEX set and the Secret's values in the environment, and the coordinator Job's
-// command line in its working directory. The merged result must hold every segment.
+// command line in its working directory. The merged result must hold every segment, and be priced
+// over every pod: each worker's --worker-cost-per-hour and the coordinator's own.
 func TestKubeIndexedJobEmulated(t *testing.T) {
 	srv := kctest.Start(t, keycastserver.Config{})
 	users := kcUsers(t, srv.URL, 3)
@@ -31,7 +33,8 @@ func TestKubeIndexedJobEmulated(t *testing.T) {
 	work := t.TempDir()
 	manifests := filepath.Join(work, "run.yaml")
 	code, errs := umbrella(context.Background(), t, "kube", "manifests", "--workers", "3", "--image", "loadproof:test", "--nats", url,
-		"--name", name, "--nats-token", token, "--secret", "s3cret", "-o", manifests, "--",
+		"--name", name, "--nats-token", token, "--secret", "s3cret", "-o", manifests,
+		"--worker-cost-per-hour", "0.5USD", "--coordinator-cost-per-hour", "0.25USD", "--",
 		"keycast", "run", "--url", srv.URL, "--users-file", users, "-d", "0", "-n", "301", "-c", "3", "-m", "get-public-key", "--ramp-up", "0", "-o", "merged.json")
 	if code != ExitOK {
 		t.Fatalf("kube manifests exit %d: %s", code, errs)
@@ -103,6 +106,9 @@ func TestKubeIndexedJobEmulated(t *testing.T) {
 		if s.Count != 3 {
 			t.Errorf("segment %d: %v", i, s)
 		}
+	}
+	if c := m.Cost; c == nil || c.Currency != "USD" || c.Load == nil || !slices.Equal(c.Load.PerHour, []float64{0.5, 0.5, 0.5, 0.25}) {
+		t.Errorf("merged cost %+v; want the load side priced at 0.5 USD per worker and 0.25 for the coordinator", c)
 	}
 	if _, err := os.Stat(filepath.Join(results, "merged.json.coordination.json")); err != nil {
 		t.Error(err)

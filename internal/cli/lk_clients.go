@@ -46,6 +46,14 @@ type lkCommon struct {
 	prices      prices
 	// priced is the cost written to the --json file (lkAfterWrite), for the summary's line.
 	priced *cost.Cost
+	// runner is where the client runs (the tree's, treeOpts): here, or spread over coordinate's
+	// workers.
+	runner coord.Runner
+}
+
+// newLKCommon is a client's shared flags with its tree's runner and machine prices.
+func newLKCommon(o treeOpts) lkCommon {
+	return lkCommon{runner: o.runner, prices: prices{fleet: o.fleet}}
 }
 
 func (c *lkCommon) bind(f *pflag.FlagSet) {
@@ -135,7 +143,6 @@ func redactURL(raw string) string {
 // --fingerprint and --domain, authorized by --allow-host), the server's metrics source, worker
 // count, bar, flags.
 func lkRun(cmd *cobra.Command, env *Env, c *lkCommon, serverMetrics string, fds int64) (linkkeysload.Target, linkkeysload.Run, error) {
-	c.prices.fromContext(cmd.Context())
 	if err := c.prices.check(); err != nil {
 		return linkkeysload.Target{}, linkkeysload.Run{}, err
 	}
@@ -166,9 +173,9 @@ func lkRun(cmd *cobra.Command, env *Env, c *lkCommon, serverMetrics string, fds 
 	if workers == 0 {
 		workers = linkkeysload.DefaultWorkers(fds, soft)
 	}
-	hook := coord.HookFrom(cmd.Context())
-	if hook != nil && hook.LinkKeysRun != nil {
-		workers = hook.Workers // one segment per coordinated worker
+	var remote func(context.Context, string) ([][]byte, error)
+	if sp := c.runner.Spread; sp != nil {
+		remote, workers = sp.LinkKeysRun, sp.Count() // one segment per coordinated worker
 	}
 	seg, err := parseSegment(c.segment)
 	if err != nil {
@@ -196,7 +203,7 @@ func lkRun(cmd *cobra.Command, env *Env, c *lkCommon, serverMetrics string, fds 
 		Stdout: env.Stdout, Stderr: env.Stderr, Workers: workers,
 		Launcher: linkkeysload.Launcher{Executable: exe, Args: lkWorkerArgs(cmd)},
 		Bar:      lkStdoutIsTerminal(env), Flags: lkFlags(cmd), JSONPath: c.jsonPath, Log: env.Logger,
-		Remote: hookLinkKeysRun(hook), Segment: seg, RunID: runID, AfterWrite: c.prices.lkAfterWrite(sign, &c.priced), Metrics: rt.Metrics,
+		Remote: remote, Segment: seg, RunID: runID, AfterWrite: c.prices.lkAfterWrite(sign, &c.priced), Metrics: rt.Metrics,
 	}
 	if line := statusFrom(cmd.Context()); line != nil {
 		// A terminal's status line: the attempt totals and the hold countdown, in the bar's place.
@@ -341,9 +348,9 @@ func topCauses(causes map[string]int64, n int) string {
 	return strings.Join(parts, ", ")
 }
 
-func newLinkKeysConnectionsCmd(env *Env) *cobra.Command {
+func newLinkKeysConnectionsCmd(env *Env, o treeOpts) *cobra.Command {
+	common := newLKCommon(o)
 	var (
-		common               lkCommon
 		count, conc, ipCount uint32
 		hold, timeout        uint64
 		base, serverMetrics  string
@@ -443,9 +450,9 @@ func connectionsSourcesHelp() string {
 		"Against a server with a smaller burst, give more", lim.Burst, lim.Burst-1, lim.Burst, linkkeysload.DefaultClientIPCount, lim.DistinctSourceThreshold)
 }
 
-func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
+func newLinkKeysHandshakeBenchCmd(env *Env, o treeOpts) *cobra.Command {
+	common := newLKCommon(o)
 	var (
-		common              lkCommon
 		duration, tmo       uint64
 		conc, ipCount       uint32
 		base, serverMetrics string
@@ -498,9 +505,9 @@ func newLinkKeysHandshakeBenchCmd(env *Env) *cobra.Command {
 	return c
 }
 
-func newLinkKeysRequestBenchCmd(env *Env) *cobra.Command {
+func newLinkKeysRequestBenchCmd(env *Env, o treeOpts) *cobra.Command {
+	common := newLKCommon(o)
 	var (
-		common             lkCommon
 		conns, ipCount     uint32
 		duration, tmo      uint64
 		op, base, rateText string
@@ -581,9 +588,9 @@ const (
 	serverMetricsReadHelp = "where the server's METRICS are read before and after the run and sampled once a second into the JSON result's timeline: its METRICS log file or http(s)://HOST:PORT/metrics (`source`; a non-loopback host needs --allow-host; empty: the info file's metrics_addr, else its metrics_log)"
 )
 
-func newLinkKeysDDoSCmd(env *Env) *cobra.Command {
+func newLinkKeysDDoSCmd(env *Env, o treeOpts) *cobra.Command {
+	common := newLKCommon(o)
 	var (
-		common              lkCommon
 		sources, conc       uint32
 		tmo                 uint64
 		base, serverMetrics string
@@ -683,14 +690,14 @@ func writeJSONFile(path string, v any) error {
 }
 
 // linkKeysHiddenCmds are the worker command that fanned-out client runs start.
-func linkKeysHiddenCmds(env *Env) []*cobra.Command {
+func linkKeysHiddenCmds(env *Env, o treeOpts) []*cobra.Command {
 	var spec, result string
 	c := &cobra.Command{
 		Use:   "worker",
 		Short: "Run one worker's segment of a fanned-out client run (started by the client commands)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if h := coord.HookFrom(cmd.Context()); h != nil && h.Deliver != nil {
+			if h := o.runner.Share; h != nil {
 				// A coordinated worker's task: its segment, start instant and barrier relay come
 				// from the coordinator; the result goes back over NATS, not to a file.
 				if spec == "" {

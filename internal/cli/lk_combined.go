@@ -13,9 +13,9 @@ import (
 
 // newLinkKeysCombinedCmd is `linkkeys-loadtest combined`: the four kinds of load at once, each
 // from its own source-address range (docs/load-testing.md, Combined runs).
-func newLinkKeysCombinedCmd(env *Env) *cobra.Command {
+func newLinkKeysCombinedCmd(env *Env, o treeOpts) *cobra.Command {
+	common := newLKCommon(o)
 	var (
-		common                         lkCommon
 		duration, timeout, ddosTimeout uint64
 		held, heldConc, heldIPs        uint32
 		heldRate                       float64

@@ -17,9 +17,8 @@ import (
 
 // fakeExec is a worker's Exec that plays a client command: three one-second intervals of ten
 // operations each (two seconds' worth faster than real time), then a result of size bytes.
-func fakeExec(size int) func(ctx context.Context, args []string) error {
-	return func(ctx context.Context, args []string) error {
-		h := HookFrom(ctx)
+func fakeExec(size int) func(ctx context.Context, args []string, h *Share) error {
+	return func(ctx context.Context, args []string, h *Share) error {
 		if d := time.Until(h.Start); d > 0 {
 			time.Sleep(d)
 		}
@@ -39,7 +38,7 @@ func fakeExec(size int) func(ctx context.Context, args []string) error {
 	}
 }
 
-func startWorkers(t *testing.T, url, token string, n int, exec func(context.Context, []string) error) (context.CancelFunc, *sync.WaitGroup, []error) {
+func startWorkers(t *testing.T, url, token string, n int, exec func(context.Context, []string, *Share) error) (context.CancelFunc, *sync.WaitGroup, []error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -119,8 +118,7 @@ func TestStopConditionAbortsEveryWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	slow := func(ctx context.Context, args []string) error {
-		h := HookFrom(ctx)
+	slow := func(ctx context.Context, args []string, h *Share) error {
 		for k := 0; ; k++ {
 			engine.IntervalObserver(ctx)(&result.Interval{T: float64(k), Secs: 1, Counts: map[string]int64{"network": 5}})
 			select {
@@ -175,7 +173,7 @@ func TestJoinRefusals(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return RunWorker(ctx, WorkerConfig{Conn: ConnConfig{URL: emb.URL, Token: emb.Token}, Secret: "s", Name: name, Index: index, JoinTimeout: 3 * time.Second,
-			Exec: func(context.Context, []string) error { return nil }, Targets: func([]string) ([]string, error) { return nil, nil }})
+			Exec: func(context.Context, []string, *Share) error { return nil }, Targets: func([]string) ([]string, error) { return nil, nil }})
 	}
 	if err := run("x", 5); err == nil || !strings.Contains(err.Error(), "outside 0..0") {
 		t.Errorf("index 5: %v", err)
@@ -218,8 +216,7 @@ func TestLinkKeysRunMergesLiveAndRecordsStarts(t *testing.T) {
 	const spec = `{"command":"ddos","segment":{"index":0,"count":0}}`
 	var mu sync.Mutex
 	var specs []string
-	exec := func(ctx context.Context, args []string) error {
-		h := HookFrom(ctx)
+	exec := func(ctx context.Context, args []string, h *Share) error {
 		mu.Lock()
 		specs = append(specs, strings.Join(args, " "))
 		mu.Unlock()

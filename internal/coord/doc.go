@@ -34,11 +34,15 @@
 // permissions (EmbeddedConfig.Run). Result chunks are bounded (MaxResultBytes), the first good
 // result of a worker is kept, and a merge that lacks a worker is partial (Coordinator.Partial).
 //
-// The wire protocol (subjects, messages, signatures) is in proto.go, the roster (joins, clocks,
+// The wire protocol (subjects, messages, signatures) is in proto.go, the commands a task may run
+// in commands.go, the roster (joins, clocks,
 // watch) in roster.go, task dispatch and records in tasks.go, result transfer in transfer.go;
 // docs/distributed.md is the user's guide. The coordinator reaches the client commands through the
-// cli package's cobra tree with a Hook in the context, so any command that honours the hook can be
-// spread; a worker reaches LinkKeys' the same way. Refused tasks, each worker's refused-message
+// cli package's cobra tree: the cli builds that tree with a Runner (runner.go) whose Spread is the
+// Coordinator, and hands it to each client command's constructor, so a command that consults its
+// Runner can be spread; a worker runs a LinkKeys task's command in a tree whose Runner carries the
+// task's Share (WorkerConfig.Exec). Nothing travels in a context but the engine's interval
+// observer, through which every engine run hands out its snapshots. Refused tasks, each worker's refused-message
 // counts and duplicate results are kept for the coordination manifest (TaskRefusals,
 // WorkerInfo.Refused, Refusals).
 package coord

@@ -79,7 +79,7 @@ func (h *hostile) replay(m *nats.Msg, d time.Duration) bool {
 
 // hostileRun is a coordinator with n workers on an embedded server reached as an external one, and
 // a hostile peer that was listening from the start.
-func hostileRun(t *testing.T, n int, noJS bool, exec func(context.Context, []string) error, tweak ...func(*CoordinatorConfig)) (*Coordinator, *hostile, *Embedded) {
+func hostileRun(t *testing.T, n int, noJS bool, exec func(context.Context, []string, *Share) error, tweak ...func(*CoordinatorConfig)) (*Coordinator, *hostile, *Embedded) {
 	t.Helper()
 	emb, err := StartEmbedded(EmbeddedConfig{NoJetStream: noJS})
 	if err != nil {
@@ -109,8 +109,7 @@ func hostileRun(t *testing.T, n int, noJS bool, exec func(context.Context, []str
 func TestHostileReplayedResultKeepsEveryWorker(t *testing.T) {
 	replayed := make(chan struct{})
 	var h *hostile
-	exec := func(ctx context.Context, args []string) error {
-		hk := HookFrom(ctx)
+	exec := func(ctx context.Context, args []string, hk *Share) error {
 		if hk.Segment.Index == 1 {
 			select {
 			case <-replayed:
@@ -157,9 +156,9 @@ func TestHostileReplayedResultKeepsEveryWorker(t *testing.T) {
 // worker runs a task twice, nothing is taken, and the next task runs whole.
 func TestHostileReplaysEveryMessageType(t *testing.T) {
 	var runs atomic.Int64
-	exec := func(ctx context.Context, args []string) error {
+	exec := func(ctx context.Context, args []string, share *Share) error {
 		runs.Add(1)
-		return fakeExec(ChunkSize+10)(ctx, args)
+		return fakeExec(ChunkSize+10)(ctx, args, share)
 	}
 	c, h, emb := hostileRun(t, 2, true, exec)
 	defer c.Close()
@@ -359,8 +358,7 @@ func TestHostileChunkFloodBoundsMemory(t *testing.T) {
 // TestPartialMergeIsMarked: a worker that delivers no result makes the task partial: a stop
 // reason on the task and Partial set, so the run cannot exit 0.
 func TestPartialMergeIsMarked(t *testing.T) {
-	exec := func(ctx context.Context, args []string) error {
-		hk := HookFrom(ctx)
+	exec := func(ctx context.Context, args []string, hk *Share) error {
 		if hk.Segment.Index == 1 {
 			return errors.New("boom")
 		}
@@ -510,8 +508,7 @@ func TestWorkerTakesOnlyNewerFutureTasks(t *testing.T) {
 // sequence numbers, so the real workers' messages are then refused: the task is interrupted.)
 func TestChunksHeldAreCapped(t *testing.T) {
 	hold := make(chan struct{})
-	exec := func(ctx context.Context, args []string) error {
-		hk := HookFrom(ctx)
+	exec := func(ctx context.Context, args []string, hk *Share) error {
 		select {
 		case <-hold:
 		case <-ctx.Done():

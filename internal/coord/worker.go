@@ -56,9 +56,10 @@ type WorkerConfig struct {
 	Index int
 	// JoinTimeout bounds the wait for a coordinator that accepts this worker; 0 means 10 minutes.
 	JoinTimeout time.Duration
-	// Exec runs a LinkKeys task's client command (loadproof tree, without the binary's name) with
-	// the hook in ctx; nil refuses LinkKeys tasks.
-	Exec func(ctx context.Context, args []string) error
+	// Exec runs a LinkKeys task's client command (loadproof tree, without the binary's name) as
+	// the task's share: the caller builds its command tree with Runner{Share: share}. ctx carries
+	// the snapshot publisher as the engine's interval observer. nil refuses LinkKeys tasks.
+	Exec func(ctx context.Context, args []string, share *Share) error
 	// Targets returns everything a LinkKeys task's command will reach, for the host rules: TCP
 	// addresses (AddrTarget), http(s) URLs, a METRICS log file path only with MetricsFiles; nil
 	// means LinkKeysTargets.
@@ -454,7 +455,7 @@ func (w *worker) runTask(ctx context.Context, t Task, spec *KeycastSpec) {
 			_ = w.nc.PublishMsg(m)
 		}
 	}
-	hook := &Hook{
+	share := &Share{
 		Segment: t.Segment, Start: t.StartAt, SampleServer: t.SampleServer,
 		Deliver: func(v any) error {
 			b, err := json.Marshal(v)
@@ -467,16 +468,16 @@ func (w *worker) runTask(ctx context.Context, t Task, spec *KeycastSpec) {
 		if err != nil {
 			w.log.Error("cannot serve the hold barrier; the command holds for nothing", "err", err)
 		} else {
-			hook.BarrierPath = path
+			share.BarrierPath = path
 			defer stop()
 		}
 	}
 	var err error
-	tctx := engine.WithIntervalObserver(WithHook(ctx, hook), publish)
+	tctx := engine.WithIntervalObserver(ctx, publish)
 	if spec != nil {
-		err = w.runKeycast(tctx, *spec, hook)
+		err = w.runKeycast(tctx, *spec, share)
 	} else {
-		err = w.cfg.Exec(tctx, t.Args)
+		err = w.cfg.Exec(tctx, t.Args, share)
 	}
 	w.state.Store("uploading")
 	msg := ResultMsg{Index: w.index, Task: t.ID, Refused: w.sig.refusals()}
@@ -508,16 +509,16 @@ func (w *worker) runTask(ctx context.Context, t Task, spec *KeycastSpec) {
 }
 
 // runKeycast runs a Keycast task's spec in the library: this worker's segment from the start
-// instant, the result to the hook.
-func (w *worker) runKeycast(ctx context.Context, spec KeycastSpec, hook *Hook) error {
+// instant, the result to the share's Deliver.
+func (w *worker) runKeycast(ctx context.Context, spec KeycastSpec, share *Share) error {
 	cfg := spec.RunConfig()
 	cfg.Logger, cfg.Progress = w.log, w.cfg.Progress
-	hook.Apply(&cfg)
+	share.Apply(&cfg)
 	res, err := w.cfg.RunKeycast(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("keycast run: %w", err)
 	}
-	return hook.Deliver(res)
+	return share.Deliver(res)
 }
 
 // upload stores the result in the object store when the coordinator made a bucket, in chunks

@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/loadproof/loadproof/internal/cost"
 )
 
 // Defaults of Config.
@@ -74,6 +76,11 @@ type Config struct {
 	// empty base gives each worker its pod's own IP (the downward API), count ClientIPCount or 1.
 	ClientIPBase  string
 	ClientIPCount int
+	// WorkerCostPerHour, when given, is each worker pod's machine price, passed as the workers'
+	// --cost-per-hour so the coordinator prices the run over every machine (docs/cost.md);
+	// CoordinatorCostPerHour is the coordinator pod's (coordinate --cost-per-hour). Not given: the
+	// flag is left out, and a price given to the client command stands for every worker.
+	WorkerCostPerHour, CoordinatorCostPerHour cost.Price
 }
 
 // Defaults of the Jobs' lifetimes, the run's user and the containers' resources.
@@ -126,6 +133,19 @@ func (c *Config) normalize() error {
 	case "", "preferred", "required":
 	default:
 		errs = append(errs, fmt.Errorf("kube: --anti-affinity %q: want preferred or required", c.AntiAffinity))
+	}
+	for _, p := range []struct {
+		flag  string
+		price cost.Price
+	}{{"--worker-cost-per-hour", c.WorkerCostPerHour}, {"--coordinator-cost-per-hour", c.CoordinatorCostPerHour}} {
+		if p.price.Given {
+			if err := p.price.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("kube: %s: %w", p.flag, err))
+			}
+		}
+	}
+	if _, err := cost.Currency(c.WorkerCostPerHour, c.CoordinatorCostPerHour); err != nil {
+		errs = append(errs, fmt.Errorf("kube: --worker-cost-per-hour, --coordinator-cost-per-hour: %w", err))
 	}
 	for _, q := range []string{c.CPU, c.Memory} {
 		if q != "" {
@@ -357,12 +377,18 @@ func (c *Config) WorkerArgs() []string {
 	if c.AllowHost != "" {
 		args = append(args, "--allow-host", c.AllowHost)
 	}
+	if c.WorkerCostPerHour.Given {
+		args = append(args, "--cost-per-hour", c.WorkerCostPerHour.String())
+	}
 	return args
 }
 
 // CoordinatorArgs is the coordinator's command line (after the binary).
 func (c *Config) CoordinatorArgs() []string {
 	args := append([]string{"coordinate", "--workers", strconv.Itoa(c.Workers), "--nats", c.natsURL(), "--prefix", c.Name, "--join-timeout", "10m"}, c.natsTLSArgs()...)
+	if c.CoordinatorCostPerHour.Given {
+		args = append(args, "--cost-per-hour", c.CoordinatorCostPerHour.String())
+	}
 	return append(append(args, "--"), c.Client...)
 }
 

@@ -15,6 +15,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/loadproof/loadproof/internal/cost"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -184,10 +186,50 @@ func TestRenderRefusesBadConfig(t *testing.T) {
 		{Workers: 2, Image: "x", Token: "t", Secret: "s"},
 		{Workers: 2, Image: "x", Token: "t", Secret: "s", Client: []string{"keycast", "run"}, AntiAffinity: "always"},
 		{Workers: 2, Image: "x", Token: "t", Secret: "s", Client: []string{"keycast", "run"}, CPU: "two"},
+		{Workers: 2, Image: "x", Token: "t", Secret: "s", Client: []string{"keycast", "run"},
+			WorkerCostPerHour: cost.Price{PerHour: 1, Currency: "USD", Given: true}, CoordinatorCostPerHour: cost.Price{PerHour: 1, Currency: "EUR", Given: true}},
+		{Workers: 2, Image: "x", Token: "t", Secret: "s", Client: []string{"keycast", "run"}, WorkerCostPerHour: cost.Price{PerHour: -1, Given: true}},
 	} {
 		if _, err := Render(cfg); err == nil {
 			t.Errorf("Render(%+v) succeeded", cfg)
 		}
+	}
+}
+
+// TestRenderPassesPrices: a worker price given to kube manifests reaches every worker pod's
+// command line as --cost-per-hour, the coordinator's reaches coordinate's (before the client
+// command); without them neither command line names a price.
+func TestRenderPassesPrices(t *testing.T) {
+	base := Config{Workers: 2, Image: "x", Token: "t", Secret: "s", NATS: "nats://n:4222", Client: []string{"keycast", "run", "-o", "r.json"}}
+	jobs := func(cfg Config) (worker, coordinator []string) {
+		t.Helper()
+		b, err := Render(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := decodeStrict(t, b)
+		return objs["Job/loadproof-workers"].(*batchv1.Job).Spec.Template.Spec.Containers[0].Command,
+			objs["Job/loadproof-coordinator"].(*batchv1.Job).Spec.Template.Spec.Containers[0].Command
+	}
+	w, c := jobs(base)
+	if slices.Contains(w, "--cost-per-hour") || slices.Contains(c, "--cost-per-hour") {
+		t.Errorf("no price given, yet a command line names one:\n%q\n%q", w, c)
+	}
+	priced := base
+	priced.WorkerCostPerHour = cost.Price{PerHour: 0.5, Currency: "USD", Given: true}
+	priced.CoordinatorCostPerHour = cost.Price{PerHour: 0.25, Currency: "USD", Given: true}
+	w, c = jobs(priced)
+	if i := slices.Index(w, "--cost-per-hour"); i < 0 || i+1 >= len(w) || w[i+1] != "0.5USD" {
+		t.Errorf("worker command %q; want --cost-per-hour 0.5USD", w)
+	}
+	dash := slices.Index(c, "--")
+	if i := slices.Index(c, "--cost-per-hour"); i < 0 || i+1 >= len(c) || c[i+1] != "0.25USD" || i > dash {
+		t.Errorf("coordinator command %q; want --cost-per-hour 0.25USD before --", c)
+	}
+	free := base
+	free.WorkerCostPerHour = cost.Price{Given: true} // a free machine is a price, not "none"
+	if w, _ = jobs(free); !slices.Contains(w, "--cost-per-hour") || w[slices.Index(w, "--cost-per-hour")+1] != "0" {
+		t.Errorf("a free worker machine: command %q; want --cost-per-hour 0", w)
 	}
 }
 

@@ -1,73 +1,11 @@
 package coord
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/loadproof/loadproof/internal/keycastload"
-	"github.com/loadproof/loadproof/internal/keycastresult"
-	"github.com/loadproof/loadproof/internal/result"
 )
-
-// Hook is how coordinate and worker reach into a client command run through the cli's cobra tree:
-// it travels in the command's context (WithHook). A command that honours it reads its share from
-// Segment, starts at Start and gives its result to Deliver instead of writing its output files
-// (worker side), or hands its configured run to KeycastRun or LinkKeysRun instead of running it
-// here (coordinator side). The worker's snapshot publisher travels beside the hook in the same context, as the
-// engine's interval observer (engine.WithIntervalObserver), so every engine run of the command
-// hands it each interval snapshot without any configuration field on the way.
-type Hook struct {
-	// Segment is this worker's share of the run (worker side; zero: the whole run).
-	Segment result.Segment
-	// Start is the coordinated start instant in this machine's clock (worker side).
-	Start time.Time
-	// SampleServer says this segment samples the target's own counters each interval; the others
-	// do not, so the merged samples count the server once.
-	SampleServer bool
-	// Deliver receives the command's result (worker side). The command then writes no files and
-	// prints no report: the coordinator writes the merged one.
-	Deliver func(v any) error
-	// BarrierPath, when set, is the hold barrier (a Unix socket) the command joins instead of the
-	// one its spec names: the worker's relay to the run's barrier on the coordinator's machine.
-	BarrierPath string
-
-	// KeycastRun, when set, replaces keycastload.Run (coordinator side): the run configured by
-	// `keycast run` or a `keycast capacity` phase is spread over the workers.
-	KeycastRun func(ctx context.Context, cfg keycastload.RunConfig) (*keycastresult.Results, error)
-	// LinkKeysRun and Workers, when set, replace a LinkKeys client's local worker processes
-	// (coordinator side): the client splits into Workers segments, one per worker, and LinkKeysRun
-	// runs its worker spec on them (see Coordinator.LinkKeysRun).
-	LinkKeysRun func(ctx context.Context, spec string) ([][]byte, error)
-	Workers     int
-}
-
-type hookKey struct{}
-
-// WithHook returns ctx carrying h.
-func WithHook(ctx context.Context, h *Hook) context.Context {
-	return context.WithValue(ctx, hookKey{}, h)
-}
-
-// HookFrom returns the hook in ctx, or nil.
-func HookFrom(ctx context.Context) *Hook {
-	h, _ := ctx.Value(hookKey{}).(*Hook)
-	return h
-}
-
-// Apply sets a Keycast run configuration's segment, start and sampling from the hook (worker
-// side); it leaves cfg alone for a nil hook or one without a segment. The interval snapshots reach
-// the coordinator through the context's interval observer (see Hook).
-func (h *Hook) Apply(cfg *keycastload.RunConfig) {
-	if h == nil || h.Deliver == nil {
-		return
-	}
-	cfg.Segment, cfg.Start = h.Segment, h.Start
-	cfg.NoServerSample = !h.SampleServer
-}
 
 // AllowedCommands are the client commands a worker runs from a task's command line, as the
 // loadproof tree spells them: `linkkeys worker` runs one segment of a LinkKeys client from its
