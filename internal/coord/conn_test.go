@@ -36,6 +36,7 @@ func runServer(t *testing.T, opts *server.Options) *server.Server {
 
 // TestConnectNkey: --nats-nkey authenticates with an nkey seed file; without it the server refuses.
 func TestConnectNkey(t *testing.T) {
+	t.Parallel()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +60,7 @@ func TestConnectNkey(t *testing.T) {
 
 // TestConnectTLS: --nats-ca trusts a server whose certificate it signs; a client without it fails.
 func TestConnectTLS(t *testing.T) {
+	t.Parallel()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nats"}, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,

@@ -59,6 +59,7 @@ func startWorkers(t *testing.T, url, token string, n int, exec func(context.Cont
 // without JetStream: results larger than a chunk arrive whole, and the live merge holds every
 // interval of every worker.
 func TestChunkedResultsWithoutJetStream(t *testing.T) {
+	t.Parallel()
 	emb, err := StartEmbedded(EmbeddedConfig{NoJetStream: true})
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +108,7 @@ func TestChunkedResultsWithoutJetStream(t *testing.T) {
 // TestStopConditionAbortsEveryWorker: a judge that breaches on the first merged interval aborts
 // every worker before its run ends.
 func TestStopConditionAbortsEveryWorker(t *testing.T) {
+	t.Parallel()
 	emb, err := StartEmbedded(EmbeddedConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +156,7 @@ func TestStopConditionAbortsEveryWorker(t *testing.T) {
 
 // TestJoinRefusals: a taken index, an index outside the run and a full run are refused with reasons.
 func TestJoinRefusals(t *testing.T) {
+	t.Parallel()
 	emb, err := StartEmbedded(EmbeddedConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +204,7 @@ func TestJoinRefusals(t *testing.T) {
 // segment from the task, not the spec), the merged intervals reach the coordinator's own interval
 // observer in order, and each worker's measured start goes into the manifest's task record.
 func TestLinkKeysRunMergesLiveAndRecordsStarts(t *testing.T) {
+	t.Parallel()
 	emb, err := StartEmbedded(EmbeddedConfig{})
 	if err != nil {
 		t.Fatal(err)

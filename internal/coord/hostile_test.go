@@ -107,6 +107,7 @@ func hostileRun(t *testing.T, n int, noJS bool, exec func(context.Context, []str
 // announcement while worker 1 is still running; the merged task still holds both workers' results.
 // Before, the repeat's fetch failed (its chunks were gone) and overwrote the good part.
 func TestHostileReplayedResultKeepsEveryWorker(t *testing.T) {
+	t.Parallel()
 	replayed := make(chan struct{})
 	var h *hostile
 	exec := func(ctx context.Context, args []string, hk *Share) error {
@@ -155,6 +156,7 @@ func TestHostileReplayedResultKeepsEveryWorker(t *testing.T) {
 // results, pings, byes), forges an abort's headers, floods chunks and joins as a fake worker. No
 // worker runs a task twice, nothing is taken, and the next task runs whole.
 func TestHostileReplaysEveryMessageType(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int64
 	exec := func(ctx context.Context, args []string, share *Share) error {
 		runs.Add(1)
@@ -171,11 +173,14 @@ func TestHostileReplaysEveryMessageType(t *testing.T) {
 			t.Errorf("a replayed task on %s was answered", m.Subject)
 		}
 	}
+	// Every other message, replayed at once (each waits 50 ms for an answer nobody should give).
+	var wg sync.WaitGroup
 	for _, kind := range []string{".join", ".coord", ".snap", ".chunk", ".result", ".ping", ".cping", ".ready", ".abort"} {
 		for _, m := range h.captured(kind) {
-			h.replay(m, 50*time.Millisecond)
+			wg.Go(func() { h.replay(m, 50*time.Millisecond) })
 		}
 	}
+	wg.Wait()
 	// Forged steering headers on a captured chunk, and a fake worker's join without the secret.
 	for _, m := range h.captured(".chunk") {
 		f := nats.NewMsg(m.Subject)
@@ -224,6 +229,7 @@ func TestHostileReplaysEveryMessageType(t *testing.T) {
 // with the same secret and prefix, does not take an index: the coordinator answers with its own
 // run's nonce, and the real worker joins.
 func TestHostileJoinFromEarlierRun(t *testing.T) {
+	t.Parallel()
 	c1, h, emb := hostileRun(t, 1, false, fakeExec(10))
 	joins := h.captured(".join")
 	c1.Close()
@@ -257,6 +263,7 @@ func TestHostileJoinFromEarlierRun(t *testing.T) {
 // TestHostileHeartbeatReplayDoesNotHoldWorker (finding 3): the coordinator dies while a peer
 // replays its captured heartbeats every 400 ms; the worker still stops within 5 s.
 func TestHostileHeartbeatReplayDoesNotHoldWorker(t *testing.T) {
+	t.Parallel()
 	emb, err := StartEmbedded(EmbeddedConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -319,6 +326,7 @@ func TestHostileHeartbeatReplayDoesNotHoldWorker(t *testing.T) {
 // tasks that do not exist, unsigned and signed by a party with the secret, leave the coordinator's
 // heap under 200 MiB (before, it grew past 1 GiB).
 func TestHostileChunkFloodBoundsMemory(t *testing.T) {
+	t.Parallel()
 	c, h, _ := hostileRun(t, 1, true, fakeExec(10))
 	defer c.Close()
 	insider := newSigner("s", "w0")
@@ -358,6 +366,7 @@ func TestHostileChunkFloodBoundsMemory(t *testing.T) {
 // TestPartialMergeIsMarked: a worker that delivers no result makes the task partial: a stop
 // reason on the task and Partial set, so the run cannot exit 0.
 func TestPartialMergeIsMarked(t *testing.T) {
+	t.Parallel()
 	exec := func(ctx context.Context, args []string, hk *Share) error {
 		if hk.Segment.Index == 1 {
 			return errors.New("boom")
@@ -378,6 +387,7 @@ func TestPartialMergeIsMarked(t *testing.T) {
 // TestFailClosedWithoutSecret (finding 6): on a NATS it does not embed, a coordinator or worker
 // without a secret refuses to start unless told InsecureUnsigned.
 func TestFailClosedWithoutSecret(t *testing.T) {
+	t.Parallel()
 	emb, err := StartEmbedded(EmbeddedConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -401,6 +411,7 @@ func TestFailClosedWithoutSecret(t *testing.T) {
 // TestObjectStoreDeletedAtClose (finding 8): the run's object store is gone once the coordinator
 // closes.
 func TestObjectStoreDeletedAtClose(t *testing.T) {
+	t.Parallel()
 	c, h, _ := hostileRun(t, 1, false, fakeExec(10))
 	if c.Transport() != "object-store" {
 		t.Fatalf("transport %s", c.Transport())
@@ -426,6 +437,7 @@ func TestObjectStoreDeletedAtClose(t *testing.T) {
 // them, and a client holding that token cannot send a worker a task, read the results subject or
 // touch another bucket.
 func TestEmbeddedPerRunUsers(t *testing.T) {
+	t.Parallel()
 	c, err := NewCoordinator(context.Background(), CoordinatorConfig{Secret: "s", Workers: 1, JoinTimeout: 20 * time.Second, StartLead: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -479,6 +491,7 @@ func TestEmbeddedPerRunUsers(t *testing.T) {
 // TestWorkerTakesOnlyNewerFutureTasks: even a correctly sealed task is refused when its start has
 // passed or its id is not above the last task the worker took.
 func TestWorkerTakesOnlyNewerFutureTasks(t *testing.T) {
+	t.Parallel()
 	c, h, _ := hostileRun(t, 1, false, fakeExec(10))
 	defer c.Close()
 	forger := newSigner("s", "c")
@@ -507,6 +520,7 @@ func TestWorkerTakesOnlyNewerFutureTasks(t *testing.T) {
 // are dropped when the task ends. (A holder of the secret can also speak as a worker with higher
 // sequence numbers, so the real workers' messages are then refused: the task is interrupted.)
 func TestChunksHeldAreCapped(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	exec := func(ctx context.Context, args []string, hk *Share) error {
 		select {

@@ -29,6 +29,7 @@ func validSpec() KeycastSpec {
 // strict decode, run configuration) with its TLS options, rate ramp and http client; a register
 // run names no users file.
 func TestKeycastSpecCarriesTheRun(t *testing.T) {
+	t.Parallel()
 	cfg := keycastload.RunConfig{URL: "https://127.0.0.1:8443", Concurrency: 6, Requests: 50, Duration: 3 * time.Second,
 		RampUp: 1500 * time.Millisecond, Seed: 9, ReportInterval: 2 * time.Second, Scenario: keycast.ScenarioWarmCache,
 		Method: keycast.MethodGetPublicKey, UsersFile: "/runs/u.json", Rate: 40, RateFrom: 5, HTTPTimeout: 750 * time.Millisecond,
@@ -67,6 +68,7 @@ func TestKeycastSpecCarriesTheRun(t *testing.T) {
 // TestDecodeKeycastSpecRefuses (finding 7): a task carries only the spec's fields, each within its
 // bounds; anything else is refused with a message that names the field and the allow list.
 func TestDecodeKeycastSpecRefuses(t *testing.T) {
+	t.Parallel()
 	enc := func(edit func(m map[string]any)) string {
 		b, _ := json.Marshal(validSpec())
 		var m map[string]any
@@ -163,6 +165,7 @@ func keycastWorkers(t *testing.T, url, token string, n int, dir string, run func
 // only worker 0 samples the server, its intervals merge live, its result comes back, and the
 // manifest records the spec, not a command line.
 func TestKeycastTaskRunsTypedSpec(t *testing.T) {
+	t.Parallel()
 	emb, err := StartEmbedded(EmbeddedConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -227,6 +230,7 @@ func TestKeycastTaskRunsTypedSpec(t *testing.T) {
 // records every refusal of its own tasks (TaskRefusals) and each worker's count of refused
 // messages, and counts a repeated result as a duplicate, for the coordination manifest.
 func TestWorkerRefusalsRecorded(t *testing.T) {
+	t.Parallel()
 	emb, err := StartEmbedded(EmbeddedConfig{NoJetStream: true})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ func send(ts *taskState, i int, t, secs float64, n, held int64) {
 }
 
 func TestLiveMergeSumsGaugesAtTheSameInstant(t *testing.T) {
+	t.Parallel()
 	ts := newTestTask(2)
 	// Worker 0 sends 100 ms snapshots; worker 1 delivered one tick late (0.1–0.3 s as one), and
 	// jitters by a millisecond.
@@ -64,6 +65,7 @@ func TestLiveMergeSumsGaugesAtTheSameInstant(t *testing.T) {
 }
 
 func TestLiveMergeJoinsFineSnapshotsIntoASecond(t *testing.T) {
+	t.Parallel()
 	ts := newTestTask(2)
 	// Past engine.FineFor the workers join their 100 ms snapshots into seconds; worker 1 got its
 	// tick at 30 s late, so its last fine snapshot runs to 30.1 s and its seconds start there.
@@ -92,6 +94,7 @@ func TestLiveMergeJoinsFineSnapshotsIntoASecond(t *testing.T) {
 }
 
 func TestLiveMergeRefusesWhatNoRunSends(t *testing.T) {
+	t.Parallel()
 	ts := newTestTask(2)
 	for _, bad := range []float64{math.NaN(), math.Inf(1), -1} {
 		send(ts, 0, bad, 1, 1, 1)
@@ -146,6 +149,7 @@ func FuzzLiveMerge(f *testing.F) {
 }
 
 func TestLiveMergePrintsALineASecond(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	ts := newTestTask(1)
 	ts.progress, ts.opts.Describe = &out, "linkkeys connections"
