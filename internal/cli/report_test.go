@@ -112,18 +112,6 @@ func TestReportRejectsBadInput(t *testing.T) {
 	}
 }
 
-func FuzzResultKind(f *testing.F) {
-	for _, s := range []string{`{"command":"ddos"}`, `{"metadata":{},"summary":{}}`, `{}`, `[]`, `nul`, ``} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := resultKind(b)
-		if (err == nil) != (k == "linkkeys" || k == "keycast") {
-			t.Fatalf("kind %q with error %v", k, err)
-		}
-	})
-}
-
 // TestReportReadsAKeycastBundle reports a Keycast evidence bundle from its files alone: the
 // directory or its evidence.json, as text (verdict, checks, manifest, each phase's results), csv
 // (one row per check) and json (the evidence as written).

@@ -130,6 +130,9 @@ func Parse(name string, b []byte) (*File, error) {
 	}
 	switch kind {
 	case KindUnknown:
+		if errors.Is(serr, ErrNotObject) {
+			serr = notObject(b)
+		}
 		var ne *keycastresult.NotResultsError
 		if errors.As(serr, &ne) {
 			if ne.Unknown {
@@ -183,6 +186,29 @@ func Parse(name string, b []byte) (*File, error) {
 		f.Envelope, f.Stop, f.Refused = &e.Envelope, e.Stop, e.Refused
 	}
 	return f, nil
+}
+
+// notObject says why b, which is no JSON object, is no file loadproof reads.
+func notObject(b []byte) error {
+	const want = "every file loadproof reads is one JSON object"
+	t := bytes.TrimLeft(b, " \t\r\n")
+	var what string
+	switch err := json.Unmarshal(b, new(any)); {
+	case len(t) == 0:
+		what = "is empty; " + want
+	case err != nil:
+		var se *json.SyntaxError
+		if errors.As(err, &se) && se.Offset >= int64(len(b)) || strings.Contains(err.Error(), "unexpected end of JSON input") {
+			what = fmt.Sprintf("is not valid JSON: it ends after %d bytes in the middle of a value (cut short while it was written or copied?); %s", len(b), want)
+		} else {
+			what = fmt.Sprintf("is not valid JSON (%v); %s", err, want)
+		}
+	case t[0] == 'n':
+		what = "is JSON null; " + want
+	default:
+		what = fmt.Sprintf("is JSON but not an object (it starts with %q); %s", t[0], want)
+	}
+	return &keycastresult.NotResultsError{What: what}
 }
 
 // stopOf reads the stop event a result file carries beside its envelope.

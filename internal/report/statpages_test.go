@@ -257,7 +257,7 @@ func (s stepServer) Trial(_ context.Context, v float64, step, trial int) (search
 	return search.Trial{Env: synthRun(5, v, 40*time.Millisecond, s.errShare, trial)}, nil
 }
 
-func runSearch(t *testing.T, cfg search.Config, s stepServer) *search.Result {
+func runSearch(t testing.TB, cfg search.Config, s stepServer) *search.Result {
 	t.Helper()
 	res, err := search.Run(context.Background(), cfg, s)
 	if err != nil {
@@ -276,7 +276,7 @@ func runSearch(t *testing.T, cfg search.Config, s stepServer) *search.Result {
 	return back
 }
 
-func mustSLO(t *testing.T, s string) *search.SLO {
+func mustSLO(t testing.TB, s string) *search.SLO {
 	t.Helper()
 	slo, err := search.ParseSLO(s)
 	if err != nil {
