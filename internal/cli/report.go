@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -86,11 +87,26 @@ func openFiles(paths []string) ([]*report.File, error) {
 	for _, p := range paths {
 		f, err := report.Open(p)
 		if err != nil {
+			// Results of two harnesses never merge: say so before what else is wrong with one.
+			var oe *report.OpenError
+			if errors.As(err, &oe) && len(files) > 0 && (oe.Kind == report.KindLinkKeys || oe.Kind == report.KindKeycast) {
+				if err := mixed(files[0], p, oe.Kind); err != nil {
+					return nil, err
+				}
+			}
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
 		}
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// mixed refuses a result of kind at path to merge with first, a result of another harness.
+func mixed(first *report.File, path string, kind report.Kind) error {
+	if !first.IsResult() || first.Kind == kind {
+		return nil
+	}
+	return usageError("report: %s is a %s result but %s is a %s result; merge files of one kind", path, kind, first.Path, first.Kind)
 }
 
 // alone returns the file of kind among files, which must then be the only one (what says what
@@ -121,8 +137,8 @@ func runReport(env *Env, files []*report.File, format, output string) error {
 		if !f.IsResult() {
 			return notResult(f)
 		}
-		if f.Kind != files[0].Kind {
-			return usageError("report: %s is a %s result but %s is a %s result; merge files of one kind", f.Path, f.Kind, files[0].Path, files[0].Kind)
+		if err := mixed(files[0], f.Path, f.Kind); err != nil {
+			return err
 		}
 		names = append(names, f.Path)
 		if f.LinkKeys != nil {

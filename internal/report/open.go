@@ -56,7 +56,12 @@ type OpenError struct {
 	Err  error
 }
 
-func (e *OpenError) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *OpenError) Error() string {
+	if msg := e.Err.Error(); strings.HasPrefix(msg, "is ") {
+		return e.Path + " " + msg // "x.csv is a CSV export …"
+	}
+	return e.Path + ": " + e.Err.Error()
+}
 
 // Unwrap returns the underlying error (a *boundedfile.Error, a *keycastresult.NotResultsError, a
 // reader's error).
@@ -64,7 +69,7 @@ func (e *OpenError) Unwrap() error { return e.Err }
 
 // ErrExport is the error (errors.Is) of a file that loadproof writes but does not read back: a text
 // report, a CSV export, an HTML page or an .hgrm distribution.
-var ErrExport = errors.New("an export, not a result file")
+var ErrExport = errors.New("loadproof reads result files (.json), not the exports it writes")
 
 // searchKind is the bounded read of a search file (search.MaxSearchBytes).
 var searchKind = boundedfile.Kind{Name: "search file", Max: search.MaxSearchBytes}
@@ -121,7 +126,7 @@ func Parse(name string, b []byte) (*File, error) {
 	refuse := func(err error) (*File, error) { return nil, &OpenError{Path: name, Kind: f.Kind, Err: err} }
 	if k, what := exportKind(b); k != KindUnknown {
 		f.Kind = k
-		return refuse(fmt.Errorf("is %s; loadproof reads result files (.json), not its exports (%w): %s", what, ErrExport, exportRemedy))
+		return refuse(fmt.Errorf("is %s; %w: %s", what, ErrExport, exportRemedy))
 	}
 	kind, serr := Sniff(b)
 	f.Kind = kind
