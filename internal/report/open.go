@@ -76,11 +76,14 @@ var searchKind = boundedfile.Kind{Name: "search file", Max: search.MaxSearchByte
 
 // Open is the one door by which loadproof reads a file it is given (report, compare, verify, cost,
 // the pages): it reads the file within a size cap (boundedfile: regular files only; a bundle's
-// evidence.json at most evidence.MaxEvidenceBytes, a search file search.MaxSearchBytes, anything
-// else boundedfile.Result), tells its kind (Sniff, or an export loadproof writes but does not
+// evidence.json at most boundedfile.Evidence, a search file search.MaxSearchBytes, anything else
+// boundedfile.Result; a file told to be evidence or a search by its content is held to the same
+// cap), tells its kind (Sniff, or an export loadproof writes but does not
 // read back), and parses it into the one model of that kind. A directory stands for the bundle in
-// it (a capacity bundle's evidence.json, a search bundle's search.json). Every refusal is an
-// *OpenError naming the file and the problem.
+// it (a capacity bundle's evidence.json, a search bundle's search.json). Every refusal names the
+// file and the problem: an *OpenError, a *boundedfile.Error (not a regular file, over its cap) or a
+// *keycastresult.NotResultsError (a JSON object of no kind loadproof reads, saying what it seems
+// to be).
 func Open(path string) (*File, error) {
 	file, cap := path, boundedfile.Result
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
@@ -130,8 +133,8 @@ func Parse(name string, b []byte) (*File, error) {
 	}
 	kind, serr := Sniff(b)
 	f.Kind = kind
-	tooLarge := func(kind string, max int64) error {
-		return fmt.Errorf("is a %s of %d bytes, larger than the %d-byte cap on %ss; this is not a file loadproof wrote", kind, len(b), max, kind)
+	tooLarge := func(k boundedfile.Kind) error {
+		return fmt.Errorf("is %d bytes, larger than the %d-byte cap on %ss; this is not a file loadproof wrote", len(b), k.Max, k.Name)
 	}
 	switch kind {
 	case KindUnknown:
@@ -148,8 +151,8 @@ func Parse(name string, b []byte) (*File, error) {
 		}
 		return refuse(serr)
 	case KindEvidence:
-		if int64(len(b)) > evidence.MaxEvidenceBytes {
-			return refuse(tooLarge("evidence file", evidence.MaxEvidenceBytes))
+		if int64(len(b)) > boundedfile.Evidence.Max {
+			return refuse(tooLarge(boundedfile.Evidence))
 		}
 		ev, err := evidence.Parse(b)
 		if err != nil {
@@ -157,8 +160,8 @@ func Parse(name string, b []byte) (*File, error) {
 		}
 		f.Evidence = ev
 	case KindSearch:
-		if int64(len(b)) > search.MaxSearchBytes {
-			return refuse(tooLarge("search file", search.MaxSearchBytes))
+		if int64(len(b)) > searchKind.Max {
+			return refuse(tooLarge(searchKind))
 		}
 		s, err := search.Parse(b)
 		if err != nil {

@@ -293,3 +293,13 @@ func FuzzOpen(f *testing.F) {
 		_ = json.Valid(file.Data)
 	})
 }
+
+// TestParseHoldsKindsToTheirCap: a file told to be a search by its content, whatever its name, is
+// held to the search file's cap.
+func TestParseHoldsKindsToTheirCap(t *testing.T) {
+	b := []byte(`{"format":"` + search.Format + `","pad":"` + strings.Repeat("a", search.MaxSearchBytes) + `"}`)
+	_, err := Parse("big.json", b)
+	if err == nil || !strings.Contains(err.Error(), "big.json is ") || !strings.Contains(err.Error(), "cap on search files") {
+		t.Errorf("an oversized search file: %v", err)
+	}
+}
