@@ -254,3 +254,30 @@ func TestNoContextValues(t *testing.T) {
 		}
 	}
 }
+
+// TestOneDoorForFiles: the commands read the files a user gives them (results, bundles, search
+// files) through report.Open alone; none tells a file's kind or picks its parser itself
+// (docs/architecture.md). The seed-compatible `keycast-loadtest report` reads with
+// keycastresult.Read, which is not listed: it is one format's reader, with upstream's messages.
+func TestOneDoorForFiles(t *testing.T) {
+	sniffers := []string{"report.Sniff(", "linkkeysresult.Read(", "keycastresult.Parse(", "evidence.Read(",
+		"evidence.IsEvidence(", "search.ReadFile(", "search.IsSearch(", "search.Parse(", "boundedfile.Result"}
+	files, err := filepath.Glob("cli/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no cli sources: %v", err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range sniffers {
+			if strings.Contains(string(b), s) {
+				t.Errorf("%s calls %s: read the files a user gives through report.Open", f, strings.TrimSuffix(s, "("))
+			}
+		}
+	}
+}

@@ -248,12 +248,12 @@ func runReportCompare(env *Env, cmd *cobra.Command, args []string, format, outpu
 // filesSeed is the bootstrap's default seed: a hash of the files' bytes in order (never 0, which
 // compare takes for "draw one").
 func filesSeed(paths []string) (uint64, error) {
-	srcs, err := readSources(slices.Clone(paths))
+	files, err := openFiles(paths)
 	if err != nil {
 		return 0, err
 	}
 	h := fnv.New64a()
-	for _, s := range srcs {
+	for _, s := range files {
 		h.Write(s.Data)
 		h.Write([]byte{0})
 	}
@@ -262,13 +262,13 @@ func filesSeed(paths []string) (uint64, error) {
 
 // readEnvelopes reads result files of either harness.
 func readEnvelopes(paths []string) ([]*result.Envelope, error) {
-	srcs, err := readSources(slices.Clone(paths))
+	files, err := openFiles(paths)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*result.Envelope, len(srcs))
-	for i, s := range srcs {
-		e, err := report.LoadEnvelope(s)
+	out := make([]*result.Envelope, len(files))
+	for i, f := range files {
+		e, err := f.RunEnvelope()
 		if err != nil {
 			return nil, usageError("compare: %v", err)
 		}

@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/result"
 	"github.com/loadproof/loadproof/internal/search"
 )
@@ -117,14 +117,14 @@ func (p *prices) lkAfterWrite(next func(string) error, printed **cost.Cost) func
 		return next
 	}
 	return func(path string) error {
-		b, err := boundedfile.Read(path, boundedfile.Result)
+		f, err := report.Open(path)
+		if err == nil && f.LinkKeys == nil {
+			err = fmt.Errorf("%s is a %s file, not the LinkKeys result just written", path, f.Kind)
+		}
 		if err != nil {
 			return fmt.Errorf("pricing the result: %w", err)
 		}
-		res, err := linkkeysresult.Read(b)
-		if err != nil {
-			return fmt.Errorf("pricing the result: %w", err)
-		}
+		res := f.LinkKeys
 		if err := p.apply(&res.Envelope, res.CostCapacity()); err != nil {
 			return fmt.Errorf("pricing the result: %w", err)
 		}

@@ -103,10 +103,10 @@ func flagOrEnvToken(cmd *cobra.Command, env *Env, flag, envName string) (string,
 // the dashboard, giving open pages a few seconds to receive it.
 // With linger it keeps serving that long first (until ctx ends).
 func finishDashboard(ctx context.Context, env *Env, d *dashboard.Dashboard, files []string, linger time.Duration) {
-	srcs, err := readSources(files)
+	opened, err := openFiles(files)
 	if err == nil {
 		var m *report.Model
-		if m, err = report.BuildModel(srcs, report.HTMLOptions{}); err == nil {
+		if m, err = report.BuildModelFiles(opened, report.HTMLOptions{}); err == nil {
 			err = d.Finish(m)
 		}
 	}

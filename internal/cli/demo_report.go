@@ -2,11 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
-	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -25,11 +25,14 @@ func writeDemoReport(out, resultsPath, evidenceDir string, lkResults []string) (
 		part{"Keycast run", resultsPath, "Keycast run (get_public_key, warm cache)"},
 		part{"Capacity profile", filepath.Join(evidenceDir, "evidence.json"), ""})
 	for _, p := range all {
-		b, err := boundedfile.Read(p.path, boundedfile.Result)
-		if err != nil {
+		if _, err := os.Stat(p.path); err != nil {
 			continue // a part the demo did not get to
 		}
-		page, err := report.HTML([]report.Source{{Name: p.path, Data: b}}, report.HTMLOptions{Title: p.title})
+		f, err := report.Open(p.path)
+		if err != nil {
+			return "", fmt.Errorf("demo: reading %w", err)
+		}
+		page, err := report.HTMLFiles([]*report.File{f}, report.HTMLOptions{Title: p.title})
 		if err != nil {
 			return "", fmt.Errorf("demo: drawing %s: %w", p.path, err)
 		}

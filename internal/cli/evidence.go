@@ -10,8 +10,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/evidence"
-	"github.com/loadproof/loadproof/internal/keycastresult"
-	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/result"
 	"github.com/loadproof/loadproof/internal/search"
 )
@@ -79,19 +78,14 @@ func verifyOptions(key ed25519.PublicKey) evidence.VerifyOptions {
 	return evidence.VerifyOptions{Key: key, Recompute: capacity.Recompute, ReadResult: readAnyResult}
 }
 
-// readAnyResult reads a result file of either harness as report does.
+// readAnyResult reads a result file of either harness as report does (report.Parse).
 func readAnyResult(path string, b []byte) error {
-	k, err := resultKind(b)
+	f, err := report.Parse(path, b)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return err // names the file
 	}
-	if k == "linkkeys" {
-		_, err = linkkeysresult.Read(b)
-	} else {
-		_, err = keycastresult.Parse(b)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	if !f.IsResult() {
+		return fmt.Errorf("%s is a %s file, neither a LinkKeys client result nor a Keycast results file", path, f.Kind)
 	}
 	return nil
 }

@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
-	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/keycastresult"
@@ -49,25 +47,29 @@ func newReportCmd(env *Env) *cobra.Command {
 			if err := rc.unused(cmd); err != nil {
 				return err
 			}
-			if path, ok, err := searchArg(args); ok || err != nil {
+			files, err := openFiles(args)
+			if err != nil {
+				return err
+			}
+			if f, err := alone(files, report.KindSearch, "a search; report one search at a time (searches do not merge with other files)"); f != nil || err != nil {
 				if err != nil {
 					return err
 				}
-				return runSearchReport(env, path, format, output, page.title)
+				return runSearchReport(env, f, format, output, page.title)
 			}
 			if format == report.FormatHTML || format == report.FormatHGRM {
-				return runReportPage(env, args, format, output, page)
+				return runReportPage(env, files, format, output, page)
 			}
 			if format != "text" && format != "json" && format != "csv" {
 				return usageError("report: --format %q: must be text, json, csv, html or hgrm", format)
 			}
-			if path, ok, err := evidenceArg(args); ok || err != nil {
+			if f, err := alone(files, report.KindEvidence, "a capacity evidence bundle; report one bundle at a time (bundles do not merge)"); f != nil || err != nil {
 				if err != nil {
 					return err
 				}
-				return runEvidenceReport(env, path, format, output)
+				return runEvidenceReport(env, f, format, output)
 			}
-			return runReport(env, args, format, output)
+			return runReport(env, files, format, output)
 		},
 	}
 	c.Flags().StringVarP(&format, "format", "f", "text", "text, json, csv, html (a self-contained page; -o names it) or hgrm (HdrHistogram percentile distribution)")
@@ -77,62 +79,75 @@ func newReportCmd(env *Env) *cobra.Command {
 	return c
 }
 
-// resultKind is the harness of a result file (report.Sniff tells the kinds apart); anything but
-// the two result formats is refused with what it appears to be (keycastresult.CheckShape).
-func resultKind(b []byte) (string, error) {
-	k, _ := report.Sniff(b)
-	if k == report.KindLinkKeys {
-		return "linkkeys", nil
+// openFiles opens the files report is given through the one door (report.Open: a bounded read,
+// the kind told, the file parsed; a directory stands for the bundle in it). A file that cannot be
+// read as any kind is a usage error naming it and the problem.
+func openFiles(paths []string) ([]*report.File, error) {
+	files := make([]*report.File, 0, len(paths))
+	for _, p := range paths {
+		f, err := report.Open(p)
+		if err != nil {
+			// Results of two harnesses never merge: say so before what else is wrong with one.
+			var oe *report.OpenError
+			if errors.As(err, &oe) && len(files) > 0 && (oe.Kind == report.KindLinkKeys || oe.Kind == report.KindKeycast) {
+				if err := mixed(files[0], p, oe.Kind); err != nil {
+					return nil, err
+				}
+			}
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
+		}
+		files = append(files, f)
 	}
-	err := keycastresult.CheckShape(b)
-	var ne *keycastresult.NotResultsError
-	if errors.As(err, &ne) && ne.Unknown {
-		ne.What += `; nor is it a LinkKeys client result (no "command"): neither a LinkKeys client result nor a Keycast results file`
-	}
-	if err != nil {
-		return "", err
-	}
-	return "keycast", nil
+	return files, nil
 }
 
-func runReport(env *Env, paths []string, format, output string) error {
-	var kind string
+// mixed refuses a result of kind at path to merge with first, a result of another harness.
+func mixed(first *report.File, path string, kind report.Kind) error {
+	if !first.IsResult() || first.Kind == kind {
+		return nil
+	}
+	return usageError("report: %s is a %s result but %s is a %s result; merge files of one kind", path, kind, first.Path, first.Kind)
+}
+
+// alone returns the file of kind among files, which must then be the only one (what says what
+// it is and why it stands alone); nil when there is none.
+func alone(files []*report.File, kind report.Kind, what string) (*report.File, error) {
+	for _, f := range files {
+		if f.Kind != kind {
+			continue
+		}
+		if len(files) > 1 {
+			return nil, usageError("report: %s is %s", f.Path, what)
+		}
+		return f, nil
+	}
+	return nil, nil
+}
+
+// notResult refuses a file that Open read but that is no run's result file of either harness.
+func notResult(f *report.File) error {
+	return usageError("report: %s is a %s file, neither a LinkKeys client result nor a Keycast results file; --format html draws any result file with the shared envelope", f.Path, f.Kind)
+}
+
+func runReport(env *Env, files []*report.File, format, output string) error {
 	var lk []linkkeysresult.Result
 	var kc []*keycastresult.Results
 	var names []string
-	for _, p := range paths {
-		b, err := boundedfile.Read(p, boundedfile.Result)
-		if err != nil {
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
+	for _, f := range files {
+		if !f.IsResult() {
+			return notResult(f)
 		}
-		k, err := resultKind(b)
-		if err != nil {
-			var ne *keycastresult.NotResultsError
-			if errors.As(err, &ne) {
-				ne.Path = p
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", ne)}
-			}
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
+		if err := mixed(files[0], f.Path, f.Kind); err != nil {
+			return err
 		}
-		if kind != "" && k != kind {
-			return usageError("report: %s is a %s result but %s is a %s result; merge files of one kind", p, k, paths[0], kind)
-		}
-		kind = k
-		names = append(names, p)
-		if k == "linkkeys" {
-			r, err := linkkeysresult.Read(b)
-			if err != nil {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
-			}
-			lk = append(lk, r)
+		names = append(names, f.Path)
+		if f.LinkKeys != nil {
+			lk = append(lk, *f.LinkKeys)
 		} else {
-			r, err := keycastresult.Parse(b)
-			if err != nil {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %s: %w", p, err)}
-			}
-			kc = append(kc, r)
+			kc = append(kc, f.Keycast)
 		}
 	}
+	kind := files[0].Kind.String()
 	var merged any
 	var text func() error
 	if kind == "linkkeys" {
@@ -210,29 +225,6 @@ func writeMerged(output string, merged any) error {
 	return nil
 }
 
-// evidenceArg reports whether the arguments name one capacity evidence bundle: a directory holding
-// evidence.json, or an evidence file. ok is false for result files.
-func evidenceArg(args []string) (dir string, ok bool, err error) {
-	for _, p := range args {
-		fi, serr := os.Stat(p)
-		isDir := serr == nil && fi.IsDir()
-		if !isDir {
-			if serr != nil || !fi.Mode().IsRegular() || fi.Size() > evidence.MaxEvidenceBytes {
-				continue // runReport names the problem
-			}
-			b, rerr := boundedfile.Read(p, boundedfile.Evidence)
-			if rerr != nil || !evidence.IsEvidence(b) {
-				continue
-			}
-		}
-		if len(args) > 1 {
-			return "", false, usageError("report: %s is a capacity evidence bundle; report one bundle at a time (bundles do not merge)", p)
-		}
-		return p, true, nil
-	}
-	return "", false, nil
-}
-
 // tamperedError is report's exit for a bundle that does not verify: the report is printed (with
 // TAMPERED at its top), and the command fails.
 func tamperedError(f *evidence.Findings) error {
@@ -243,11 +235,8 @@ func tamperedError(f *evidence.Findings) error {
 // verdict, signature) first, then the verdict and checks, and, in text, each phase's results file
 // drawn as the report of a result file would draw it. A bundle that does not verify is shown as
 // TAMPERED at the top in every format, and the command exits 1.
-func runEvidenceReport(env *Env, path, format, output string) error {
-	bundle, err := evidence.Read(path)
-	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
-	}
+func runEvidenceReport(env *Env, file *report.File, format, output string) error {
+	bundle := &evidence.Bundle{Dir: file.Dir, Raw: file.Data, Evidence: file.Evidence}
 	ev := bundle.Evidence
 	f := evidence.Verify(bundle.Dir, verifyOptions(nil))
 	var raw any
@@ -304,23 +293,20 @@ func runEvidenceReport(env *Env, path, format, output string) error {
 			continue
 		}
 		fmt.Fprintf(env.Stdout, "\n---- phase %d %s: %s\n", i+1, report.Sanitize(ph.Name), report.Sanitize(ph.ResultsFile))
-		if ev.HarnessName() == linkkeysresult.Harness {
-			r, err := linkkeysresult.Read(rb)
-			if err == nil {
-				err = report.LinkKeysText(env.Stdout, &r)
-			}
-			if err != nil {
-				fmt.Fprintf(env.Stdout, "  unreadable: %v\n", err)
-			}
-			continue
+		rf, err := report.Parse(ph.ResultsFile, rb)
+		switch {
+		case err != nil:
+		case rf.LinkKeys != nil:
+			err = report.LinkKeysText(env.Stdout, rf.LinkKeys)
+		case rf.Keycast != nil:
+			out, _ := report.Render(rf.Keycast, "text")
+			fmt.Fprintln(env.Stdout, out)
+		default:
+			err = fmt.Errorf("a %s file, not a phase's results file", rf.Kind)
 		}
-		r, err := keycastresult.Parse(rb)
 		if err != nil {
-			fmt.Fprintf(env.Stdout, "  unreadable: %v\n", err)
-			continue
+			fmt.Fprintf(env.Stdout, "  unreadable: %s\n", report.Sanitize(err.Error()))
 		}
-		out, _ := report.Render(r, "text")
-		fmt.Fprintln(env.Stdout, out)
 	}
 	if !f.OK() {
 		return tamperedError(f)

@@ -2,13 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
-	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/report"
 )
@@ -27,38 +24,15 @@ func addPageFlags(c *cobra.Command, o *pageOptions) {
 	f.StringVar(&o.kind, "kind", "", "hgrm: the latency kind to write (default \"latency\", or the files' first kind)")
 }
 
-// readSources reads the report's files; a directory stands for the capacity evidence bundle in it.
-func readSources(paths []string) ([]report.Source, error) {
-	var srcs []report.Source
-	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			p = filepath.Join(p, "evidence.json")
-		}
-		kind := boundedfile.Result
-		if filepath.Base(p) == "evidence.json" {
-			kind = boundedfile.Evidence
-		}
-		b, err := boundedfile.Read(p, kind)
-		if err != nil {
-			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
-		}
-		srcs = append(srcs, report.Source{Name: p, Data: b})
-	}
-	return srcs, nil
-}
-
 // runReportPage draws the files as a self-contained HTML page or an .hgrm distribution, into
 // output (atomically) or onto stdout.
-func runReportPage(env *Env, paths []string, format, output string, o pageOptions) error {
-	srcs, err := readSources(paths)
-	if err != nil {
-		return err
-	}
+func runReportPage(env *Env, files []*report.File, format, output string, o pageOptions) error {
 	var out []byte
+	var err error
 	if format == report.FormatHGRM {
-		out, err = report.HGRM(srcs, o.kind)
+		out, err = report.HGRMFiles(files, o.kind)
 	} else {
-		out, err = report.HTML(srcs, report.HTMLOptions{Title: o.title, Compare: o.compare})
+		out, err = report.HTMLFiles(files, report.HTMLOptions{Title: o.title, Compare: o.compare})
 	}
 	if err != nil {
 		// Every failure here is about the files given: not results, or not of one run.
@@ -68,11 +42,11 @@ func runReportPage(env *Env, paths []string, format, output string, o pageOption
 	// the top of the page, and the command fails.
 	var failed *evidence.Findings
 	if format == report.FormatHTML {
-		for _, s := range srcs {
-			if !evidence.IsEvidence(s.Data) {
+		for _, s := range files {
+			if s.Kind != report.KindEvidence {
 				continue
 			}
-			if f := evidence.Verify(filepath.Dir(s.Name), verifyOptions(nil)); !f.OK() {
+			if f := evidence.Verify(s.Dir, verifyOptions(nil)); !f.OK() {
 				out, failed = report.MarkTampered(out, f.Path, f.Problems), f
 				report.TamperedText(env.Stderr, f.Path, f.Problems)
 			}

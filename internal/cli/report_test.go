@@ -88,6 +88,13 @@ func TestReportRejectsBadInput(t *testing.T) {
 	if err := keycast.WriteUsersFile(users, &keycast.UsersFile{Users: []keycast.TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "t"}}}); err != nil {
 		t.Fatal(err)
 	}
+	export := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	hollow := filepath.Join(dir, "hollow.json")
 	if err := os.WriteFile(hollow, []byte(`{"metadata":{},"summary":{}}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -104,24 +111,17 @@ func TestReportRejectsBadInput(t *testing.T) {
 		{[]string{"report", kc, hollow}, "lacks metadata.url"},
 		{[]string{"report", filepath.Join(dir, "missing.json")}, "no such file"},
 		{[]string{"report", kc, "--format", "xml"}, "must be text, json, csv, html or hgrm"},
+		// issue 29 item 3: the exports loadproof writes are named, with what to give instead.
+		{[]string{"report", export("run.csv", "url,scenario,method,concurrency\nx,y,z,1\n")}, "run.csv is a CSV export (report --format csv); loadproof reads result files (.json)"},
+		{[]string{"report", export("run.html", "<!DOCTYPE html>\n<html>"), "--format", "html"}, "run.html is an HTML page"},
+		{[]string{"compare", kc, "--vs", export("run.hgrm", "       Value     Percentile TotalCount 1/(1-Percentile)\n")}, "run.hgrm is an HdrHistogram distribution"},
+		{[]string{"report", dir}, "is a directory holding neither a capacity evidence bundle"},
 	} {
 		env, _, errb := lkTestEnv()
 		if code := Run(context.Background(), Loadproof, c.args, env); code != ExitUsage || !strings.Contains(errb.String(), c.msg) {
 			t.Errorf("%v: exit %d, stderr %q (want %q)", c.args, code, errb, c.msg)
 		}
 	}
-}
-
-func FuzzResultKind(f *testing.F) {
-	for _, s := range []string{`{"command":"ddos"}`, `{"metadata":{},"summary":{}}`, `{}`, `[]`, `nul`, ``} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := resultKind(b)
-		if (err == nil) != (k == "linkkeys" || k == "keycast") {
-			t.Fatalf("kind %q with error %v", k, err)
-		}
-	})
 }
 
 // TestReportReadsAKeycastBundle reports a Keycast evidence bundle from its files alone: the

@@ -6,51 +6,19 @@ import (
 	"path/filepath"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
-	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/evidence"
 	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/search"
 )
 
-// searchArg reports whether report's arguments name a search file or a search bundle: a directory
-// holding search.json, or a file whose format is the search file's. A search is reported alone.
-func searchArg(args []string) (path string, ok bool, err error) {
-	for _, p := range args {
-		fi, serr := os.Stat(p)
-		if serr != nil {
-			continue // the result reader names the problem
-		}
-		switch {
-		case fi.IsDir():
-			if _, ok := search.IsBundle(p); !ok {
-				continue
-			}
-		case fi.Mode().IsRegular() && fi.Size() <= search.MaxSearchBytes:
-			b, rerr := boundedfile.Read(p, boundedfile.Kind{Name: "search file", Max: search.MaxSearchBytes})
-			if rerr != nil || !search.IsSearch(b) {
-				continue
-			}
-		default:
-			continue
-		}
-		if len(args) > 1 {
-			return "", false, usageError("report: %s is a search; report one search at a time (searches do not merge with other files)", p)
-		}
-		return p, true, nil
-	}
-	return "", false, nil
-}
-
 // runSearchReport reports a search file or bundle: text (as search prints it), json (the search
 // file) or html (the load-response page). A bundle with a manifest is verified as `verify` does;
 // one that does not verify is reported with TAMPERED at its top and the command exits 1.
-func runSearchReport(env *Env, path, format, output, title string) error {
-	res, err := search.ReadFile(path)
-	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
-	}
+func runSearchReport(env *Env, file *report.File, format, output, title string) error {
+	res := file.Search
 	var failed *evidence.Findings
-	if dir, ok := search.IsBundle(path); ok {
+	var err error
+	if dir, ok := search.IsBundle(file.Path); ok {
 		if _, err := os.Stat(filepath.Join(dir, evidence.ManifestFile)); err == nil {
 			if f := search.Verify(dir, verifyOptions(nil)); !f.OK() {
 				failed = f
@@ -61,11 +29,7 @@ func runSearchReport(env *Env, path, format, output, title string) error {
 	var out []byte
 	switch format {
 	case report.FormatHTML:
-		name := path
-		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-			name = filepath.Join(path, search.File)
-		}
-		if out, err = report.SearchPage(res, name, title); err != nil {
+		if out, err = report.SearchPage(res, file.Path, title); err != nil {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		if failed != nil {

@@ -13,9 +13,12 @@ import (
 	"github.com/loadproof/loadproof/internal/textclip"
 )
 
-// The comparison and search pages' script and styles (assets/compare.js, assets/search.js and
-// assets/statpages.css), inlined beside the report's own styles so each page is one file.
+// The comparison and search pages' scripts and styles (assets/compare.js, assets/search.js, the
+// DOM helpers both draw with in assets/statpages.js, and assets/statpages.css), inlined beside the
+// report's own styles so each page is one file.
 var (
+	//go:embed assets/statpages.js
+	statPagesJS string
 	//go:embed assets/compare.js
 	compareJS string
 	//go:embed assets/search.js
@@ -275,7 +278,7 @@ func ComparePage(c *compare.Comparison, info CompareInfo) ([]byte, error) {
 }
 
 // statPage writes a comparison or search page: the report's styles, the pages' own, the data as
-// JSON in a script element and the script that draws it. It carries the static report's policy:
+// JSON in a script element, the shared DOM helpers and the script that draws it. It carries the static report's policy:
 // nothing loads, connects or submits.
 func statPage(title string, model any, script string) ([]byte, error) {
 	data, err := json.Marshal(model) // escapes <, > and &: safe inside <script>
@@ -283,7 +286,7 @@ func statPage(title string, model any, script string) ([]byte, error) {
 		return nil, fmt.Errorf("report: encoding the page's data: %w", err)
 	}
 	var b strings.Builder
-	b.Grow(len(reportCSS) + len(statPagesCSS) + len(script) + len(data) + 2048)
+	b.Grow(len(reportCSS) + len(statPagesCSS) + len(statPagesJS) + len(script) + len(data) + 2048)
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
 	b.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
 	b.WriteString("<meta http-equiv=\"Content-Security-Policy\" content=\"" + StaticCSP + "\">\n")
@@ -295,6 +298,8 @@ func statPage(title string, model any, script string) ([]byte, error) {
 	b.WriteString("<script id=\"lp-data\" type=\"application/json\">")
 	b.Write(data)
 	b.WriteString("</script>\n")
+	// The shared helpers first: the page's script finds them (lpDOM) when it runs.
+	b.WriteString("<script id=\"lp-stat-dom\">\n" + statPagesJS + "\n</script>\n")
 	b.WriteString("<script id=\"lp-app\">\n" + script + "\n</script>\n")
 	b.WriteString("</body>\n</html>\n")
 	return []byte(b.String()), nil

@@ -20,4 +20,9 @@
 // here from the files alone: per-interval percentiles from each interval's HDR histogram, rates,
 // capacity phases on one time axis. LiveFeed makes the same page's rows one interval at a time for
 // the live dashboard.
+//
+// Open (open.go) is the one door by which loadproof reads a file it is given: a bounded read, the
+// kind told once (Sniff; the text, CSV, HTML and .hgrm exports, which are not read back, are named
+// as such), and the file parsed into the one model of its kind. Every command that reads a result
+// file, a bundle or a search file goes through it.
 package report

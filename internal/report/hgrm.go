@@ -16,7 +16,16 @@ import (
 // in milliseconds, for the HdrHistogram plotter. kind selects the latency kind ("latency",
 // "uncorrected", a LinkKeys kind); empty means the primary kind ("latency" when present).
 func HGRM(srcs []Source, kind string) ([]byte, error) {
-	if len(srcs) == 0 {
+	files, err := ParseSources(srcs)
+	if err != nil {
+		return nil, err
+	}
+	return HGRMFiles(files, kind)
+}
+
+// HGRMFiles is HGRM of files as Open read them.
+func HGRMFiles(files []*File, kind string) ([]byte, error) {
+	if len(files) == 0 {
 		return nil, errors.New("report: no files to draw")
 	}
 	hs := map[string]*hist.Histogram{}
@@ -28,8 +37,8 @@ func HGRM(srcs []Source, kind string) ([]byte, error) {
 			hs[k].Merge(h)
 		}
 	}
-	for _, s := range srcs {
-		l, err := load(s)
+	for _, f := range files {
+		l, err := drawable(f)
 		if err != nil {
 			return nil, err
 		}

@@ -69,71 +69,56 @@ type loaded struct {
 	refused map[string]int64
 }
 
-// envelopeFile is any harness's result file as far as the report needs it: the envelope at the top
-// level and the stop event.
-type envelopeFile struct {
-	result.Envelope
-	Stop    *result.StopEvent `json:"stop"`
-	Refused map[string]int64  `json:"refused"`
+// ParseSources parses sources handed over in memory as Open parses a file (Parse), each refusal
+// prefixed "report: ".
+func ParseSources(srcs []Source) ([]*File, error) {
+	files := make([]*File, len(srcs))
+	for i, s := range srcs {
+		f, err := Parse(s.Name, s.Data)
+		if err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
+		files[i] = f
+	}
+	return files, nil
 }
 
-func load(src Source) (*loaded, error) {
-	kind, serr := Sniff(src.Data)
-	if errors.Is(serr, ErrNotObject) {
-		return nil, fmt.Errorf("report: %s: %w", src.Name, serr)
+// drawable is what a page draws of a file: a run's envelope (with its stop event and refusals)
+// or a capacity bundle's evidence.
+func drawable(f *File) (*loaded, error) {
+	l := &loaded{name: f.Path}
+	switch {
+	case f.Evidence != nil:
+		l.evidence = f.Evidence
+	case f.Search != nil:
+		return nil, fmt.Errorf("report: %s is a search file: report it on its own (loadproof report %s --format html draws its load-response page)", f.Path, f.Path)
+	case f.Envelope != nil:
+		l.env, l.keycast, l.stop, l.refused = f.Envelope, f.Keycast, f.Stop, f.Refused
+	case f.Keycast != nil:
+		return nil, fmt.Errorf("report: %s is a Keycast results file in the upstream schema: it has no interval snapshots to draw (%w)", f.Path, ErrNotEnvelope)
+	default:
+		return nil, fmt.Errorf("%w: %s is a %s file without one", ErrNotEnvelope, f.Path, f.Kind)
 	}
-	l := &loaded{name: src.Name}
-	switch kind {
-	case KindEvidence:
-		ev, err := evidence.Parse(src.Data)
-		if err != nil {
-			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
-		}
-		l.evidence = ev
-		return l, nil
-	case KindKeycast:
-		r, err := keycastresult.Parse(src.Data)
-		if err != nil {
-			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
-		}
-		if r.Envelope == nil {
-			return nil, fmt.Errorf("report: %s is a Keycast results file in the upstream schema: it has no interval snapshots to draw (%w)", src.Name, ErrNotEnvelope)
-		}
-		l.env, l.keycast, l.stop = r.Envelope, r, r.Stop
-		return l, nil
-	case KindLinkKeys, KindEnvelope:
-		var f envelopeFile
-		if err := json.Unmarshal(src.Data, &f); err != nil {
-			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
-		}
-		if f.Format != result.Format {
-			break // an older LinkKeys file without the envelope: nothing to draw
-		}
-		if err := f.Validate(); err != nil {
-			return nil, fmt.Errorf("report: %s: %w", src.Name, err)
-		}
-		l.env, l.stop, l.refused = &f.Envelope, f.Stop, f.Refused
-		return l, nil
-	}
-	var s struct {
-		Format string `json:"format"`
-	}
-	_ = json.Unmarshal(src.Data, &s)
-	what := "an unknown JSON object"
-	if s.Format != "" {
-		what = fmt.Sprintf("a file of format %q", s.Format)
-	}
-	return nil, fmt.Errorf("%w: %s is %s", ErrNotEnvelope, src.Name, what)
+	return l, nil
 }
 
-// BuildModel reads the sources and computes the page's data.
+// BuildModel parses the sources (ParseSources) and computes the page's data.
 func BuildModel(srcs []Source, opt HTMLOptions) (*Model, error) {
-	if len(srcs) == 0 {
+	files, err := ParseSources(srcs)
+	if err != nil {
+		return nil, err
+	}
+	return BuildModelFiles(files, opt)
+}
+
+// BuildModelFiles computes the page's data from files as Open read them.
+func BuildModelFiles(files []*File, opt HTMLOptions) (*Model, error) {
+	if len(files) == 0 {
 		return nil, errors.New("report: no files to draw")
 	}
 	var ls []*loaded
-	for _, s := range srcs {
-		l, err := load(s)
+	for _, f := range files {
+		l, err := drawable(f)
 		if err != nil {
 			return nil, err
 		}
@@ -393,7 +378,16 @@ const LiveCSP = StaticCSP + "; connect-src 'self'"
 
 // HTML draws the sources as one self-contained HTML page.
 func HTML(srcs []Source, opt HTMLOptions) ([]byte, error) {
-	m, err := BuildModel(srcs, opt)
+	files, err := ParseSources(srcs)
+	if err != nil {
+		return nil, err
+	}
+	return HTMLFiles(files, opt)
+}
+
+// HTMLFiles draws files as Open read them as one self-contained HTML page.
+func HTMLFiles(files []*File, opt HTMLOptions) ([]byte, error) {
+	m, err := BuildModelFiles(files, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -464,18 +458,18 @@ type phaseResult struct {
 	refused map[string]int64
 }
 
-// LoadEnvelope reads one result file of either harness (not an evidence bundle) as its envelope,
-// validated: what a comparison or search reads of a run.
-func LoadEnvelope(src Source) (*result.Envelope, error) {
-	l, err := load(src)
+// RunEnvelope is the file's run envelope, validated: what a comparison or search reads of a
+// run. A bundle or a file without an envelope is refused, saying what to give instead.
+func (f *File) RunEnvelope() (*result.Envelope, error) {
+	if f.Evidence != nil {
+		return nil, fmt.Errorf("report: %s is a capacity evidence bundle, not a run's result file: give its phases' results files", f.Path)
+	}
+	l, err := drawable(f)
 	if err != nil {
 		return nil, err
 	}
-	if l.env == nil {
-		return nil, fmt.Errorf("report: %s is a capacity evidence bundle, not a run's result file: give its phases' results files", src.Name)
-	}
 	if err := l.env.Validate(); err != nil {
-		return nil, fmt.Errorf("report: %s: %w", src.Name, err)
+		return nil, fmt.Errorf("report: %s: %w", f.Path, err)
 	}
 	return l.env, nil
 }

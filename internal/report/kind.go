@@ -22,17 +22,23 @@ const (
 	KindEvidence      // a capacity bundle's evidence file (schema_version and phases)
 	KindSearch        // a search file (format search.Format)
 	KindEnvelope      // another result file in the shared envelope (format result.Format)
+
+	// The exports loadproof writes but does not read back (Open refuses them with ErrExport).
+	KindExportText // a text report
+	KindExportCSV  // a CSV export (report --format csv)
+	KindExportHTML // an HTML page (report --format html, compare, search)
+	KindExportHGRM // an HdrHistogram distribution (report --format hgrm)
 )
 
 func (k Kind) String() string {
-	return [...]string{"unknown", "linkkeys", "keycast", "evidence", "search", "envelope"}[k]
+	return [...]string{"unknown", "linkkeys", "keycast", "evidence", "search", "envelope", "text report", "CSV export", "HTML page", "hgrm distribution"}[k]
 }
 
 // ErrNotObject is Sniff's error for bytes that are not one JSON object.
 var ErrNotObject = errors.New("not a JSON object")
 
-// Sniff tells the kinds of file apart by their top-level keys: the one place that does (the
-// report command, the page and verify all ask it). It reads no more than the top-level object; a
+// Sniff tells the kinds of JSON file apart by their top-level keys: the one place that does (Open,
+// and through it the report command, the pages, compare and verify, asks it). It reads no more than the top-level object; a
 // file that is not a JSON object is ErrNotObject, and an object of no kind here is KindUnknown with
 // an error from keycastresult.CheckShape saying what it appears to be (a users file, a plan, a
 // manifest, …). Types and consistency are the readers' business.

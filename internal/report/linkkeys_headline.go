@@ -21,6 +21,11 @@ func LinkKeysHeadline(w io.Writer, r *lkr.Result) {
 	w = TextWriter(w)
 	p := lkr.ParamsFromFlags(r.Flags)
 	secs := float64(p.DurationSecs)
+	refused := r.Refusals()
+	var total int64
+	for _, v := range refused {
+		total += v
+	}
 	switch r.Command {
 	case lkr.CmdConnections:
 		h := r.Hold
@@ -58,6 +63,11 @@ func LinkKeysHeadline(w io.Writer, r *lkr.Result) {
 		if r.Attempts != nil {
 			line += latencyText(r.Attempts.Latency)
 		}
+		if total > 0 {
+			// The limiter's refusals end as failed handshakes; what failed besides them is
+			// what needs looking at.
+			line += fmt.Sprintf("; %d failures besides the refusals", max(hs.Failed-total, 0))
+		}
 		fmt.Fprintln(w, line)
 	case lkr.CmdRequestBench:
 		q := r.Requests
@@ -70,7 +80,6 @@ func LinkKeysHeadline(w io.Writer, r *lkr.Result) {
 			fmt.Fprintf(w, "headline: %d of %d sources admitted\n", a.Succeeded, p.Sources)
 		}
 	}
-	refused := r.Refusals()
 	if len(refused) == 0 {
 		if n := closedDuringHandshake(r); n > 0 && r.Server == nil {
 			fmt.Fprintf(w, "  %d handshakes ended with the stream closed (EOF/ECONNRESET): that is how the server's handshake limiter refuses; with --server-metrics (or a metrics_addr in the info file) they are told apart from failures, and %s\n",
@@ -78,11 +87,9 @@ func LinkKeysHeadline(w io.Writer, r *lkr.Result) {
 		}
 		return
 	}
-	var total int64
 	reasons := slices.Sorted(maps.Keys(refused))
 	parts := make([]string, len(reasons))
 	for i, k := range reasons {
-		total += refused[k]
 		parts[i] = fmt.Sprintf("%s=%d", k, refused[k])
 	}
 	fmt.Fprintf(w, "refused by design: %d (%s): the server's admission control, counted apart from failures and throughput\n", total, strings.Join(parts, " "))

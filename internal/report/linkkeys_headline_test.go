@@ -46,6 +46,42 @@ func TestHeadlineCountsRefusalsApart(t *testing.T) {
 	}
 }
 
+// TestHandshakeHeadlineNamesFailuresBesidesRefusals: a handshake-bench whose server's limiter
+// refused handshakes says, on its headline, how many handshakes failed besides those refusals (the
+// refusals are not failures); a hostile refused figure larger than the failures gives 0, and a run
+// without refusals says nothing of them.
+func TestHandshakeHeadlineNamesFailuresBesidesRefusals(t *testing.T) {
+	run := func(failed int64, causes map[string]int64) string {
+		r := &lkr.Result{Handshakes: &lkr.Handshakes{Completed: 400, Failed: failed}, Attempts: lkr.NewAttempts()}
+		r.Command = lkr.CmdHandshakeBench
+		r.Flags = map[string]string{"duration-secs": "2"}
+		r.Causes = causes
+		var b bytes.Buffer
+		LinkKeysHeadline(&b, r)
+		return b.String()
+	}
+	refused := func(n int64) map[string]int64 {
+		return map[string]int64{result.ClassRefused + ":" + lkr.RefusedHandshakeSource: n}
+	}
+	for _, c := range []struct {
+		name   string
+		failed int64
+		causes map[string]int64
+		want   string
+		absent string
+	}{
+		{"refusals and failures", 950, refused(900), "headline: 200 completed handshakes/s; 50 failures besides the refusals\n", ""},
+		{"refusals only", 900, refused(900), "; 0 failures besides the refusals\n", ""},
+		{"hostile refusals", 10, refused(1 << 40), "; 0 failures besides the refusals\n", ""},
+		{"no refusals", 30, nil, "headline: 200 completed handshakes/s\n", "besides the refusals"},
+	} {
+		out := run(c.failed, c.causes)
+		if !strings.Contains(out, c.want) || c.absent != "" && strings.Contains(out, c.absent) {
+			t.Errorf("%s: headline lacks %q (or has %q):\n%s", c.name, c.want, c.absent, out)
+		}
+	}
+}
+
 // TestPageHeadlineCountsRefusalsApart: the page's headline quotes the successes' rate and latency;
 // refusals by design (a refusal class, or a harness's refused figures within its failure classes)
 // are neither failures nor throughput, and a hostile refused figure cannot exceed the operations

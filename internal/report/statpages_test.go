@@ -61,7 +61,7 @@ func checkSelfContained(t *testing.T, page []byte) {
 }
 
 func TestStatPageAssetsCannotCloseTheirElement(t *testing.T) {
-	for name, s := range map[string]string{"compare.js": compareJS, "search.js": searchJS, "statpages.css": statPagesCSS} {
+	for name, s := range map[string]string{"compare.js": compareJS, "search.js": searchJS, "statpages.js": statPagesJS, "statpages.css": statPagesCSS} {
 		l := strings.ToLower(s)
 		if strings.Contains(l, "</script") || strings.Contains(l, "</style") {
 			t.Errorf("%s contains a closing </script or </style", name)
@@ -201,7 +201,7 @@ func TestCompareModelHostileBounded(t *testing.T) {
 	if len(page) > 1<<20 {
 		t.Errorf("page is %d bytes: a crafted comparison must cost a bounded page", len(page))
 	}
-	if strings.Count(string(page), "</script>") != 2 {
+	if strings.Count(string(page), "</script>") != 3 {
 		t.Error("the data closed its script element")
 	}
 	var m CompareModel
@@ -257,7 +257,7 @@ func (s stepServer) Trial(_ context.Context, v float64, step, trial int) (search
 	return search.Trial{Env: synthRun(5, v, 40*time.Millisecond, s.errShare, trial)}, nil
 }
 
-func runSearch(t *testing.T, cfg search.Config, s stepServer) *search.Result {
+func runSearch(t testing.TB, cfg search.Config, s stepServer) *search.Result {
 	t.Helper()
 	res, err := search.Run(context.Background(), cfg, s)
 	if err != nil {
@@ -276,7 +276,7 @@ func runSearch(t *testing.T, cfg search.Config, s stepServer) *search.Result {
 	return back
 }
 
-func mustSLO(t *testing.T, s string) *search.SLO {
+func mustSLO(t testing.TB, s string) *search.SLO {
 	t.Helper()
 	slo, err := search.ParseSLO(s)
 	if err != nil {
@@ -431,10 +431,34 @@ func FuzzSearchPage(f *testing.F) {
 			}
 			return
 		}
-		if strings.Count(string(page), "</script>") != 2 {
+		if strings.Count(string(page), "</script>") != 3 {
 			t.Fatal("the data closed its script element")
 		}
 		var m SearchModel
 		statData(t, page, &m)
 	})
+}
+
+// TestStatPagesShareTheirDOMHelpers: the comparison and search scripts take el, svg, setAttrs
+// and isNum from the one shared asset (statpages.js), which each page inlines before its script.
+func TestStatPagesShareTheirDOMHelpers(t *testing.T) {
+	for name, s := range map[string]string{"compare.js": compareJS, "search.js": searchJS} {
+		for _, own := range []string{"function el(", "function svg(", "function setAttrs(", "function isNum(", "createElementNS("} {
+			if strings.Contains(s, own) {
+				t.Errorf("%s defines its own %s: use lpDOM (statpages.js)", name, own)
+			}
+		}
+		if !strings.Contains(s, "lpDOM.el") {
+			t.Errorf("%s does not take its helpers from lpDOM", name)
+		}
+	}
+	page, err := statPage("t", map[string]int{}, compareJS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	dom, app := strings.Index(s, `<script id="lp-stat-dom">`), strings.Index(s, `<script id="lp-app">`)
+	if dom < 0 || app < 0 || dom > app || !strings.Contains(s, statPagesJS) {
+		t.Errorf("the shared helpers are not inlined before the page's script (at %d, script at %d)", dom, app)
+	}
 }

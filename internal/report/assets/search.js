@@ -8,30 +8,8 @@
 
   var model = JSON.parse(document.getElementById('lp-data').textContent);
   var app = document.getElementById('app');
-  var SVG = 'http://www.w3.org/2000/svg';
-
-  function setAttrs(e, attrs) {
-    if (!attrs) return;
-    for (var k in attrs) {
-      if (attrs[k] == null) continue;
-      if (k === 'text') e.textContent = attrs[k];
-      else if (k === 'cls') e.setAttribute('class', attrs[k]);
-      else e.setAttribute(k, attrs[k]);
-    }
-  }
-  function el(tag, attrs, kids) {
-    var e = document.createElement(tag);
-    setAttrs(e, attrs);
-    (kids || []).forEach(function (c) { if (c != null) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
-    return e;
-  }
-  function svg(tag, attrs, text) {
-    var e = document.createElementNS(SVG, tag);
-    setAttrs(e, attrs);
-    if (text != null) e.textContent = text;
-    return e;
-  }
-  function isNum(v) { return typeof v === 'number' && isFinite(v); }
+  // The shared DOM helpers (assets/statpages.js, inlined before this script).
+  var el = lpDOM.el, svg = lpDOM.svg, setAttrs = lpDOM.setAttrs, isNum = lpDOM.isNum;
   function fmtVal(v) {
     if (!isNum(v)) return '—';
     return v.toLocaleString('en-US', { maximumFractionDigits: 3 });
