@@ -6,14 +6,14 @@
 # handshakes completed, and the client RSS per held connection; plus the server host's kernel
 # counters (listen overflows, drops, retransmits) read inside its namespace before and after.
 #
-# Usage: bench/testbed-held.sh     PER_HOST=10000 PROCS=2 HOLD=5 (defaults); root, ip, go, jq.
+# Usage: bench/testbed-held.sh     PER_HOST=10000 PROCS=2 HOLD=5 (defaults); root, ip, go.
 # Bounded: PER_HOST at most 100000. Namespaces lp-bh<pid>-* are deleted at the end, also on
 # failure; only the server this script started is stopped, by its PID.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib.sh"
-need_tools go ip jq
+need_tools go ip
 PER_HOST=${PER_HOST:-10000}; PROCS=${PROCS:-2}; HOLD=${HOLD:-5}
 [ "$PER_HOST" -ge 1 ] && [ "$PER_HOST" -le 100000 ] || { echo "PER_HOST 1-100000" >&2; exit 2; }
 OUT=${OUT:-${TMPDIR:-/tmp}/testbed-held-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -55,6 +55,4 @@ rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 kernel after
 echo "wall $(( $(date +%s) - start ))s, client exit $rc"
 benchsum testbed-held "$OUT" "$PER_HOST"
-sed -n 's/^METRICS //p' "$OUT/server.log" | jq -rs '(max_by(.open_connections // 0) // {}) as $m |
-  "server RSS \($m.process_rss_bytes) bytes at its most open connections, \($m.open_connections) open: \(($m.process_rss_bytes // 0) / ([$m.open_connections // 0, 1] | max) / 1024 * 10 | round / 10) KiB per open connection"' || true
 echo "raw results: $OUT"

@@ -168,5 +168,21 @@ func runTestbedHeld(e *env, args []string) error {
 		parts = append(parts, fmt.Sprintf("%s +%d", k, a[k]-b[k]))
 	}
 	e.printf("server host kernel: %s\n", strings.Join(parts, ", "))
+	// The server's own view: its RSS at the METRICS line with the most open connections (the
+	// first such line), per open connection.
+	ms, err := metricsLines[map[string]json.RawMessage](join(out, "server.log"))
+	if err != nil {
+		return err
+	}
+	var top map[string]json.RawMessage
+	var topOpen float64
+	for _, m := range ms {
+		if o, _ := optNumber(m["open_connections"]); top == nil || o > topOpen {
+			top, topOpen = m, o
+		}
+	}
+	rss, _ := optNumber(top["process_rss_bytes"])
+	e.printf("server RSS %s bytes at its most open connections, %s open: %.1f KiB per open connection\n",
+		raw(top["process_rss_bytes"]), raw(top["open_connections"]), rss/max(topOpen, 1)/1024)
 	return nil
 }
