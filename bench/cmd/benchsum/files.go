@@ -91,7 +91,48 @@ func raw(v json.RawMessage) string {
 			return str
 		}
 	}
+	if strings.HasPrefix(s, "[") || strings.HasPrefix(s, "{") {
+		d := json.NewDecoder(strings.NewReader(s))
+		d.UseNumber()
+		var x any
+		if d.Decode(&x) == nil {
+			return repr(x)
+		}
+	}
 	return s
+}
+
+// repr writes a decoded JSON list or object as the summaries always printed one: ['a', 1, None],
+// {'k': 2}, keys in sorted order.
+func repr(x any) string {
+	switch v := x.(type) {
+	case nil:
+		return "None"
+	case bool:
+		return pyBool(v)
+	case string:
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
+	case json.Number:
+		return v.String()
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = repr(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = repr(k) + ": " + repr(v[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return fmt.Sprint(x)
 }
 
 // pyBool prints a bool as the summaries always have.
@@ -171,7 +212,7 @@ func (s *serverChecks) exact() (bool, string) {
 		for i, c := range s.Checks {
 			parts[i] = string(c)
 		}
-		return false, "[" + strings.Join(parts, ", ") + "]"
+		return false, raw(json.RawMessage("[" + strings.Join(parts, ",") + "]"))
 	}
 	return false, raw(s.Note)
 }

@@ -437,7 +437,7 @@ func runMillion(e *env, args []string) error {
 		}
 		reasons := "{}"
 		if len(j.Attempts.FailureReasons) > 0 && string(j.Attempts.FailureReasons) != "null" {
-			reasons = string(j.Attempts.FailureReasons)
+			reasons = raw(j.Attempts.FailureReasons)
 		}
 		attempted := a.Attempted
 		if attempted == 0 {
