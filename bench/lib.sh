@@ -184,4 +184,8 @@ cpu_us_per_op() {
 }
 
 # last_metrics LOG: the last METRICS line of a LinkKeys server log, as JSON ({} when there is none).
-last_metrics() { { sed -n 's/^METRICS //p' "$1" | tail -n 1; echo '{}'; } | head -n 1; }
+last_metrics() {
+  local l
+  l=$(sed -n 's/^METRICS //p' "$1" | tail -n 1)
+  if [ -n "$l" ]; then echo "$l"; else echo '{}'; fi
+}
