@@ -3,7 +3,8 @@
 # The scripts keep what needs the operating system (servers started and stopped by PID, pinning,
 # sysctls, perf, /proc, peers side by side). Figures are read with jq (one field of a result file,
 # `loadproof report --format json`); summaries over several runs, ratios and medians are printed by
-# one Go program, bench/cmd/benchsum (`benchsum`, below), which has tests. No script runs Python.
+# one Go program, bench/cmd/benchsum (`benchsum`, below), which has tests; its tests also check that no
+# script embeds another interpreter's code (awk and jq filters are the only inline programs).
 #
 # unset_server_env appends to the CLEAN_ENV array an `env -u` for every TCP_* and PUBLIC_READ_*
 # variable of the calling shell, so a server started with `env "${CLEAN_ENV[@]}" …` runs the

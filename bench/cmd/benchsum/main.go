@@ -28,8 +28,9 @@ type summary struct {
 
 // env is what a summary reads and writes besides its files.
 type env struct {
-	stdin  io.Reader
-	stdout io.Writer
+	stdin   io.Reader
+	stdout  io.Writer
+	loadavg string // the load average file (/proc/loadavg; a fixture in tests)
 }
 
 func (e *env) printf(format string, a ...any) { fmt.Fprintf(e.stdout, format, a...) }
@@ -54,7 +55,9 @@ var summaries = map[string]summary{
 // errUsage marks an error in the command line (exit status 2).
 var errUsage = errors.New("usage")
 
-func main() { os.Exit(run(os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout}, os.Stderr)) }
+func main() {
+	os.Exit(run(os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, loadavg: "/proc/loadavg"}, os.Stderr))
+}
 
 func run(args []string, e *env, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {

@@ -214,7 +214,7 @@ func runHandshakePinned(e *env, args []string) error {
 	e.printf("machine: %s, %d cores, GOMAXPROCS %d (client), %.1f GiB, kernel %s, nofile %d/%d, somaxconn %d, ports %s, %s, loadproof %s, %s\n",
 		m.CPUModel, m.Cores, m.GOMAXPROCS, float64(m.MemoryBytes)/gib, m.Kernel, m.NofileSoft, m.NofileHard, m.Somaxconn,
 		m.IPLocalPortRange, m.GoVersion, m.LoadproofVersion, m.CollectedAt.Format("2006-01-02T15:04:05.999999999Z07:00"))
-	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+	if la, err := os.ReadFile(e.loadavg); err == nil {
 		f := strings.Fields(string(la))
 		if len(f) >= 3 {
 			e.printf("load average at the end: ['%s', '%s', '%s']\n", f[0], f[1], f[2])
