@@ -49,7 +49,8 @@ func (s millionSample) metric(k string) float64 {
 }
 
 // runMillionMachine prints the machine line of bench/linkkeys-million.sh: what bounds a million
-// held connections (memory, open files, somaxconn, ports, TCP memory).
+// held connections (memory, open files, somaxconn, ports, TCP memory). Linux: it reads /proc, as
+// the script's sampling does; elsewhere the fields read "?".
 func runMillionMachine(e *env, args []string) error {
 	if err := wantArgs(args, 0, 0); err != nil {
 		return err
@@ -65,17 +66,9 @@ func runMillionMachine(e *env, args []string) error {
 		}
 	}
 	mem := readKeyed("/proc/meminfo")
-	var uts syscall.Utsname
 	kernel := "?"
-	if syscall.Uname(&uts) == nil {
-		var b []byte
-		for _, c := range uts.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		kernel = string(b)
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
 	}
 	nofile := "?"
 	var rl syscall.Rlimit
