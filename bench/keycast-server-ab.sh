@@ -65,11 +65,7 @@ start_server() { # start_server BIN
   GOMAXPROCS=1 KEYCAST_BCRYPT_COST=4 PORT=$PORT taskset -c 1 "$WORK/$1" server --data-dir "$WORK/data" \
     >"$WORK/server.out" 2>"$WORK/server.err" &
   SERVER_PID=$!
-  for _ in $(seq 1 100); do
-    curl -fsS "$URL/health" >/dev/null 2>&1 && break
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.err" >&2; exit 1; }
-    sleep 0.1
-  done
+  keycast_ready "$URL" "$WORK/server.err"
   "$WORK/$1" setup --url "$URL" --users 1 --concurrency 1 --output "$WORK/users.json" >/dev/null 2>"$WORK/setup.err" \
     || { cat "$WORK/setup.err" >&2; exit 1; }
   TOKEN=$(jq -r '.users[0].ucan_token' "$WORK/users.json")

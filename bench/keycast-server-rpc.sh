@@ -68,13 +68,7 @@ start_server() {
   GOMAXPROCS=$procs KEYCAST_BCRYPT_COST=4 KEYCAST_FAST_PATH=$fast PORT=$PORT taskset -c "$cpus" "$WORK/kl" server --data-dir "$WORK/data" \
     >"$WORK/server.out" 2>"$WORK/server.err" &
   SERVER_PID=$!
-  for _ in $(seq 1 100); do
-    curl -fsS "$URL/health" >/dev/null 2>&1 && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.err" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "server did not come up" >&2
-  exit 1
+  keycast_ready "$URL" "$WORK/server.err"
 }
 stop_server() {
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""

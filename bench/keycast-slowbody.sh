@@ -49,11 +49,7 @@ URL="http://127.0.0.1:$PORT"
 KEYCAST_BCRYPT_COST=4 KEYCAST_MAX_CONNECTIONS=$CAP KEYCAST_BODY_TIMEOUT_MS=30000 PORT=$PORT \
   "$WORK/kl" server --data-dir "$WORK/data" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
-for _ in $(seq 1 100); do
-  curl -fsS "$URL/health" >/dev/null 2>&1 && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.err" >&2; exit 1; }
-  sleep 0.1
-done
+keycast_ready "$URL" "$WORK/server.err"
 
 # One user through register → authorize (PKCE S256) → token (bench/lib.sh).
 keycast_user "$URL" slowbody

@@ -166,8 +166,8 @@ keycast_user() {
     jq -r .access_token)
 }
 
-# wait_ready SECONDS PID TEST...: poll TEST (a command) every 0.1 s until it succeeds; stop the
-# script when process PID exits first or SECONDS pass. The caller says what it waited for on failure.
+# wait_ready SECONDS PID TEST...: poll TEST (a command) every 0.1 s until it succeeds; return 1
+# when process PID exits first or SECONDS pass. The callers below say what they waited for.
 wait_ready() {
   local secs=$1 pid=$2 i; shift 2
   for ((i = 0; i < secs * 10; i++)); do
@@ -176,6 +176,38 @@ wait_ready() {
     sleep 0.1
   done
   "$@" 2>/dev/null
+}
+
+# linkkeys_up INFO LOG: the LinkKeys server wrote its info file and a METRICS line.
+linkkeys_up() { [ -s "$1" ] && grep -q '^METRICS ' "$2"; }
+
+# linkkeys_ready NAME INFO LOG ERR [SECONDS]: wait (default 20 s) until the LinkKeys server in
+# SERVER_PID is up (linkkeys_up INFO LOG); else print its stderr (the file ERR), say why and stop.
+linkkeys_ready() {
+  local name=$1 info=$2 log=$3 err=$4 secs=${5:-20}
+  wait_ready "$secs" "$SERVER_PID" linkkeys_up "$info" "$log" && return 0
+  cat "$err" >&2
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "server $name did not become ready within ${secs}s (no info file $info, or no METRICS line in $log)" >&2
+  else
+    echo "server $name exited (its stderr above)" >&2
+  fi
+  exit 1
+}
+
+# keycast_ready URL ERR [SECONDS [CURL_ARGS...]]: wait (default 10 s) until the Keycast server in
+# SERVER_PID answers URL/health; else print its stderr (the file ERR), say why and stop.
+keycast_ready() {
+  local url=$1 err=$2 secs=${3:-10}
+  shift $(($# < 3 ? $# : 3))
+  wait_ready "$secs" "$SERVER_PID" curl -fsS "$@" -o /dev/null "$url/health" && return 0
+  cat "$err" >&2
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "the Keycast server did not answer $url/health within ${secs}s" >&2
+  else
+    echo "the Keycast server exited (its stderr above)" >&2
+  fi
+  exit 1
 }
 
 # cpu_us_per_op TICKS0 TICKS1 OPS: CPU microseconds per operation from two readings of a process's

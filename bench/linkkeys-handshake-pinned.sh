@@ -81,12 +81,7 @@ start_server() { # start_server "BINARY server"|LEAN_BINARY NAME EXTRA_ENV...: t
     --info-file "$OUT/$name-info.json" --db-path "$OUT/$name.sqlite3" --metrics-interval-secs 5 \
     >"$OUT/$name-server.log" 2>"$OUT/$name-server.err" &
   SERVER_PID=$!
-  for _ in $(seq 1 200); do
-    if [ -s "$OUT/$name-info.json" ] && grep -q '^METRICS ' "$OUT/$name-server.log"; then return 0; fi
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/$name-server.err" >&2; echo "server $name exited" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "server $name did not become ready within 20s" >&2; exit 1
+  linkkeys_ready "$name" "$OUT/$name-info.json" "$OUT/$name-server.log" "$OUT/$name-server.err"
 }
 
 crypto() { # crypto NAME: the per-operation benchmarks on one core

@@ -97,11 +97,7 @@ trap cleanup EXIT
 env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "$BIN" server --info-file "$OUT/info.json" --db-path "$OUT/server.sqlite3" \
   --metrics-interval-secs 2 --processes "$PROCS" >"$OUT/server.log" 2>"$OUT/server.err" &
 SERVER_PID=$!
-for _ in $(seq 1 600); do
-  [ -s "$OUT/info.json" ] && grep -q '^METRICS ' "$OUT/server.log" && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.err" >&2; exit 1; }
-  sleep 0.1
-done
+linkkeys_ready server "$OUT/info.json" "$OUT/server.log" "$OUT/server.err" 60
 
 # The watchdog: interrupt every client when memory runs short.
 (

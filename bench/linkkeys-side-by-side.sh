@@ -49,12 +49,7 @@ start_server() { # start_server NAME ENV...: start NEW's server, wait for its in
   env "${CLEAN_ENV[@]}" "$@" "$NEW" server --info-file "$OUT/$name-info.json" --db-path "$OUT/$name.sqlite3" \
     --metrics-interval-secs 5 --metrics-addr 127.0.0.1:0 >"$OUT/$name-server.log" 2>"$OUT/$name-server.err" &
   SERVER_PID=$!
-  for _ in $(seq 1 200); do
-    if [ -s "$OUT/$name-info.json" ] && grep -q '^METRICS ' "$OUT/$name-server.log"; then return 0; fi
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/$name-server.err" >&2; echo "server $name exited" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "server $name did not become ready within 20s" >&2; exit 1
+  linkkeys_ready "$name" "$OUT/$name-info.json" "$OUT/$name-server.log" "$OUT/$name-server.err"
 }
 
 run() { # run BUILD NAME ARGS...: one client run, its output and JSON result kept
