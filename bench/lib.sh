@@ -35,12 +35,12 @@ stop_server() {
 # need_tools TOOL...: stop with a message naming every tool that is missing and the Debian/Ubuntu
 # packages that hold them (go: https://go.dev/dl/).
 need_tools() {
-  local t missing=() pkgs=()
+  local t missing=() pkgs=() gohint=""
   for t in "$@"; do
     command -v "$t" >/dev/null 2>&1 && continue
     missing+=("$t")
     case $t in
-      go) ;;
+      go) gohint=" (Go 1.26: https://go.dev/dl/)" ;;
       taskset) pkgs+=(util-linux) ;;
       ip) pkgs+=(iproute2) ;;
       perf) pkgs+=(linux-perf) ;;
@@ -48,7 +48,7 @@ need_tools() {
     esac
   done
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "missing: ${missing[*]}${pkgs[0]+ (apt-get install -y ${pkgs[*]})}; install them, then run this again" >&2
+    echo "missing: ${missing[*]}${pkgs[0]+ (apt-get install -y ${pkgs[*]})}$gohint; install them, then run this again" >&2
     exit 2
   fi
 }
