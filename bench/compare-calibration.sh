@@ -25,15 +25,15 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-for tool in go taskset python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
-done
+. "$ROOT/bench/lib.sh"
+need_tools go taskset jq
 REPS=${REPS:-20} REPS_B=${REPS_B:-3} RUNS=${RUNS:-3} RUNS_B=${RUNS_B:-5} DUR=${DUR:-3} RATE=${RATE:-1000} CONC=${CONC:-64}
 CONF=${CONF:-0.95} USERS=${USERS:-20}
 OUT=${OUT:-${TMPDIR:-/tmp}/compare-calibration-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 BIN="$OUT/loadproof"
 go build -o "$BIN" ./cmd/loadproof
+build_benchsum
 "$BIN" machine >"$OUT/machine.txt" 2>&1 || true
 
 PIDS=()
@@ -96,7 +96,7 @@ series() {
   done
 }
 
-echo "== $(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["cpu_model"], m["cores"], "cores, kernel", m["kernel"], m["go_version"])' "$OUT/machine.txt" 2>/dev/null || echo "machine record: $OUT/machine.txt"); load average $(cut -d' ' -f1-3 /proc/loadavg); out $OUT"
+echo "== $(jq -r '"\(.cpu_model) \(.cores) cores, kernel \(.kernel) \(.go_version)"' "$OUT/machine.txt" 2>/dev/null || echo "machine record: $OUT/machine.txt"); load average $(cut -d' ' -f1-3 /proc/loadavg); out $OUT"
 t0=$(date +%s)
 if ((REPS > 0)); then
   start_server a1 1 1 1
@@ -120,94 +120,5 @@ cleanup
 t3=$(date +%s)
 echo "== minutes: (a) $(((t1 - t0) / 60)), (b) $(((t2 - t1) / 60)), (c) $(((t3 - t2) / 60)); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$OUT" "$REPS" "$REPS_B" "$RUNS" "$RUNS_B" <<'PY'
-import json, sys, collections, statistics
-out, reps, reps_b, runs, runs_b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-
-def tput(path):
-    e = json.load(open(path))
-    ok = sum(iv.get("counts", {}).get("success", 0) for iv in e["intervals"])
-    secs = sum(iv.get("secs") or e.get("interval_secs") or 1 for iv in e["intervals"])
-    return ok / secs
-
-def pairs(part, reps, runs):
-    """Throughput ratio B/A of each interleaved pair of runs (the side-by-side view of the noise)."""
-    rs = []
-    for r in range(1, reps + 1):
-        for i in range(1, runs + 1):
-            try:
-                rs.append(tput(f"{out}/{part}-{r}-b{i}.json") / tput(f"{out}/{part}-{r}-a{i}.json"))
-            except (OSError, ValueError, KeyError, ZeroDivisionError):
-                pass
-    if not rs:
-        return "  interleaved pairs: none readable"
-    return (f"  interleaved pairs' throughput B/A: median {statistics.median(rs):.2f}, "
-            f"range {min(rs):.2f}-{max(rs):.2f} ({len(rs)} pairs)")
-
-def load(part, r):
-    try:
-        return json.load(open(f"{out}/{part}-{r}-compare.json"))
-    except (OSError, ValueError) as e:
-        print(f"  {part} {r}: no comparison ({e})")
-        return None
-
-def f(x, fmt="+.1f"):
-    return "-" if x is None else format(x, fmt)
-
-def iv(m):
-    return f"{f(m['change_pct'])}% [{f(m['low_pct'])}, {f(m['high_pct'])}]"
-
-def headline(c):
-    names = [m["name"] for m in c["metrics"]]
-    for k in ("latency", "connect_handshake", "request", "resumed"):
-        if f"p99:{k}" in names:
-            return f"p99:{k}"
-    return None
-
-print("(a) identical configurations")
-allnc = headnc = n = 0
-changed = collections.Counter()
-per = collections.Counter()
-for r in range(1, reps + 1):
-    c = load("ident", r)
-    if c is None:
-        continue
-    n += 1
-    h = headline(c)
-    v = {m["name"]: m for m in c["metrics"]}
-    ch = [f"{k} {m['verdict']} {iv(m)}" for k, m in v.items() if m["verdict"] != "no change"]
-    for k, m in v.items():
-        per[k] += 1
-        if m["verdict"] != "no change":
-            changed[k] += 1
-    if not ch:
-        allnc += 1
-    if all(v[k]["verdict"] == "no change" for k in ("throughput", h) if k):
-        headnc += 1
-    t = v["throughput"]
-    print(f"  {r:2d}: throughput {f(t['a'], '.0f')} vs {f(t['b'], '.0f')}/s {iv(t)}, {h} {f(v[h]['a'], '.2f')} vs {f(v[h]['b'], '.2f')} ms {iv(v[h])}: "
-          + ("no change on every metric" if not ch else "; ".join(ch)))
-if n:
-    print(f"  no change on every metric: {allnc}/{n}; on throughput and p99: {headnc}/{n}")
-    print("  comparisons with a change, per metric: " + ", ".join(f"{k} {changed[k]}/{per[k]}" for k in per))
-    print(pairs("ident", reps, runs))
-for part, title in (("slots", "(b) KEYCAST_CPU_SLOTS=2 (A) against =1 (B)"),
-                    ("fast", "(c) KEYCAST_FAST_PATH=on (A) against =off (B)")):
-    print(title)
-    worse = 0
-    for r in range(1, reps_b + 1):
-        c = load(part, r)
-        if c is None:
-            continue
-        h = headline(c)
-        v = {m["name"]: m for m in c["metrics"]}
-        t = v["throughput"]
-        if t["verdict"] == "worse":
-            worse += 1
-        print(f"  {r}: throughput {f(t['a'], '.0f')} vs {f(t['b'], '.0f')}/s {iv(t)} {t['verdict']}; "
-              f"{h} {f(v[h]['a'], '.2f')} vs {f(v[h]['b'], '.2f')} ms {iv(v[h])} {v[h]['verdict']}; "
-              f"p50 {iv(v[h.replace('p99', 'p50')])} {v[h.replace('p99', 'p50')]['verdict']}")
-    print(f"  throughput worse: {worse}/{reps_b}")
-    print(pairs(part, reps_b, runs_b))
-PY
+benchsum calibration "$OUT" "$REPS" "$REPS_B" "$RUNS" "$RUNS_B"
 echo "results in $OUT"

@@ -8,6 +8,8 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+. "$ROOT/bench/lib.sh"
+need_tools go jq
 COUNT=${COUNT:-200000} HOLD=${HOLD:-20} WORKERS=${WORKERS:-11} PROCS=${PROCS:-12}
 OUT=${OUT:-${TMPDIR:-/tmp}/distributed-fanout-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
@@ -30,12 +32,9 @@ run() { # run NAME CMD...: time one run
   t0=$(date +%s.%N)
   "$@" --json "$OUT/$name.json" >"$OUT/$name.txt" 2>"$OUT/$name.err"
   t1=$(date +%s.%N)
-  python3 - "$name" "$t0" "$t1" "$OUT/$name.json" <<'PY'
-import json, sys
-name, t0, t1, path = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-r = json.load(open(path)); a = r["attempts"]; h = r.get("hold") or {}
-print(f"{name}: wall {t1 - t0:.1f} s  attempted {a['attempted']}  succeeded {a['succeeded']}  held {h.get('held')}  ramp {h.get('ramp_time')}")
-PY
+  jq -r --arg name "$name" --arg wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')" \
+    '"\($name): wall \($wall) s  attempted \(.attempts.attempted)  succeeded \(.attempts.succeeded)  held \(.hold.held)  ramp \(.hold.ramp_time.text)"' \
+    "$OUT/$name.json"
 }
 run fanout "$BIN" "${ARGS[@]}" --workers "$WORKERS"
 sleep 5

@@ -7,6 +7,9 @@
 set -euo pipefail
 N=${1:-16}
 RUNS=${2:-5}
+. "$(dirname "$0")/lib.sh"
+need_tools go curl
+build_benchsum
 dir=$(mktemp -d)
 trap 'kill $srv 2>/dev/null || true; rm -rf "$dir"' EXIT
 go build -o "$dir/loadproof" ./cmd/loadproof
@@ -18,15 +21,5 @@ for _ in $(seq 50); do curl -sf http://127.0.0.1:$port/health >/dev/null && brea
 for r in $(seq "$RUNS"); do
   "$dir/loadproof" coordinate --workers "$N" --manifest "$dir/m$r.json" -- keycast run --url http://127.0.0.1:$port \
     --users-file "$dir/users.json" -d 0 -n $((N * 20)) -c "$N" -m get-public-key --ramp-up 0 -o "$dir/r$r.json" 2>/dev/null >/dev/null
-  python3 - "$dir/m$r.json" <<'PY'
-import json, sys
-from datetime import datetime
-def t(s):
-    s = s.rstrip("Z"); base, _, frac = s.partition(".")
-    return datetime.fromisoformat(base).timestamp() + float("0." + (frac or "0")[:9])
-m = json.load(open(sys.argv[1])); task = m["tasks"][0]
-at = t(task["start_at"]); d = sorted(abs(t(s) - at) * 1e3 for s in task["starts"])
-rtt = max(w["rtt_ms"] for w in m["workers"])
-print(f"workers {len(d)}  spread {task['start_skew_ms']:.2f} ms  max |start - instant| {d[-1]:.2f} ms  p50 {d[len(d)//2]:.2f} ms  max rtt {rtt:.2f} ms")
-PY
+  benchsum skew "$dir/m$r.json"
 done

@@ -18,9 +18,8 @@ DUR=${4:-8}
 CONN=${5:-50}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-for tool in go git taskset curl jq; do
-  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
-done
+. "$ROOT/bench/lib.sh"
+need_tools go git taskset curl jq
 
 WORK=$(mktemp -d)
 SERVER_PID=""

@@ -29,9 +29,8 @@ METHOD=${4:-get-public-key}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
-for tool in go taskset curl jq; do
-  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
-done
+. "$ROOT/bench/lib.sh"
+need_tools go taskset curl jq
 case "$METHOD" in
   get-public-key) RPC='{"method":"get_public_key","params":[]}' ;;
   *) echo "only get-public-key sends the same bytes from every tool; got $METHOD" >&2; exit 2 ;;

@@ -29,9 +29,8 @@ METHOD=${6:-sign_event}
 PIPELINE=${PIPELINE:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-for tool in go git taskset curl jq wrk python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is required (wrk: apt-get install -y wrk)" >&2; exit 1; }
-done
+. "$ROOT/bench/lib.sh"
+need_tools go git taskset curl jq wrk
 
 WORK=$(mktemp -d)
 SERVER_PID=""
@@ -60,18 +59,13 @@ echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 PORT=$((20000 + RANDOM % 20000))
 URL="http://127.0.0.1:$PORT"
-CLK_TCK=$(getconf CLK_TCK)
 
 start_server() { # start_server BIN
   rm -rf "$WORK/data"
   GOMAXPROCS=1 KEYCAST_BCRYPT_COST=4 PORT=$PORT taskset -c 1 "$WORK/$1" server --data-dir "$WORK/data" \
     >"$WORK/server.out" 2>"$WORK/server.err" &
   SERVER_PID=$!
-  for _ in $(seq 1 100); do
-    curl -fsS "$URL/health" >/dev/null 2>&1 && break
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.err" >&2; exit 1; }
-    sleep 0.1
-  done
+  keycast_ready "$URL" "$WORK/server.err"
   "$WORK/$1" setup --url "$URL" --users 1 --concurrency 1 --output "$WORK/users.json" >/dev/null 2>"$WORK/setup.err" \
     || { cat "$WORK/setup.err" >&2; exit 1; }
   TOKEN=$(jq -r '.users[0].ucan_token' "$WORK/users.json")
@@ -107,7 +101,7 @@ measure() { # measure BIN -> "requests rps cpu_us_per_req non2xx"
   set -- $sys
   local per="- -"
   [ "$1" != - ] && per=$(awk -v r="$1" -v w="$2" -v n="$reqs" 'BEGIN {printf "%.2f %.2f", r / n, w / n}')
-  echo "$reqs $rps $(python3 -c "print(round(($t1 - $t0) / $CLK_TCK * 1e6 / max($reqs, 1), 2))") ${non2xx:-0} $per"
+  echo "$reqs $rps $(cpu_us_per_op "$t0" "$t1" "$reqs") ${non2xx:-0} $per"
 }
 bound() { # CPU-µs per bare signature on core 1
   taskset -c 1 "$WORK/bound.test" -test.run XXX -test.bench '^BenchmarkSchnorrSign$' -test.benchtime 2s -test.cpu 1 |

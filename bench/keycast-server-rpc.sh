@@ -4,7 +4,7 @@
 # a Go benchmark on the same core(s) in the same run.
 #
 # Usage: bench/keycast-server-rpc.sh [duration_seconds] [connections]
-#   default 10 s, 50 connections. Needs taskset, curl, python3 and wrk (installed with apt-get
+#   default 10 s, 50 connections. Needs taskset, curl, jq, openssl and wrk (installed with apt-get
 #   when missing and running as root). Output: the machine record, then one line per
 #   measurement, then a summary with the ratios docs/benchmarks.md quotes.
 #
@@ -40,9 +40,9 @@ if ! command -v wrk >/dev/null; then
   fi
   command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)" >&2; exit 1; }
 fi
-for tool in taskset curl python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
-done
+. "$ROOT/bench/lib.sh"
+need_tools go taskset curl jq openssl
+build_benchsum
 
 WORK=$(mktemp -d)
 SERVER_PID=""
@@ -68,37 +68,12 @@ start_server() {
   GOMAXPROCS=$procs KEYCAST_BCRYPT_COST=4 KEYCAST_FAST_PATH=$fast PORT=$PORT taskset -c "$cpus" "$WORK/kl" server --data-dir "$WORK/data" \
     >"$WORK/server.out" 2>"$WORK/server.err" &
   SERVER_PID=$!
-  for _ in $(seq 1 100); do
-    curl -fsS "$URL/health" >/dev/null 2>&1 && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.err" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "server did not come up" >&2
-  exit 1
+  keycast_ready "$URL" "$WORK/server.err"
 }
 stop_server() {
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
 }
 
-# One user through register → authorize (PKCE S256) → token; sets TOKEN and PUBKEY.
-make_user() {
-  local reg code verifier challenge
-  reg=$(curl -fsS -i -X POST "$URL/api/auth/register" -H 'Content-Type: application/json' -H "Origin: $URL" \
-    -d "{\"email\":\"bench-$RANDOM@test.local\",\"password\":\"bench-password\"}")
-  PUBKEY=$(printf '%s' "$reg" | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["pubkey"])')
-  local session
-  session=$(printf '%s' "$reg" | tr -d '\r' | sed -n 's/^[Ss]et-[Cc]ookie: keycast_session=\([^;]*\);.*/\1/p')
-  verifier=$(python3 -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode())')
-  challenge=$(python3 -c 'import base64,hashlib,sys; print(base64.urlsafe_b64encode(hashlib.sha256(sys.argv[1].encode()).digest()).rstrip(b"=").decode())' "$verifier")
-  code=$(curl -fsS -X POST "$URL/api/oauth/authorize" -H 'Content-Type: application/json' -H "Cookie: keycast_session=$session" \
-    -d "{\"approved\":true,\"client_id\":\"loadtest\",\"redirect_uri\":\"$URL/callback\",\"scope\":\"policy:social\",\"code_challenge\":\"$challenge\",\"code_challenge_method\":\"S256\"}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["code"])')
-  TOKEN=$(curl -fsS -X POST "$URL/api/oauth/token" -H 'Content-Type: application/json' \
-    -d "{\"grant_type\":\"authorization_code\",\"code\":\"$code\",\"client_id\":\"loadtest\",\"redirect_uri\":\"$URL/callback\",\"code_verifier\":\"$verifier\"}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
-}
-
-CLK_TCK=$(getconf CLK_TCK)
 # server_cpu_ticks: user+system CPU of the server process so far, in clock ticks.
 server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 
@@ -116,7 +91,7 @@ run_wrk() {
   t1=$(server_cpu_ticks)
   RPS=$(printf '%s\n' "$out" | sed -n 's/.* rps=\([0-9]*\) .*/\1/p')
   reqs=$(printf '%s\n' "$out" | sed -n 's/.* requests=\([0-9]*\) .*/\1/p')
-  CPU_US=$(python3 -c "print(round(($t1 - $t0) / $CLK_TCK * 1e6 / max($reqs, 1), 2))")
+  CPU_US=$(cpu_us_per_op "$t0" "$t1" "$reqs")
   printf '%s server_cpu_us_per_req=%s\n' "$(printf '%s\n' "$out" | grep -E 'keycast-rpc:')" "$CPU_US"
   printf '%s\n' "$out" | grep -E 'Non-2xx|Socket errors' || true
   local non2xx
@@ -150,12 +125,12 @@ for layout in $LAYOUTS; do
   echo "== $layout: server cpus $scpu (GOMAXPROCS=$procs, fast path $fast), wrk cpus $wcpu ($threads threads, $CONN connections, ${DUR}s, $WRK_PIPELINE request(s) per write)"
   rm -rf "$WORK/data"
   start_server "$scpu" "$procs" "$fast"
-  make_user
+  keycast_user "$URL" bench
   run_wrk "$wcpu" "$threads" get_public_key; R[$layout.gpk]=$RPS; R[$layout.gpkcpu]=$CPU_US
   # The bound right before and right after the sign_event run, on the server's (idle) core: the
   # host's speed can change within minutes (a bare signature has read 30-50 µs on one guest in one
   # day), and a bound read under other conditions than the run makes the share meaningless.
-  sign_bound "$scpu" "$procs"; R[$layout.signns0]=$SIGN_CPU_NS; R[$layout.bound0]=$(python3 -c "print(round(1e9/$SIGN_NS))")
+  sign_bound "$scpu" "$procs"; R[$layout.signns0]=$SIGN_CPU_NS; R[$layout.bound0]=$(awk -v ns="$SIGN_NS" 'BEGIN {printf "%.0f", 1e9 / ns}')
   local_perf=""
   if [ "${PERF:-}" = 1 ]; then
     ( sleep 2; perf record -g -o "${PERF_DIR:-$WORK}/$layout-sign.perf" -p "$SERVER_PID" -- sleep $((DUR > 4 ? DUR - 3 : 1)) >/dev/null 2>&1 ) &
@@ -168,7 +143,7 @@ for layout in $LAYOUTS; do
     { perf report -i "${PERF_DIR:-$WORK}/$layout-sign.perf" --no-children --sort sym --stdio 2>/dev/null || true; } |
       grep -E '^ +[0-9]' | head -25 || true
   fi
-  sign_bound "$scpu" "$procs"; R[$layout.signns]=$SIGN_CPU_NS; R[$layout.bound]=$(python3 -c "print(round(1e9/$SIGN_NS))")
+  sign_bound "$scpu" "$procs"; R[$layout.signns]=$SIGN_CPU_NS; R[$layout.bound]=$(awk -v ns="$SIGN_NS" 'BEGIN {printf "%.0f", 1e9 / ns}')
   run_wrk "$wcpu" "$threads" nip44_encrypt; R[$layout.nip44]=$RPS; R[$layout.nip44cpu]=$CPU_US
   curl -fsS "$URL/api/metrics" | grep -E '^keycast_(http_rpc_(requests|success|auth_errors|cache_hits|cache_misses)_total|expensive_resource_rejections_total)' || true
   stop_server
@@ -176,22 +151,7 @@ done
 
 echo "== summary"
 for layout in $LAYOUTS; do
-  python3 - "$layout" "${R[$layout.gpk]}" "${R[$layout.sign]}" "${R[$layout.nip44]}" "${R[$layout.bound]}" \
+  benchsum keycast-rpc "$layout" "${R[$layout.gpk]}" "${R[$layout.sign]}" "${R[$layout.nip44]}" "${R[$layout.bound]}" \
     "${R[$layout.gpkcpu]}" "${R[$layout.signcpu]}" "${R[$layout.nip44cpu]}" "${R[$layout.signns]}" \
-    "${R[$layout.bound0]}" "${R[$layout.signns0]}" <<'EOF'
-import sys
-layout = sys.argv[1]
-gpk, sign, nip44, bound, gpkcpu, signcpu, nip44cpu, signns, bound0, signns0 = map(float, sys.argv[2:])
-print(f"{layout}: get_public_key {gpk:.0f} req/s ({gpkcpu:.1f} server CPU-us/req = {1e6/gpkcpu:.0f} req per server CPU-second); "
-      f"nip44_encrypt {nip44:.0f} req/s ({nip44cpu:.1f} CPU-us/req)")
-print(f"{layout}: sign_event {sign:.0f} req/s = {100*sign/bound:.1f}% of the Schnorr bound {bound:.0f} signatures/s measured "
-      f"after it (wall clock); per CPU: {signcpu:.1f} server CPU-us/req vs {signns/1000:.1f} CPU-us per bare signature "
-      f"= {100*signns/1000/signcpu:.1f}% of the signing bound on the CPU the server got")
-print(f"{layout}: the bound before the sign_event run: {signns0/1000:.1f} CPU-us per bare signature "
-      f"({100*signns0/1000/signcpu:.1f}%), {bound0:.0f} signatures/s ({100*sign/bound0:.1f}% by wall clock)")
-drift = abs(signns - signns0) / min(signns, signns0)
-if drift > 0.05:
-    print(f"{layout}: WARNING: the two bound readings differ by {100*drift:.0f}%: the host's speed changed "
-          f"during the run, so neither share is a measurement; run it again")
-EOF
+    "${R[$layout.bound0]}" "${R[$layout.signns0]}"
 done

@@ -20,9 +20,9 @@ DUR=${2:-5}
 CONN=${3:-50}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-for tool in taskset curl jq python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
-done
+. "$ROOT/bench/lib.sh"
+need_tools go taskset curl jq
+build_benchsum
 CPU_SERVER=${CPU_SERVER:-1}
 CPU_CLIENT=${CPU_CLIENT:-0}
 
@@ -38,7 +38,6 @@ echo "== machine"
 go run ./cmd/loadproof machine --settings KEYCAST_,HANDLER_CACHE_SIZE,GOMAXPROCS
 go build -o "$WORK/kl" ./cmd/keycast-loadtest
 
-CLK_TCK=$(getconf CLK_TCK)
 server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 
 # start_server plain|tls: starts the server on a fresh data directory, waits for /health, sets
@@ -80,12 +79,7 @@ measure() {
   total=$(jq .summary.total_requests "$WORK/r.json")
   ok=$(jq .summary.successful_requests "$WORK/r.json")
   rps=$(jq .summary.requests_per_second "$WORK/r.json")
-  python3 - "$mode" "$total" "$ok" "$rps" "$t0" "$t1" "$CLK_TCK" <<'PY'
-import sys
-mode, total, ok, rps, t0, t1, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
-cpu_us = (t1 - t0) / tck * 1e6 / max(total, 1)
-print(f"keycast-tls: transport={mode} requests={total} ok={ok} rps={rps:.0f} server_cpu_us_per_req={cpu_us:.2f}")
-PY
+  echo "keycast-tls: transport=$mode requests=$total ok=$ok rps=$(awk -v r="$rps" 'BEGIN {printf "%.0f", r}') server_cpu_us_per_req=$(cpu_us_per_op "$t0" "$t1" "$total")"
 }
 
 echo "== get_public_key, warm-cache, $CONN connections, ${DUR}s per run, $ROUNDS rounds (server on core $CPU_SERVER, client on core $CPU_CLIENT)"
@@ -94,15 +88,4 @@ for r in $(seq 1 "$ROUNDS"); do
   measure tls | tee -a "$WORK/lines"
 done
 echo "== summary (median over rounds)"
-python3 - "$WORK/lines" <<'PY'
-import re, statistics, sys
-v = {}
-for line in open(sys.argv[1]):
-    m = dict(re.findall(r"(\w+)=(\S+)", line))
-    v.setdefault(m["transport"], []).append((float(m["rps"]), float(m["server_cpu_us_per_req"])))
-med = {k: (statistics.median(a for a, _ in x), statistics.median(b for _, b in x)) for k, x in v.items()}
-p, t = med["plain"], med["tls"]
-print(f"plain: {p[0]:.0f} req/s, {p[1]:.2f} µs server CPU/req")
-print(f"tls:   {t[0]:.0f} req/s, {t[1]:.2f} µs server CPU/req")
-print(f"tls/plain: throughput {t[0]/p[0]:.2f}x, server CPU per request {t[1]/p[1]:.2f}x (+{t[1]-p[1]:.2f} µs)")
-PY
+benchsum keycast-tls "$WORK/lines"

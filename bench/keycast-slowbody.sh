@@ -11,7 +11,7 @@
 #   default 30 s, cap 10000 (the server's default), 12000 attack connections. RATE=N limits
 #   the attacker to N new connections a second (default 0: no limit), MAX_DIALS bounds them in
 #   all (default 400000). The attacker's and the server's open-file limits must exceed the
-#   attack connections and the cap (the script says so when they do not). Needs curl, python3.
+#   attack connections and the cap (the script says so when they do not). Needs curl, jq, openssl.
 set -euo pipefail
 
 DUR=${1:-30}
@@ -21,9 +21,8 @@ RATE=${RATE:-0}
 MAX_DIALS=${MAX_DIALS:-400000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-for tool in curl python3; do
-  command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
-done
+. "$ROOT/bench/lib.sh"
+need_tools go curl jq openssl
 NOFILE=$(ulimit -n)
 if [ "$NOFILE" != unlimited ] && { [ "$NOFILE" -le $((CONNS + 100)) ] || [ "$NOFILE" -le $((CAP + 200)) ]; }; then
   echo "the open-file limit ($NOFILE) is below the attack connections ($CONNS) or the cap ($CAP); lower them or raise ulimit -n" >&2
@@ -50,24 +49,10 @@ URL="http://127.0.0.1:$PORT"
 KEYCAST_BCRYPT_COST=4 KEYCAST_MAX_CONNECTIONS=$CAP KEYCAST_BODY_TIMEOUT_MS=30000 PORT=$PORT \
   "$WORK/kl" server --data-dir "$WORK/data" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
-for _ in $(seq 1 100); do
-  curl -fsS "$URL/health" >/dev/null 2>&1 && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.err" >&2; exit 1; }
-  sleep 0.1
-done
+keycast_ready "$URL" "$WORK/server.err"
 
-# One user through register → authorize (PKCE S256) → token.
-reg=$(curl -fsS -i -X POST "$URL/api/auth/register" -H 'Content-Type: application/json' -H "Origin: $URL" \
-  -d "{\"email\":\"slowbody-$RANDOM@test.local\",\"password\":\"bench-password\"}")
-session=$(printf '%s' "$reg" | tr -d '\r' | sed -n 's/^[Ss]et-[Cc]ookie: keycast_session=\([^;]*\);.*/\1/p')
-verifier=$(python3 -c 'import base64,os; print(base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode())')
-challenge=$(python3 -c 'import base64,hashlib,sys; print(base64.urlsafe_b64encode(hashlib.sha256(sys.argv[1].encode()).digest()).rstrip(b"=").decode())' "$verifier")
-code=$(curl -fsS -X POST "$URL/api/oauth/authorize" -H 'Content-Type: application/json' -H "Cookie: keycast_session=$session" \
-  -d "{\"approved\":true,\"client_id\":\"loadtest\",\"redirect_uri\":\"$URL/callback\",\"scope\":\"policy:social\",\"code_challenge\":\"$challenge\",\"code_challenge_method\":\"S256\"}" |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["code"])')
-TOKEN=$(curl -fsS -X POST "$URL/api/oauth/token" -H 'Content-Type: application/json' \
-  -d "{\"grant_type\":\"authorization_code\",\"code\":\"$code\",\"client_id\":\"loadtest\",\"redirect_uri\":\"$URL/callback\",\"code_verifier\":\"$verifier\"}" |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+# One user through register → authorize (PKCE S256) → token (bench/lib.sh).
+keycast_user "$URL" slowbody
 
 status=0
 "$WORK/slowbody" -addr "127.0.0.1:$PORT" -token "$TOKEN" -conns "$CONNS" -duration "${DUR}s" -rate "$RATE" -max-dials "$MAX_DIALS" || status=$?

@@ -1,4 +1,10 @@
-# Shared by the LinkKeys bench scripts:  . "$ROOT/bench/lib.sh"
+# Shared by the bench scripts:  . "$ROOT/bench/lib.sh"
+#
+# The scripts keep what needs the operating system (servers started and stopped by PID, pinning,
+# sysctls, perf, /proc, peers side by side). Figures are read with jq (one field of a result file,
+# `loadproof report --format json`); summaries over several runs, ratios and medians are printed by
+# one Go program, bench/cmd/benchsum (`benchsum`, below), which has tests; its tests also check that no
+# script embeds another interpreter's code (awk and jq filters are the only inline programs).
 #
 # unset_server_env appends to the CLEAN_ENV array an `env -u` for every TCP_* and PUBLIC_READ_*
 # variable of the calling shell, so a server started with `env "${CLEAN_ENV[@]}" …` runs the
@@ -26,12 +32,23 @@ stop_server() {
 # back through `loadproof report --format json` with jq. The scripts keep what needs the operating
 # system: ulimit, sysctls, pinning, perf, peers side by side.
 
-# need_tools TOOL...: stop with a message naming every tool that is missing.
+# need_tools TOOL...: stop with a message naming every tool that is missing and the Debian/Ubuntu
+# packages that hold them (go: https://go.dev/dl/).
 need_tools() {
-  local t missing=()
-  for t in "$@"; do command -v "$t" >/dev/null 2>&1 || missing+=("$t"); done
+  local t missing=() pkgs=() gohint=""
+  for t in "$@"; do
+    command -v "$t" >/dev/null 2>&1 && continue
+    missing+=("$t")
+    case $t in
+      go) gohint=" (Go 1.26: https://go.dev/dl/)" ;;
+      taskset) pkgs+=(util-linux) ;;
+      ip) pkgs+=(iproute2) ;;
+      perf) pkgs+=(linux-perf) ;;
+      *) pkgs+=("$t") ;;
+    esac
+  done
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "missing: ${missing[*]} (install them, then run this again)" >&2
+    echo "missing: ${missing[*]}${pkgs[0]+ (apt-get install -y ${pkgs[*]})}$gohint; install them, then run this again" >&2
     exit 2
   fi
 }
@@ -100,4 +117,108 @@ phase_metrics() {
   local log
   log=$(jq -r --arg p "$2" '.phases[] | select(.name == $p) | .server.log' "$OUT/$1.report.json")
   sed -n 's/^METRICS //p' "$OUT/$1/$log" | jq -s .
+}
+
+# ---- tools every script shares ----
+
+BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# build_benchsum: build bench/cmd/benchsum (the summaries, ratios and medians of every script) into
+# $BENCH_BIN (default $TMPDIR/loadproof-bench) and set BENCHSUM to it. Call it once, near the top:
+# `benchsum` inside $(...) cannot set a variable for later calls.
+build_benchsum() {
+  local bindir=${BENCH_BIN:-${TMPDIR:-/tmp}/loadproof-bench}
+  mkdir -p "$bindir"
+  BENCHSUM="$bindir/benchsum"
+  (cd "$BENCH_ROOT" && go build -o "$BENCHSUM" ./bench/cmd/benchsum)
+}
+
+# benchsum SUMMARY ARGS...: one summary of bench/cmd/benchsum (`benchsum help` lists them).
+benchsum() {
+  [ -n "${BENCHSUM:-}" ] || { echo "benchsum: call build_benchsum first" >&2; exit 2; }
+  "$BENCHSUM" "$@"
+}
+
+# b64url: standard input as unpadded base64url (RFC 4648, section 5) on one line.
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+
+# pkce_pair: set VERIFIER (32 random bytes, base64url: 43 characters) and CHALLENGE (its S256
+# transform, base64url of its SHA-256), the pair an OAuth authorization with PKCE sends.
+pkce_pair() {
+  VERIFIER=$(openssl rand 32 | b64url)
+  CHALLENGE=$(printf '%s' "$VERIFIER" | openssl dgst -sha256 -binary | b64url)
+}
+
+# keycast_user URL EMAIL_PREFIX: one Keycast user through register -> authorize (PKCE S256) ->
+# token against the server at URL; sets TOKEN and PUBKEY. Needs curl, jq, openssl.
+keycast_user() {
+  local url=$1 prefix=$2 reg session code
+  reg=$(curl -fsS -i -X POST "$url/api/auth/register" -H 'Content-Type: application/json' -H "Origin: $url" \
+    -d "{\"email\":\"$prefix-$RANDOM@test.local\",\"password\":\"bench-password\"}")
+  PUBKEY=$(printf '%s' "$reg" | tail -1 | jq -r .pubkey)
+  session=$(printf '%s' "$reg" | tr -d '\r' | sed -n 's/^[Ss]et-[Cc]ookie: keycast_session=\([^;]*\);.*/\1/p')
+  pkce_pair
+  code=$(curl -fsS -X POST "$url/api/oauth/authorize" -H 'Content-Type: application/json' -H "Cookie: keycast_session=$session" \
+    -d "{\"approved\":true,\"client_id\":\"loadtest\",\"redirect_uri\":\"$url/callback\",\"scope\":\"policy:social\",\"code_challenge\":\"$CHALLENGE\",\"code_challenge_method\":\"S256\"}" |
+    jq -r .code)
+  TOKEN=$(curl -fsS -X POST "$url/api/oauth/token" -H 'Content-Type: application/json' \
+    -d "{\"grant_type\":\"authorization_code\",\"code\":\"$code\",\"client_id\":\"loadtest\",\"redirect_uri\":\"$url/callback\",\"code_verifier\":\"$VERIFIER\"}" |
+    jq -r .access_token)
+}
+
+# wait_ready SECONDS PID TEST...: poll TEST (a command) every 0.1 s until it succeeds; return 1
+# when process PID exits first or SECONDS pass. The callers below say what they waited for.
+wait_ready() {
+  local secs=$1 pid=$2 i; shift 2
+  for ((i = 0; i < secs * 10; i++)); do
+    "$@" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  "$@" 2>/dev/null
+}
+
+# linkkeys_up INFO LOG: the LinkKeys server wrote its info file and a METRICS line.
+linkkeys_up() { [ -s "$1" ] && grep -q '^METRICS ' "$2"; }
+
+# linkkeys_ready NAME INFO LOG ERR [SECONDS]: wait (default 20 s) until the LinkKeys server in
+# SERVER_PID is up (linkkeys_up INFO LOG); else print its stderr (the file ERR), say why and stop.
+linkkeys_ready() {
+  local name=$1 info=$2 log=$3 err=$4 secs=${5:-20}
+  wait_ready "$secs" "$SERVER_PID" linkkeys_up "$info" "$log" && return 0
+  cat "$err" >&2
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "server $name did not become ready within ${secs}s (no info file $info, or no METRICS line in $log)" >&2
+  else
+    echo "server $name exited (its stderr above)" >&2
+  fi
+  exit 1
+}
+
+# keycast_ready URL ERR [SECONDS [CURL_ARGS...]]: wait (default 10 s) until the Keycast server in
+# SERVER_PID answers URL/health; else print its stderr (the file ERR), say why and stop.
+keycast_ready() {
+  local url=$1 err=$2 secs=${3:-10}
+  shift $(($# < 3 ? $# : 3))
+  wait_ready "$secs" "$SERVER_PID" curl -fsS "$@" -o /dev/null "$url/health" && return 0
+  cat "$err" >&2
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "the Keycast server did not answer $url/health within ${secs}s" >&2
+  else
+    echo "the Keycast server exited (its stderr above)" >&2
+  fi
+  exit 1
+}
+
+# cpu_us_per_op TICKS0 TICKS1 OPS: CPU microseconds per operation from two readings of a process's
+# CPU in clock ticks (/proc/PID/stat fields 14 and 15), two decimals.
+cpu_us_per_op() {
+  awk -v a="$1" -v b="$2" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / (n > 1 ? n : 1)}'
+}
+
+# last_metrics LOG: the last METRICS line of a LinkKeys server log, as JSON ({} when there is none).
+last_metrics() {
+  local l
+  l=$(sed -n 's/^METRICS //p' "$1" | tail -n 1)
+  if [ -n "$l" ]; then echo "$l"; else echo '{}'; fi
 }

@@ -20,7 +20,7 @@
 #        OLD_LEAN=path/to/linkkeys-server bench/linkkeys-ddos-rss.sh
 #          adds a fourth run per round, "leanold": that lean server binary (say, a build of the tree
 #          before a change), so a change to the lean server is compared side by side.
-# Needs: go, python3; Linux (/proc).
+# Needs: go; Linux (/proc).
 set -euo pipefail
 
 SOURCES=${SOURCES:-12000}
@@ -39,6 +39,8 @@ ulimit -n "$(ulimit -Hn)"
 CLEAN_ENV=()
 . "$ROOT/bench/lib.sh"
 unset_server_env
+need_tools go
+build_benchsum
 
 SERVER_PID="" SAMPLER_PID=""
 stop_all() {
@@ -88,56 +90,4 @@ for r in $(seq 1 "$ROUNDS"); do
   fi
 done
 
-python3 - "$OUT" "$ROUNDS" "$SOURCES" "${OLD_LEAN:+leanold}" <<'PY'
-import json, os, sys
-out, rounds, sources = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-kinds = ("fat", "lean", "leangc100") + tuple(k for k in sys.argv[4:] if k)
-MiB = 2**20
-def metrics(name):
-    with open(os.path.join(out, name + "-server.log")) as f:
-        return [json.loads(l[len("METRICS "):]) for l in f if l.startswith("METRICS ")]
-def proc(name):
-    rows = []
-    with open(os.path.join(out, name + "-proc.txt")) as f:
-        for l in f:
-            p = l.split()
-            if len(p) == 7:
-                rows.append({p[0]: int(p[1]) * 1024, p[2]: int(p[3]) * 1024, p[4]: int(p[5]) * 1024})
-    return rows
-print("== summary (from the files in %s)" % out)
-print(open(os.path.join(out, "binaries.txt")).read().strip())
-worst = {}
-for r in range(1, rounds + 1):
-    for kind in kinds:
-        name = "%s-%d" % (kind, r)
-        m = metrics(name)
-        idle = [s for s in m if s["accepted_connections"] == 0][-1]
-        top = max(m, key=lambda s: s["process_rss_bytes"] or 0)
-        pr = proc(name)
-        ptop = max(pr, key=lambda s: s["VmRSS:"])
-        d = json.load(open(os.path.join(out, name + ".json")))
-        srv = d.get("server") or {}
-        ok = bool(srv.get("checks")) and all(k["ok"] for k in srv["checks"])
-        a = d["attempts"]
-        print("%-11s idle %5.1f MiB (anon %4.1f file %4.1f) | METRICS max %5.1f MiB (anon %4.1f file %4.1f) | /proc 0.1 s max %5.1f MiB (anon %4.1f file %4.1f) | %d sources: allowed %d denied %d, accounting %s" % (
-            name, idle["process_rss_bytes"] / MiB, idle["process_rss_anon_bytes"] / MiB, idle["process_rss_file_bytes"] / MiB,
-            top["process_rss_bytes"] / MiB, top["process_rss_anon_bytes"] / MiB, top["process_rss_file_bytes"] / MiB,
-            ptop["VmRSS:"] / MiB, ptop["RssAnon:"] / MiB, ptop["RssFile:"] / MiB,
-            a["attempted"], a["succeeded"], a["failed"], "exact" if ok else "MISMATCH " + str(srv.get("checks") or srv.get("note"))))
-        w = worst.get(kind)
-        if w is None or top["process_rss_bytes"] > w["process_rss_bytes"]:
-            worst[kind] = top
-for kind in kinds:
-    w = worst[kind]
-    print("worst %-9s: server RSS max %.1f MiB (anon %.1f, file %.1f, shmem %.1f) %s 20 MiB" % (
-        kind, w["process_rss_bytes"] / MiB, w["process_rss_anon_bytes"] / MiB, w["process_rss_file_bytes"] / MiB,
-        w["process_rss_shmem_bytes"] / MiB, "<=" if w["process_rss_bytes"] <= 20 * MiB else ">"))
-print("lean/fat RSS max: %.2f; lean/leangc100 (the GC pacer): %.2f" % (worst["lean"]["process_rss_bytes"] / worst["fat"]["process_rss_bytes"],
-    worst["lean"]["process_rss_bytes"] / worst["leangc100"]["process_rss_bytes"]))
-if "leanold" in worst:
-    print("lean/leanold RSS max: %.2f" % (worst["lean"]["process_rss_bytes"] / worst["leanold"]["process_rss_bytes"]))
-mr = json.load(open(os.path.join(out, "fat-1.json")))["machines"][0]
-print("machine: %s, %d cores, %.1f GiB, kernel %s, nofile %s/%s, %s, loadproof %s" % (
-    mr.get("cpu_model"), mr["cores"], mr.get("memory_bytes", 0) / 2**30, mr.get("kernel"), mr.get("nofile_soft"),
-    mr.get("nofile_hard"), mr["go_version"], mr["loadproof_version"]))
-PY
+benchsum ddos-rss "$OUT" "$ROUNDS" "$SOURCES" ${OLD_LEAN:+leanold}

@@ -23,16 +23,19 @@
 #        TOP=200000 STEPS="10000 100000 200000" bench/linkkeys-million.sh
 #        SMALL=1 bench/linkkeys-million.sh                a check of the script itself (30,000)
 #        KEEP_TLS=1 ...                                   clients hold the whole TLS state (--keep-tls-state)
-# Needs: go, python3, root for /proc/slabinfo (the slab figures are left out without it). Run it on an
+# Needs: go, jq, root for /proc/slabinfo (the slab figures are left out without it). Run it on an
 # otherwise quiet machine with at least ~20 GiB available for the full staircase.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+. "$ROOT/bench/lib.sh"
+need_tools go jq
 OUT=${OUT:-${TMPDIR:-/tmp}/linkkeys-million-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 BIN="$OUT/linkkeys-loadtest"
 go build -o "$BIN" ./cmd/linkkeys-loadtest
+build_benchsum
 ulimit -n "$(ulimit -Hn)"
 
 TOP=${TOP:-1000000}
@@ -54,17 +57,7 @@ KEEP=()
 
 echo "== results in $OUT; top $TOP, steps $STEPS, $PROCS server processes, clients ${KEEP[*]:-socket-only}"
 "$BIN" connections --help >/dev/null # the binary runs
-python3 - <<'PY' >"$OUT/machine.txt"
-import os, platform
-mem = {l.split(':')[0]: l.split()[1] for l in open('/proc/meminfo')}
-cpu = [l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')]
-def sysctl(p):
-    try: return open('/proc/sys/' + p.replace('.', '/')).read().split()
-    except OSError: return ['?']
-print("machine: %s, %d cores, %.1f GiB, kernel %s, nofile %s, fs.file-max %s, somaxconn %s, ports %s, tcp_mem %s" % (
-    cpu[0] if cpu else '?', os.cpu_count(), int(mem['MemTotal']) / 2**20, platform.release(), os.popen('ulimit -n').read().strip(),
-    sysctl('fs.file-max')[0], sysctl('net.core.somaxconn')[0], '-'.join(sysctl('net.ipv4.ip_local_port_range')), '/'.join(sysctl('net.ipv4.tcp_mem'))))
-PY
+benchsum million-machine >"$OUT/machine.txt"
 cat "$OUT/machine.txt"
 
 # The scale profile with room for $TOP: the distinct-source threshold (10,000 per window by default)
@@ -75,7 +68,7 @@ SCALE_ENV=(TCP_MAX_CONNECTIONS=$((TOP * 11 / 10)) TCP_HANDSHAKE_CONCURRENCY=1024
   TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND=1000000 TCP_HANDSHAKE_GLOBAL_BURST=2000000
   TCP_HANDSHAKE_DISTINCT_SOURCE_THRESHOLD=1000000)
 CLEAN_ENV=()
-for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
+unset_server_env
 
 # The loopback device queues received packets per CPU up to net.core.netdev_max_backlog (1,000 by
 # default) and drops the rest (/proc/net/softnet_stat). A saturated 2-core machine ramping to a
@@ -104,11 +97,7 @@ trap cleanup EXIT
 env "${CLEAN_ENV[@]}" "${SCALE_ENV[@]}" "$BIN" server --info-file "$OUT/info.json" --db-path "$OUT/server.sqlite3" \
   --metrics-interval-secs 2 --processes "$PROCS" >"$OUT/server.log" 2>"$OUT/server.err" &
 SERVER_PID=$!
-for _ in $(seq 1 600); do
-  [ -s "$OUT/info.json" ] && grep -q '^METRICS ' "$OUT/server.log" && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.err" >&2; exit 1; }
-  sleep 0.1
-done
+linkkeys_ready server "$OUT/info.json" "$OUT/server.log" "$OUT/server.err" 60
 
 # The watchdog: interrupt every client when memory runs short.
 (
@@ -125,77 +114,7 @@ WATCHDOG_PID=$!
 
 # sample LABEL: one line of JSON with the server, client and kernel figures.
 sample() {
-  python3 - "$1" "$SERVER_PID" "$OUT" "$BIN" <<'PY' >>"$OUT/samples.jsonl"
-import json, os, sys, time
-label, spid, out, binpath = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-def children(pid):
-    # A Go process forks from any of its threads, and each thread lists only its own children.
-    kids = []
-    try:
-        for tid in os.listdir('/proc/%d/task' % pid):
-            try: kids += [int(x) for x in open('/proc/%d/task/%s/children' % (pid, tid)).read().split()]
-            except OSError: pass
-    except OSError: return []
-    return kids + [g for k in kids for g in children(k)]
-def status(pid):
-    d = {}
-    try:
-        for l in open('/proc/%d/status' % pid):
-            k, _, v = l.partition(':')
-            if k in ('VmRSS', 'RssAnon', 'RssFile', 'RssShmem'): d[k] = int(v.split()[0]) * 1024
-    except OSError: pass
-    return d
-def total(pids):
-    t = {'procs': 0, 'VmRSS': 0, 'RssAnon': 0, 'RssFile': 0}
-    for p in pids:
-        s = status(p)
-        if s:
-            t['procs'] += 1
-            for k in ('VmRSS', 'RssAnon', 'RssFile'): t[k] += s.get(k, 0)
-    return t
-server_pids = [spid] + children(spid)
-client_pids = []
-for d in os.listdir('/proc'):
-    if not d.isdigit(): continue
-    try: cmd = open('/proc/%s/cmdline' % d, 'rb').read().split(b'\0')
-    except OSError: continue
-    if cmd and cmd[0] == binpath.encode() and len(cmd) > 1 and cmd[1] in (b'connections', b'worker'):
-        client_pids.append(int(d))
-mem = {l.split(':')[0]: int(l.split()[1]) * 1024 for l in open('/proc/meminfo')}
-sock = {}
-for l in open('/proc/net/sockstat'):
-    k, _, rest = l.partition(':')
-    f = rest.split()
-    sock[k] = {f[i]: int(f[i + 1]) for i in range(0, len(f) - 1, 2)}
-slabs = {}
-try:
-    for l in open('/proc/slabinfo'):
-        f = l.split()
-        if f[0] in ('TCP', 'sock_inode_cache', 'filp', 'dentry', 'eventpoll_epi', 'eventpoll_pwq', 'skbuff_head_cache', 'tcp_bind_bucket', 'tcp_bind2_bucket'):
-            slabs[f[0]] = {'objects': int(f[2]), 'size': int(f[3])}
-except OSError: pass
-drops = sum(int(l.split()[1], 16) for l in open('/proc/net/softnet_stat'))
-def snmp(path):
-    d, lines = {}, open(path).read().splitlines()
-    for h, v in zip(lines[0::2], lines[1::2]):
-        p = h.split(':')[0]
-        for k, x in zip(h.split()[1:], v.split()[1:]):
-            d[p + '.' + k] = int(x)
-    return d
-net = {**snmp('/proc/net/snmp'), **snmp('/proc/net/netstat')}
-net = {k: net.get(k, 0) for k in ('Tcp.RetransSegs', 'Tcp.EstabResets', 'TcpExt.TCPAbortOnTimeout', 'TcpExt.ListenOverflows', 'TcpExt.TCPSynRetrans')}
-net['softnet_dropped'] = drops
-m = None
-for l in open(os.path.join(out, 'server.log')):
-    if l.startswith('METRICS '): m = l
-m = json.loads(m[len('METRICS '):]) if m else {}
-keys = ('established_connections', 'open_connections', 'accepted_connections', 'established_total', 'handshake_timeouts',
-        'handshake_rejections', 'shed_connection_limit', 'shed_handshake_per_source', 'shed_handshake_overflow',
-        'shed_handshake_global', 'frame_buffer_bytes', 'process_rss_bytes')
-print(json.dumps({'label': label, 'time': time.time(), 'server': total(server_pids), 'client': total(client_pids),
-    'meminfo': {k: mem[k] for k in ('MemAvailable', 'Slab', 'SReclaimable', 'SUnreclaim', 'KernelStack', 'PageTables', 'AnonPages')},
-    'sockstat': sock.get('TCP', {}), 'slabs': slabs, 'net': net, 'metrics': {k: m.get(k) for k in keys}}))
-PY
+  benchsum million-sample "$1" "$SERVER_PID" "$OUT" "$BIN" >>"$OUT/samples.jsonl"
 }
 
 # run_layer N: start layer $layer's connections run of N from its own source range, wait until it
@@ -232,7 +151,7 @@ done
 # Top up: attempts that failed (server handshake timeouts on a saturated machine) leave the top
 # plateau short of $TOP; one more layer makes up the difference, so the count held is the count
 # asked for. Its attempts are counted like every other layer's.
-held_now=$(python3 -c "import json; print(json.loads([l for l in open('$OUT/server.log') if l.startswith('METRICS ')][-1][8:])['established_connections'])")
+held_now=$(last_metrics "$OUT/server.log" | jq '.established_connections // 0')
 if [ "$prev" = "$TOP" ] && [ ! -s "$OUT/watchdog.txt" ] && [ "$held_now" -lt "$TOP" ]; then
   n=$((TOP - held_now))
   layer=$((layer + 1))
@@ -249,68 +168,4 @@ CLIENT_PIDS=()
 sleep 4
 sample "closed"
 
-python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
-import json, os, sys, glob
-out = sys.argv[1]
-rows = [json.loads(l) for l in open(os.path.join(out, 'samples.jsonl'))]
-print(open(os.path.join(out, 'machine.txt')).read().strip())
-KiB = 1024.0
-def kern(r):
-    m = r['meminfo']
-    return {'slab': m['Slab'], 'sunreclaim': m['SUnreclaim'], 'sreclaimable': m['SReclaimable'], 'stack': m['KernelStack'],
-            'pagetables': m['PageTables'], 'tcpmem': r['sockstat'].get('mem', 0) * 4096}
-base = rows[0]
-print("%9s %9s %7s | %-27s | %-27s | %-33s | %6s %6s | %s" % ("held", "server", "avail", "server KiB/conn (anon file)", "client KiB/conn (anon file)",
-      "kernel KiB/conn (slab unrecl tcp)", "+srv", "+cli", "server accounting"))
-prev = base
-for r in rows[1:]:
-    if r['label'] == 'closed': continue
-    est = r['metrics'].get('established_connections') or 0
-    held = int(r['label'].rstrip('+'))
-    def per(a, b, n):
-        return (a - b) / KiB / max(n, 1)
-    s, c, k, bk = r['server'], r['client'], kern(r), kern(base)
-    ps, pc, pk = prev['server'], prev['client'], kern(prev)
-    dn = est - (prev['metrics'].get('established_connections') or 0)
-    print("%9d %9d %5.1fG | %6.2f (%5.2f %5.2f)       | %6.2f (%5.2f %5.2f)       | %6.2f (%5.2f %5.2f %5.2f)        | %6.2f %6.2f | accepted %s, estab_total %s, timeouts %s, rejections %s, shed %s" % (
-        held, est, r['meminfo']['MemAvailable'] / 2**30,
-        per(s['VmRSS'], base['server']['VmRSS'], est), per(s['RssAnon'], base['server']['RssAnon'], est), per(s['RssFile'], base['server']['RssFile'], est),
-        per(c['VmRSS'], 0, est), per(c['RssAnon'], 0, est), per(c['RssFile'], 0, est),
-        per(k['slab'] + k['stack'] + k['pagetables'] + k['tcpmem'], bk['slab'] + bk['stack'] + bk['pagetables'] + bk['tcpmem'], est),
-        per(k['slab'], bk['slab'], est), per(k['sunreclaim'], bk['sunreclaim'], est), per(k['tcpmem'], bk['tcpmem'], est),
-        per(s['VmRSS'], ps['VmRSS'], dn), per(c['VmRSS'], pc['VmRSS'], dn),
-        r['metrics'].get('accepted_connections'), r['metrics'].get('established_total'), r['metrics'].get('handshake_timeouts'),
-        r['metrics'].get('handshake_rejections'),
-        sum((r['metrics'].get(x) or 0) for x in ('shed_connection_limit', 'shed_handshake_per_source', 'shed_handshake_overflow', 'shed_handshake_global'))))
-    prev = r
-print("network counters since the start (loopback backlog drops, retransmissions, resets, aborts):")
-for r in rows[1:]:
-    print("   %-8s %s" % (r['label'], ", ".join("%s %d" % (k, r['net'][k] - base['net'][k]) for k in sorted(r['net']))))
-top = [r for r in rows if r['label'] not in ('0', 'closed')]
-if top:
-    t = top[-1]
-    print("top plateau: %d established (server METRICS), sockets in use (TCP, both ends) %d, TCP buffer pages %d; slab objects per held connection:" % (
-        t['metrics'].get('established_connections') or 0, t['sockstat'].get('inuse', 0), t['sockstat'].get('mem', 0)))
-    est = max(t['metrics'].get('established_connections') or 1, 1)
-    print("   " + ", ".join("%s %.2f × %d B" % (k, (v['objects'] - base['slabs'].get(k, {'objects': 0})['objects']) / est, v['size'])
-                          for k, v in sorted(t['slabs'].items())))
-held = still = 0
-for f in sorted(glob.glob(os.path.join(out, 'layer*.json'))):
-    try: j = json.load(open(f))
-    except Exception as e:
-        print("%s: unreadable (%s)" % (os.path.basename(f), e)); continue
-    a, h = j.get('attempts', {}), j.get('hold') or {}
-    held += h.get('held', 0)
-    still += h.get('still_open_at_end', 0)
-    print("%s: %d attempted, %d established, %d failed %s; ramp %s, held %d, still open at the end %s; client CPU per attempt %.0f µs" % (
-        os.path.basename(f), a.get('attempted', 0), a.get('succeeded', 0), a.get('failed', 0), a.get('failure_reasons', {}),
-        (h.get('ramp_time') or {}).get('text'), h.get('held', 0), h.get('still_open_at_end'),
-        (j.get('client_cpu') or {}).get('ns', 0) / 1e3 / max(a.get('attempted', 1), 1)))
-# A handshake the client completed can still time out on the server (its 5 s handshake timeout
-# covers the wait for a handshake slot, and the server may not have read the client's Finished in
-# time on a saturated machine): the server closes it, and the client's socket leaves ESTABLISHED.
-# So the server's count is compared with the client sockets still established at the end.
-srv = top[-1]['metrics'].get('established_connections') if top else None
-print("clients: %d handshakes completed and held, %d of them still established (TCP state) at the end of the hold; "
-      "server: %s established at the top plateau; accounting %s" % (held, still, srv, "exact" if srv == still else "MISMATCH"))
-PY
+benchsum million "$OUT" | tee "$OUT/summary.txt"

@@ -11,6 +11,9 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+. "$ROOT/bench/lib.sh"
+need_tools go taskset
+build_benchsum
 REPS=${REPS:-3} TRIALS=${TRIALS:-3} DUR=${DUR:-2} FROM=${FROM:-250} TO=${TO:-32000} RES=${RES:-5%}
 SLO=${SLO:-'p99<50ms,errors<1%,shed<1%,throughput>95%'}
 OUT=${OUT:-${TMPDIR:-/tmp}/search-knee-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -35,23 +38,5 @@ for i in $(seq "$REPS"); do
   echo "$t0 $t1" >"$OUT/search$i.time"
   "$BIN" verify "$OUT/search$i-bundle" >"$OUT/verify$i.txt" 2>&1 || echo "verify $i exit $?"
 done
-python3 - "$OUT" "$REPS" <<'PY'
-import json, sys
-out, reps = sys.argv[1], int(sys.argv[2])
-ks = []
-for i in range(1, reps + 1):
-    r = json.load(open(f"{out}/search{i}.json"))
-    t0, t1 = map(float, open(f"{out}/search{i}.time").read().split())
-    k, f = r.get("knee"), r.get("first_fail")
-    c = r["confidence"].get("knee_in_bracket")
-    ks.append((k, f))
-    print(f"search {i}: knee {k} rate, bracket [{k}, {f}), P(knee in bracket) {c}, broke first {r.get('broke_first')}, "
-          f"{r['trial_count']} trials in {len(r['steps'])} steps, {(t1 - t0) / 60:.1f} min")
-    print("  " + open(f"{out}/verify{i}.txt").readline().strip())
-kn = [k for k, f in ks if k is not None]
-fs = [f for k, f in ks if f is not None]
-lo, hi = (max(kn) if kn else None), (min(fs) if fs else None)
-inside = bool(kn) and len(kn) == len(fs) == len(ks) and lo < hi
-print(f"knees {[k for k, _ in ks]}: every bracket overlaps every other: {inside} (common range [{lo}, {hi}))")
-PY
+benchsum search-knee "$OUT" "$REPS"
 echo "results in $OUT"

@@ -7,12 +7,14 @@
 # bridge/loopback is the cost of crossing a second network stack (veth pair + bridge) on this box.
 # The server's rate limits are lifted (nothing is shed: the client and the path are what differ).
 #
-# Usage: bench/testbed-bridge.sh        ROUNDS=2 SECS=4 CONC=32 (defaults); needs root, ip, go, python3.
+# Usage: bench/testbed-bridge.sh        ROUNDS=2 SECS=4 CONC=32 (defaults); needs root, ip, go, jq.
 # Namespaces lp-bb<pid>-* are deleted at the end, also on failure; only the server this script
 # started is stopped, by its PID. Raw JSON results stay in $OUT (small; nothing is archived).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
+need_tools go ip jq
 ROUNDS=${ROUNDS:-2}; SECS=${SECS:-4}; CONC=${CONC:-32}
 [ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 10 ] && [ "$SECS" -ge 1 ] && [ "$SECS" -le 30 ] || { echo "ROUNDS 1-10, SECS 1-30" >&2; exit 2; }
 OUT=${OUT:-${TMPDIR:-/tmp}/testbed-bridge-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -20,6 +22,7 @@ mkdir -p "$OUT"
 export LP_TESTBED="lp-bb$$"
 TB="$ROOT/scripts/testbed.sh"
 (cd "$ROOT" && go build -o "$OUT/" ./cmd/linkkeys-server ./cmd/linkkeys-loadtest)
+build_benchsum
 
 SERVER_PID=""
 cleanup() {
@@ -38,7 +41,7 @@ env TCP_HANDSHAKE_RATE_PER_MINUTE=60000000 TCP_HANDSHAKE_BURST=1000000 \
 SERVER_PID=$!
 for _ in $(seq 1 200); do [ -s "$OUT/info.json" ] && break; sleep 0.1; done
 [ -s "$OUT/info.json" ] || { echo "the server wrote no info file:" >&2; cat "$OUT/server.log" >&2; exit 1; }
-read -r FP DOMAIN < <(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); print(i["fingerprint"], i["domain"])' "$OUT/info.json")
+read -r FP DOMAIN < <(jq -r '"\(.fingerprint) \(.domain)"' "$OUT/info.json")
 
 client() { # PATH(loop|bridge) CMD ROUND ARGS…
   local path=$1 cmd=$2 round=$3; shift 3
@@ -60,23 +63,5 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-python3 - "$OUT" "$ROUNDS" <<'PY'
-import json, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-def rate(cmd, path, r):
-    d = json.load(open(f"{out}/{cmd}-{path}-{r}.json"))
-    if cmd == "handshake-bench":
-        h = d["handshakes"]; assert h["failed"] == 0, f"{cmd} {path} round {r}: {h['failed']} failed"
-        return h["handshakes_per_sec"], d["client_cpu"]["ns"] / max(h["completed"], 1) / 1e3
-    q = d["requests"]; assert q["errors"] == 0, f"{cmd} {path} round {r}: {q['errors']} errors"
-    return q["requests_per_sec"], d["client_cpu"]["ns"] / max(q["completed"], 1) / 1e3
-print(f"{'round':>5} {'figure':<16} {'loopback/s':>11} {'bridge/s':>11} {'bridge/loop':>11} {'client µs/op loop':>17} {'bridge':>7}")
-for cmd in ("handshake-bench", "request-bench"):
-    ratios = []
-    for r in range(1, rounds + 1):
-        (lo, lc), (br, bc) = rate(cmd, "loop", r), rate(cmd, "bridge", r)
-        ratios.append(br / lo)
-        print(f"{r:>5} {cmd:<16} {lo:>11.0f} {br:>11.0f} {br/lo:>11.2f} {lc:>17.1f} {bc:>7.1f}")
-    print(f"{'':>5} {cmd:<16} median ratio bridge/loopback {sorted(ratios)[len(ratios)//2]:.2f}")
-PY
+benchsum testbed-bridge "$OUT" "$ROUNDS"
 echo "raw results: $OUT"

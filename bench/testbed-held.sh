@@ -6,12 +6,14 @@
 # handshakes completed, and the client RSS per held connection; plus the server host's kernel
 # counters (listen overflows, drops, retransmits) read inside its namespace before and after.
 #
-# Usage: bench/testbed-held.sh     PER_HOST=10000 PROCS=2 HOLD=5 (defaults); root, ip, go, python3.
+# Usage: bench/testbed-held.sh     PER_HOST=10000 PROCS=2 HOLD=5 (defaults); root, ip, go.
 # Bounded: PER_HOST at most 100000. Namespaces lp-bh<pid>-* are deleted at the end, also on
 # failure; only the server this script started is stopped, by its PID.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
+need_tools go ip
 PER_HOST=${PER_HOST:-10000}; PROCS=${PROCS:-2}; HOLD=${HOLD:-5}
 [ "$PER_HOST" -ge 1 ] && [ "$PER_HOST" -le 100000 ] || { echo "PER_HOST 1-100000" >&2; exit 2; }
 OUT=${OUT:-${TMPDIR:-/tmp}/testbed-held-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -19,6 +21,7 @@ mkdir -p "$OUT"
 export LP_TESTBED="lp-bh$$"
 TB="$ROOT/scripts/testbed.sh"
 (cd "$ROOT" && go build -o "$OUT/" ./cmd/linkkeys-server ./cmd/linkkeys-loadtest)
+build_benchsum
 
 SERVER_PID=""
 cleanup() {
@@ -51,35 +54,5 @@ done
 rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 kernel after
 echo "wall $(( $(date +%s) - start ))s, client exit $rc"
-python3 - "$OUT" "$PER_HOST" <<'PY'
-import json, sys
-out, per = sys.argv[1], int(sys.argv[2])
-held = 0
-for h in (2, 3):
-    d = json.load(open(f"{out}/held-h{h}.json"))
-    ho, sv = d["hold"], d.get("server") or {}
-    dl = sv.get("delta", {})
-    held += ho["held"]
-    print(f"host {h}: held {ho['held']} of {per}, still open {ho['still_open_at_end']}, ramp {ho['ramp_time']['text']}, "
-          f"client RSS {ho['client_rss_bytes_per_connection']/1024:.1f} KiB/conn; server delta over this client's run: "
-          f"accepted {dl.get('accepted_connections')}, handshakes {dl.get('handshakes_completed')}")
-print(f"held at once across both load hosts: {held}")
-dl = (json.load(open(f"{out}/held-h2.json")).get("server") or {}).get("delta", {})
-print(f"server over both hosts: accepted {dl.get('accepted_connections')}, handshakes completed {dl.get('handshakes_completed')}, "
-      f"shed at the connection limit {dl.get('shed_connection_limit')}")
-def tcp(path):
-    v = {}
-    lines = open(path).read().splitlines()
-    for a, b in zip(lines[::2], lines[1::2]):
-        for k, x in zip(a.split()[1:], b.split()[1:]):
-            v[a.split()[0] + k] = int(x) if x.lstrip('-').isdigit() else 0
-    return v
-b, a = tcp(f"{out}/server-kernel-before.txt"), tcp(f"{out}/server-kernel-after.txt")
-print("server host kernel:", ", ".join(f"{k} +{a.get(k,0)-b.get(k,0)}" for k in
-      ("TcpExt:ListenOverflows", "TcpExt:ListenDrops", "TcpExt:SyncookiesSent", "TcpExt:TCPTimeouts", "Tcp:RetransSegs")))
-PY
-grep -E "^METRICS" "$OUT/server.log" | python3 -c 'import json,sys
-ms=[json.loads(l.split(" ",1)[1]) for l in sys.stdin if " " in l]
-m=max(ms, key=lambda m: m.get("open_connections", 0)) if ms else {}
-print("server RSS", m.get("process_rss_bytes"), "bytes at its most open connections,", m.get("open_connections"), "open:", round(m.get("process_rss_bytes", 0) / max(m.get("open_connections", 0), 1) / 1024, 1), "KiB per open connection")' || true
+benchsum testbed-held "$OUT" "$PER_HOST"
 echo "raw results: $OUT"
