@@ -138,7 +138,7 @@ fuzz() {
 
 # fuzz_packages: every package directory with a fuzz target.
 fuzz_packages() {
-  grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(' internal | xargs -r -n1 dirname | sort -u
+  grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(' internal bench | xargs -r -n1 dirname | sort -u
 }
 
 # changed_fuzz_packages: the packages with fuzz targets whose Go files changed since FUZZ_SINCE,

@@ -17,6 +17,9 @@ import (
 // 400 (B, the "slower build"): compare says B's throughput is worse and a gate on it exits 1; the
 // A runs against themselves pass it; a gate naming a metric the runs lack, or a missing side, exits 2.
 func TestCompareRealRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real load several times (-short)")
+	}
 	lim := map[string]string{"TCP_HANDSHAKE_BURST": "1000000", "TCP_HANDSHAKE_GLOBAL_BURST": "1000000",
 		"PUBLIC_READ_BURST": "1000000000", "PUBLIC_READ_GLOBAL_BURST": "1000000000"}
 	cfg, err := linkkeysserver.ConfigFromEnv(func(k string) string { return lim[k] })

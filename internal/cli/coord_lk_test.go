@@ -98,6 +98,9 @@ func umbrellaOut(ctx context.Context, t *testing.T, args ...string) (code int, s
 // instant (none before it), and their live snapshots draw the coordinator's progress lines and
 // the client's own seed progress lines.
 func TestCoordinateLinkKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a coordinated run over worker processes (-short)")
+	}
 	info, metricsLog := lkServer(t)
 	dir := t.TempDir()
 	for _, c := range [][]string{

@@ -352,6 +352,9 @@ func startWorker(t *testing.T, stderr io.Writer, args ...string) *exec.Cmd {
 // TestCoordinateWorkerKilled kills one of four worker processes mid-run: the run fails with exit
 // 4, names the worker, and keeps the other three's partial results and the manifest.
 func TestCoordinateWorkerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a worker process mid-run (-short)")
+	}
 	srv := kctest.Start(t, keycastserver.Config{})
 	users := kcUsers(t, srv.URL, 4)
 	url, token := externalNATS(t)
@@ -403,6 +406,9 @@ func TestCoordinateWorkerKilled(t *testing.T) {
 // TestWorkerStopsWithoutCoordinator: a worker whose coordinator vanishes mid-run (its process
 // killed) stops its load and exits within 5 s.
 func TestWorkerStopsWithoutCoordinator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the coordinator heartbeat timeout (-short)")
+	}
 	srv := kctest.Start(t, keycastserver.Config{})
 	users := kcUsers(t, srv.URL, 2)
 	url, token := externalNATS(t)
@@ -469,6 +475,9 @@ func TestWorkerRefusesUnauthorizedTarget(t *testing.T) {
 // phase: the run exits 4, and the bundle keeps the phase's partial results from the others with
 // stop reason worker-lost, verifiable against its manifest.
 func TestCoordinateCapacityWorkerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a worker process mid-plan (-short)")
+	}
 	srv := kctest.Start(t, keycastserver.Config{})
 	users := kcUsers(t, srv.URL, 3)
 	dir := t.TempDir()

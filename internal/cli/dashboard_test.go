@@ -17,6 +17,9 @@ import (
 // final report drawn from the results file at the end (the page itself is checked in a browser by
 // internal/report/e2e).
 func TestRunDashboardFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("serves a live dashboard through a run (-short)")
+	}
 	srv := kctest.Start(t, keycastserver.Config{})
 	dir := t.TempDir()
 	users := filepath.Join(dir, "users.json")

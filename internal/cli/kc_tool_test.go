@@ -136,6 +136,9 @@ func TestKeycastRunAgainstNothingCouldNotRun(t *testing.T) {
 }
 
 func TestKeycastProfileAgainstARunningServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("profiles a running server (-short)")
+	}
 	srv := kctest.Start(t, keycastserver.Config{})
 	// The test process stands in for the server's pprof endpoint: it profiles itself, server included.
 	mux := http.NewServeMux()

@@ -26,6 +26,9 @@ import (
 // command line in its working directory. The merged result must hold every segment, and be priced
 // over every pod: each worker's --worker-cost-per-hour and the coordinator's own.
 func TestKubeIndexedJobEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("emulates a Kubernetes indexed job with worker processes (-short)")
+	}
 	srv := kctest.Start(t, keycastserver.Config{})
 	users := kcUsers(t, srv.URL, 3)
 	url, token := externalNATS(t)

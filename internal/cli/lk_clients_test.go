@@ -106,6 +106,9 @@ func TestLinkKeysWorkerArgs(t *testing.T) {
 }
 
 func TestLinkKeysClientsRunAgainstServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every LinkKeys client against a server (-short)")
+	}
 	lim := map[string]string{"TCP_HANDSHAKE_BURST": "1000000", "TCP_HANDSHAKE_GLOBAL_BURST": "1000000",
 		"PUBLIC_READ_BURST": "1000000000", "PUBLIC_READ_GLOBAL_BURST": "1000000000"}
 	cfg, err := linkkeysserver.ConfigFromEnv(func(k string) string { return lim[k] })

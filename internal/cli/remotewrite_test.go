@@ -109,6 +109,9 @@ func promQuery(t *testing.T, base, q string) float64 {
 // Prometheus holds equal the result file's exactly, and the p99 from the native histogram agrees
 // with the result's HDR p99 within the native histogram's resolution.
 func TestRemoteWriteToARealPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real Prometheus (-short)")
+	}
 	base := startPrometheus(t)
 	info, dir := lkInfoServer(t, linkkeysserver.TestServerOptions{})
 	jsonPath := filepath.Join(dir, "rb.json")
@@ -152,6 +155,9 @@ func TestRemoteWriteToARealPrometheus(t *testing.T) {
 // TestRemoteWriteNeverSlowsTheRun: an endpoint that accepts and never answers neither slows nor
 // stops the run; the command says what it could not deliver.
 func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a dead remote-write endpoint (-short)")
+	}
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

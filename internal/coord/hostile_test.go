@@ -108,6 +108,9 @@ func hostileRun(t *testing.T, n int, noJS bool, exec func(context.Context, []str
 // Before, the repeat's fetch failed (its chunks were gone) and overwrote the good part.
 func TestHostileReplayedResultKeepsEveryWorker(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs whole coordinated tasks over NATS for seconds (-short)")
+	}
 	replayed := make(chan struct{})
 	var h *hostile
 	exec := func(ctx context.Context, args []string, hk *Share) error {
@@ -157,6 +160,9 @@ func TestHostileReplayedResultKeepsEveryWorker(t *testing.T) {
 // worker runs a task twice, nothing is taken, and the next task runs whole.
 func TestHostileReplaysEveryMessageType(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs whole coordinated tasks over NATS for seconds (-short)")
+	}
 	var runs atomic.Int64
 	exec := func(ctx context.Context, args []string, share *Share) error {
 		runs.Add(1)
@@ -230,6 +236,9 @@ func TestHostileReplaysEveryMessageType(t *testing.T) {
 // run's nonce, and the real worker joins.
 func TestHostileJoinFromEarlierRun(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs whole coordinated tasks over NATS for seconds (-short)")
+	}
 	c1, h, emb := hostileRun(t, 1, false, fakeExec(10))
 	joins := h.captured(".join")
 	c1.Close()
@@ -264,6 +273,9 @@ func TestHostileJoinFromEarlierRun(t *testing.T) {
 // replays its captured heartbeats every 400 ms; the worker still stops within 5 s.
 func TestHostileHeartbeatReplayDoesNotHoldWorker(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs whole coordinated tasks over NATS for seconds (-short)")
+	}
 	emb, err := StartEmbedded(EmbeddedConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -327,6 +339,9 @@ func TestHostileHeartbeatReplayDoesNotHoldWorker(t *testing.T) {
 // heap under 200 MiB (before, it grew past 1 GiB).
 func TestHostileChunkFloodBoundsMemory(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs whole coordinated tasks over NATS for seconds (-short)")
+	}
 	c, h, _ := hostileRun(t, 1, true, fakeExec(10))
 	defer c.Close()
 	insider := newSigner("s", "w0")
@@ -492,6 +507,9 @@ func TestEmbeddedPerRunUsers(t *testing.T) {
 // passed or its id is not above the last task the worker took.
 func TestWorkerTakesOnlyNewerFutureTasks(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs whole coordinated tasks over NATS for seconds (-short)")
+	}
 	c, h, _ := hostileRun(t, 1, false, fakeExec(10))
 	defer c.Close()
 	forger := newSigner("s", "c")
@@ -521,6 +539,9 @@ func TestWorkerTakesOnlyNewerFutureTasks(t *testing.T) {
 // sequence numbers, so the real workers' messages are then refused: the task is interrupted.)
 func TestChunksHeldAreCapped(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs whole coordinated tasks over NATS for seconds (-short)")
+	}
 	hold := make(chan struct{})
 	exec := func(ctx context.Context, args []string, hk *Share) error {
 		select {

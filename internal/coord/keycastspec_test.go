@@ -231,6 +231,9 @@ func TestKeycastTaskRunsTypedSpec(t *testing.T) {
 // messages, and counts a repeated result as a duplicate, for the coordination manifest.
 func TestWorkerRefusalsRecorded(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs whole coordinated tasks over NATS for seconds (-short)")
+	}
 	emb, err := StartEmbedded(EmbeddedConfig{NoJetStream: true})
 	if err != nil {
 		t.Fatal(err)
