@@ -318,3 +318,32 @@ func TestCostCapacityPhases(t *testing.T) {
 		t.Errorf("the flag does not override the plan: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestCostCapacityPricesTheFleet: under coordinate, keycast capacity prices each phase at every
+// machine of the run (the coordinator's price here, the workers being spawned on its machine), as
+// keycast run does, and refuses a fleet whose prices cannot add up with the plan's before anything
+// runs. Before, a coordinated plan was priced at its own price alone.
+func TestCostCapacityPricesTheFleet(t *testing.T) {
+	dir, planPath := capacityFixture(t)
+	start := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	capacityRunner = func(ctx context.Context, run capacity.PhaseRun) (*keycastresult.Results, error) {
+		res, err := cannedRunner(-1, -1)(ctx, run)
+		if res != nil {
+			res.Envelope.StartedAt = start.Add(time.Duration(run.Index) * time.Minute)
+			res.Envelope.EndedAt = res.Envelope.StartedAt.Add(10 * time.Second) // 0.01 USD at 3.6 USD an hour
+		}
+		return res, err
+	}
+	t.Cleanup(func() { capacityRunner = nil })
+	fleet := &fleetPrices{coordinator: cost.Price{PerHour: 3.6, Currency: "USD", Given: true}, local: true}
+	out := filepath.Join(dir, "ev")
+	code, stdout, stderr := runTree(t, treeOpts{fleet: fleet}, "keycast", "capacity", "--plan", planPath, "--output", out)
+	if code != ExitOK || !strings.Contains(stdout, "all phases: cost: 0.06 USD for 60 s") {
+		t.Fatalf("capacity in coordinate's tree: exit %d; want every phase priced at the coordinator's 3.6 USD an hour\n%s%s", code, stdout, stderr)
+	}
+	eur := &fleetPrices{workers: []cost.Price{{PerHour: 1, Currency: "EUR", Given: true}}, coordinator: cost.Price{PerHour: 1, Currency: "USD", Given: true}}
+	code, _, stderr = runTree(t, treeOpts{fleet: eur}, "keycast", "capacity", "--plan", planPath, "--output", filepath.Join(dir, "ev2"))
+	if code != ExitUsage || !strings.Contains(stderr, "cannot add up") {
+		t.Fatalf("a fleet priced in two currencies: exit %d\n%s", code, stderr)
+	}
+}

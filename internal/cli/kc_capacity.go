@@ -30,6 +30,7 @@ func newKeycastCapacityCmd(env *Env, o treeOpts) *cobra.Command {
 		stopWindow                  time.Duration
 		tlsOpts                     keycastload.TLSOptions
 	)
+	prices.fleet = o.fleet // under coordinate: every machine of the run is priced (docs/cost.md)
 	c := &cobra.Command{
 		Use:   "capacity",
 		Short: "Run a predeclared capacity-readiness profile",
