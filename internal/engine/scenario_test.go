@@ -87,7 +87,9 @@ func TestScenariosShareOneSampler(t *testing.T) {
 		sc = append(sc, Scenario{Name: name, Config: Config{Driver: d, Duration: 120 * time.Millisecond}})
 	}
 	runs, err := ExecuteScenarios(context.Background(), Plan{Interval: 20 * time.Millisecond, Scenarios: sc,
-		Sample: func(context.Context) (map[string]float64, error) { return map[string]float64{"n": float64(calls.Add(1))}, nil }})
+		Sample: func(context.Context) (map[string]float64, error) {
+			return map[string]float64{"n": float64(calls.Add(1))}, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,9 @@ func TestStopOnSampleEndsEveryScenario(t *testing.T) {
 	runs, err := ExecuteScenarios(ctx, Plan{Interval: 10 * time.Millisecond,
 		Scenarios: []Scenario{{Name: "a", Config: Config{Driver: d}}, {Name: "b", Config: Config{Driver: d, Rate: 500}},
 			{Name: "never", Offset: time.Hour, Config: Config{Driver: d}}},
-		Sample: func(context.Context) (map[string]float64, error) { return map[string]float64{"n": float64(calls.Add(1))}, nil },
+		Sample: func(context.Context) (map[string]float64, error) {
+			return map[string]float64{"n": float64(calls.Add(1))}, nil
+		},
 		StopOnSample: func(_ time.Duration, m map[string]float64) *result.StopEvent {
 			if m["n"] >= 3 {
 				return &result.StopEvent{Reason: "stop-condition", Metric: "n"}
@@ -215,7 +219,10 @@ func TestScenarioEndingEarlyLeavesTheOthers(t *testing.T) {
 	var setupRan atomic.Bool
 	runs, err := ExecuteScenarios(ctx, Plan{Interval: 10 * time.Millisecond, Scenarios: []Scenario{
 		{Name: "quick", Config: Config{Driver: quick, Count: 5}},
-		{Name: "broken", Setup: func(context.Context) (Config, error) { setupRan.Store(true); return Config{}, errors.New("no connections") }},
+		{Name: "broken", Setup: func(context.Context) (Config, error) {
+			setupRan.Store(true)
+			return Config{}, errors.New("no connections")
+		}},
 		{Name: "waiting", Config: Config{Driver: waiting, Count: 3, Workers: 3}},
 	}})
 	if err != nil {
