@@ -99,6 +99,11 @@ func execute(ctx context.Context, cfg engine.Config, nothing bool) (*engine.Run,
 	if cfg.After != nil {
 		cfg.After(ctx, nil)
 	}
+	return emptyRun(cfg), nil
+}
+
+// emptyRun is the engine's outcome of a run that made no operations.
+func emptyRun(cfg engine.Config) *engine.Run {
 	now := time.Now()
 	r := &engine.Run{Totals: &engine.Totals{Counts: make([]int64, len(cfg.Classes)), Causes: map[string]int64{},
 		Counters: make([]int64, len(cfg.Counters)+3)}}
@@ -108,7 +113,26 @@ func execute(ctx context.Context, cfg engine.Config, nothing bool) (*engine.Run,
 	if cfg.Rate > 0 {
 		r.Open = &engine.OpenFigures{}
 	}
-	return r, nil
+	return r
+}
+
+// workload is one command's load made ready for the engine: the configuration it runs (nothing:
+// there is nothing to run, see execute) and its segment result from what the engine measured. A
+// command runs it alone (execute); the combined command runs several as scenarios of one run.
+type workload struct {
+	cfg     engine.Config
+	nothing bool
+	finish  func(run *engine.Run) (Result, error)
+}
+
+// execute runs the workload alone and makes its result.
+func (w workload) execute(ctx context.Context) (Result, error) {
+	run, err := execute(ctx, w.cfg, w.nothing)
+	if err != nil {
+		w.finish(emptyRun(w.cfg)) // what it set up is released
+		return Result{}, err
+	}
+	return w.finish(run)
 }
 
 type intervalKey struct{}
