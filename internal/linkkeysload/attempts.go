@@ -77,17 +77,13 @@ func attemptConfig(d *attemptDriver, workers int, count int64, p Progress) engin
 // execute runs cfg through the engine, or, when the run has nothing to do (no workers, a zero count
 // bound, or a zero duration where the duration is the bound), runs cfg.After (with a nil worker)
 // and returns an empty run: the engine reads zero bounds as "no bound". An interval cfg leaves at
-// 0 is ctx's (withInterval), else engine.IntervalFor the run's duration: 100 ms snapshots for a
-// run under 30 s.
+// 0 is engine.IntervalFor the run's duration: 100 ms snapshots for a run under 30 s.
 func execute(ctx context.Context, cfg engine.Config, nothing bool) (*engine.Run, error) {
-	if t, ok := ctx.Value(startKey{}).(time.Time); ok && cfg.Start.IsZero() {
-		cfg.Start = t // a coordinated start (RunSpec)
+	if cfg.Start.IsZero() {
+		cfg.Start = startOf(ctx) // a coordinated start (RunSpec)
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = engine.IntervalFor(cfg.Duration)
-		if d, ok := ctx.Value(intervalKey{}).(time.Duration); ok {
-			cfg.Interval = d
-		}
 	}
 	if !nothing {
 		r, err := engine.Execute(ctx, cfg)
@@ -133,14 +129,6 @@ func (w workload) execute(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	return w.finish(run)
-}
-
-type intervalKey struct{}
-
-// withInterval returns ctx under which the package's engine runs take snapshots of length d (the
-// combined command keeps 1 s ones: its streams' timelines are laid side by side by the second).
-func withInterval(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, intervalKey{}, d)
 }
 
 // segmentResult starts the Result of one segment from what the engine measured: the envelope (with

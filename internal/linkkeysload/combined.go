@@ -261,6 +261,9 @@ func runCombinedSegment(ctx context.Context, cfg CombinedConfig, seg engine.Segm
 	cpu0 := processCPU()
 	streams := combinedStreams(cfg, seg, debugOut)
 	plan := engine.Plan{Interval: time.Second, Sample: watch.sample, StopOnSample: watch.stop, Start: cfg.Start}
+	if plan.Start.IsZero() {
+		plan.Start = startOf(ctx) // a coordinated start (RunSpec)
+	}
 	for _, s := range streams {
 		plan.Scenarios = append(plan.Scenarios, s.scenario)
 	}

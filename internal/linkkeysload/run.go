@@ -363,6 +363,12 @@ func withStart(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, startKey{}, t)
 }
 
+// startOf returns the start withStart put in ctx (zero: none).
+func startOf(ctx context.Context) time.Time {
+	t, _ := ctx.Value(startKey{}).(time.Time)
+	return t
+}
+
 // DefaultWorkers returns how many processes a run needing fds sockets takes so each stays under the
 // soft open-file limit with 512 descriptors to spare: ceil(fds / (soft - 512)), at least 1.
 func DefaultWorkers(fds int64, softLimit uint64) int {
