@@ -1,7 +1,9 @@
 // Package engine runs load: the closed model (N workers, each one operation after another) and the
 // open model (a constant or ramping arrival rate, latency measured from the intended send time so
 // coordinated omission is corrected), ramp-up, bounds by duration and by count, segments, live stop
-// conditions over a sliding window, progress, interval snapshots, and process fan-out.
+// conditions over a sliding window, progress, interval snapshots, and process fan-out; several
+// workloads in one run are scenarios (ExecuteScenarios), each with its own start offset, on one
+// interval clock with one server sampler and one stop.
 //
 // A driver supplies one operation and classifies its outcome (see Driver); everything else is the
 // engine's. The model is fortio's Runnable and vegeta's Attacker: the engine never knows the protocol,

@@ -88,6 +88,12 @@ func (w *Worker) Ending() bool { return w.e.ending.Load() }
 // a driver waiting between operations (a backoff) selects on it.
 func (w *Worker) Done() <-chan struct{} { return w.e.endCh }
 
+// OthersDone is closed once every other scenario of the run (ExecuteScenarios) has ended, its
+// After included; in a run of one scenario it is closed from the start. An After that holds what
+// its operations built until the rest of the run is over (a held population beside other
+// workloads) waits on it.
+func (w *Worker) OthersDone() <-chan struct{} { return w.e.others }
+
 // Observe records a latency sample of an extra kind (an index into Config.Kinds, above 0).
 func (w *Worker) Observe(kind int, d time.Duration) {
 	w.sh.mu.Lock()
@@ -382,7 +388,17 @@ type engine struct {
 	pacer                   Pacer
 	progMu                  sync.Mutex
 	progCounts              []int64
-	auto                    bool // Config.Interval is AutoInterval
+
+	// The collector's side of the scenario (ExecuteScenarios), touched by the collector only.
+	total          *Totals
+	spare, ivStats *stats
+	win            *Window
+	intervals      []result.Interval
+	last           time.Time // the start of the interval in progress
+	first          int       // the run's interval the scenario's first one is
+	inSlot         int       // intervals into the stop window's current slot
+	stopAt         time.Duration
+	others         chan struct{} // closed once every other scenario of the run has ended
 }
 
 // ErrNoDriver is returned by Execute for a Config without a Driver.
@@ -390,27 +406,30 @@ var ErrNoDriver = errors.New("engine: no driver: Config.Driver is required")
 
 // Execute runs one segment's load as cfg describes and returns what it measured. It returns an
 // error only for a configuration it cannot run; a run cut short by ctx or a stop condition returns
-// its partial figures with Stop set.
+// its partial figures with Stop set. It is the one-scenario case of ExecuteScenarios: cfg's
+// Interval, Sample, MaxServerSeries and Start are the plan's.
 func Execute(ctx context.Context, cfg Config) (*Run, error) {
-	e, err := newEngine(observe(ctx, cfg))
-	if err != nil {
-		return nil, err
-	}
-	return e.run(ctx), nil
-}
-
-func newEngine(cfg Config) (*engine, error) {
 	if cfg.Driver == nil {
 		return nil, ErrNoDriver
 	}
+	p := Plan{Interval: cfg.Interval, Sample: cfg.Sample, MaxServerSeries: cfg.MaxServerSeries, Start: cfg.Start}
+	cfg.Interval, cfg.Sample, cfg.MaxServerSeries, cfg.Start = 0, nil, 0, time.Time{}
+	p.Scenarios = []Scenario{{Config: cfg}}
+	runs, err := ExecuteScenarios(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return runs.Scenarios[0].Run, nil
+}
+
+// newEngine checks one scenario's configuration and makes its state; the run's clock
+// (Interval) is the plan's, set as the scenario begins.
+func newEngine(cfg Config) (*engine, error) {
 	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
 		return nil, fmt.Errorf("engine: rate %v must be a finite number of operations per second, 0 for the closed model", cfg.Rate)
 	}
 	if cfg.Count < 0 || cfg.Duration < 0 {
 		return nil, fmt.Errorf("engine: count %d and duration %v must not be negative", cfg.Count, cfg.Duration)
-	}
-	if cfg.Interval < 0 && cfg.Interval != AutoInterval {
-		return nil, fmt.Errorf("engine: interval %v must be positive, 0 for 1 s, or AutoInterval", cfg.Interval)
 	}
 	e := &engine{cfg: cfg, open: cfg.Rate > 0, endCh: make(chan struct{})}
 	e.classes = cfg.Classes
@@ -437,11 +456,6 @@ func newEngine(cfg Config) (*engine, error) {
 		}
 	}
 	e.cfg.Workers = max(cfg.Workers, 1)
-	e.cfg.Interval = cmp.Or(cfg.Interval, time.Second)
-	if e.cfg.Interval == AutoInterval {
-		e.auto = true
-		e.cfg.Interval = FineInterval
-	}
 	e.cfg.StopWindow = cmp.Or(cfg.StopWindow, 10)
 	e.late = cmp.Or(cfg.LateThreshold, time.Millisecond)
 	e.progCounts = make([]int64, len(e.classes))
@@ -469,12 +483,13 @@ func (e *engine) end() {
 	e.endOnce.Do(func() { close(e.endCh) })
 }
 
-// setStop records the first reason the run ended early and cuts off operations in flight.
-func (e *engine) setStop(ev *result.StopEvent) {
+// setStop records the first reason the run ended early (at offset at from this scenario's start)
+// and cuts off operations in flight.
+func (e *engine) setStop(ev *result.StopEvent, at time.Duration) {
 	e.stopMu.Lock()
 	first := e.stop == nil
 	if first {
-		e.stop = ev
+		e.stop, e.stopAt = ev, at
 	}
 	e.stopMu.Unlock()
 	if first {
@@ -491,237 +506,6 @@ func (e *engine) cutOff() {
 			e.cfg.OnCutOff()
 		}
 	})
-}
-
-func (e *engine) run(ctx context.Context) *Run {
-	e.opCtx, e.cancelOps = context.WithCancel(context.WithoutCancel(ctx))
-	defer e.cancelOps()
-	if !e.cfg.Start.IsZero() {
-		if d := time.Until(e.cfg.Start); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-		}
-	}
-	workers := make([]*Worker, e.cfg.Workers)
-	for i := range workers {
-		workers[i] = &Worker{ID: i, sh: &e.shards[i%len(e.shards)], e: e}
-		if e.cfg.NewState != nil {
-			workers[i].State = e.cfg.NewState(i)
-		}
-	}
-	e.kernelBefore = machine.ReadKernel()
-	e.start = time.Now()
-	var sched <-chan Ticket
-	if e.open {
-		schedCtx, cancelSched := context.WithCancel(e.opCtx)
-		defer cancelSched()
-		go func() {
-			select {
-			case <-e.endCh:
-				cancelSched()
-			case <-schedCtx.Done():
-			}
-		}()
-		sched = Schedule(schedCtx, e.start, e.pacer, e.cfg.Count, e.cfg.Duration)
-	}
-	var wg sync.WaitGroup
-	for _, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if e.open {
-				e.openWorker(w, sched)
-			} else {
-				e.closedWorker(w)
-			}
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	return e.collect(ctx, done)
-}
-
-// collect is the collector loop: intervals, stop conditions, server samples, the end.
-func (e *engine) collect(ctx context.Context, done <-chan struct{}) *Run {
-	total := e.newTotals()
-	spare := e.newStats()
-	ivStats := e.newStats()
-	var win *Window
-	if e.cfg.Stop != nil {
-		win = newWindow(e.cfg.StopWindow, len(e.classes))
-	}
-	var intervals []result.Interval
-	type taken struct {
-		m       map[string]float64
-		dropped int64
-	}
-	sampleCh := make(chan taken, 1)
-	var pending map[string]float64
-	var pendingDropped int64
-	series := newSeriesCap(e.cfg.MaxServerSeries)
-	sampling := atomic.Bool{}
-	sampleTimeout := max(e.cfg.Interval, time.Second)
-	sample := func() {
-		if e.cfg.Sample == nil || !sampling.CompareAndSwap(false, true) {
-			return
-		}
-		go func() {
-			defer sampling.Store(false)
-			sctx, cancel := context.WithTimeout(e.opCtx, sampleTimeout)
-			defer cancel()
-			if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
-				m, dropped := series.limit(m)
-				select {
-				case sampleCh <- taken{m, dropped}:
-				default:
-				}
-			}
-		}()
-	}
-	last := e.start
-	closeInterval := func(now time.Time) {
-		ivStats.reset()
-		for i := range e.shards {
-			sh := &e.shards[i]
-			sh.mu.Lock()
-			s := sh.cur
-			sh.cur = spare
-			sh.mu.Unlock()
-			ivStats.merge(s)
-			s.reset()
-			spare = s
-		}
-		ivStats.addTo(total)
-		if win != nil {
-			win.add(ivStats)
-		}
-		select {
-		case t := <-sampleCh:
-			pending, pendingDropped = t.m, t.dropped
-		default:
-		}
-		iv := e.interval(ivStats, last, now)
-		iv.Server, pending = pending, nil
-		if e.cfg.Gauges != nil {
-			iv.Gauges = e.cfg.Gauges()
-		}
-		if pendingDropped > 0 {
-			if iv.Counters == nil {
-				iv.Counters = map[string]int64{}
-			}
-			iv.Counters[CounterServerSeriesDropped] += pendingDropped
-			pendingDropped = 0
-		}
-		intervals = append(intervals, iv)
-		last = now
-		total.Elapsed = now.Sub(e.start)
-		if e.cfg.OnInterval != nil {
-			e.cfg.OnInterval(&intervals[len(intervals)-1], total)
-		}
-	}
-
-	var deadline, drain <-chan time.Time
-	if e.cfg.Duration > 0 {
-		tm := time.NewTimer(e.cfg.Duration)
-		defer tm.Stop()
-		deadline = tm.C
-	}
-	tick := time.NewTicker(e.cfg.Interval)
-	defer tick.Stop()
-	// The stop window's slot: one interval, or 1 s of fine ones (AutoInterval).
-	slot, perSlot, inSlot := e.cfg.Interval, 1, 0
-	if e.auto {
-		slot, perSlot = time.Second, int(time.Second/FineInterval)
-	}
-	fine := e.auto
-	sample()
-	ctxDone := ctx.Done()
-	var tailDone chan struct{}
-loop:
-	for {
-		select {
-		case <-done:
-			if e.cfg.After == nil {
-				break loop
-			}
-			done, ctxDone = nil, nil // the tail handles a signal itself
-			tailDone = make(chan struct{})
-			go e.tail(ctx, tailDone)
-		case <-tailDone:
-			break loop
-		case <-deadline:
-			e.end()
-			deadline = nil
-			if e.cfg.Drain > 0 {
-				drainTimer := time.NewTimer(e.cfg.Drain)
-				defer drainTimer.Stop()
-				drain = drainTimer.C
-			}
-		case <-drain:
-			drain = nil
-			e.cutOff()
-		case <-ctxDone:
-			ctxDone = nil
-			now := time.Now()
-			e.setStop(&result.StopEvent{Reason: StopSignal, ElapsedSecs: now.Sub(e.start).Seconds(), At: now.UTC().Format(time.RFC3339Nano)})
-		case now := <-tick.C:
-			closeInterval(now)
-			if fine && now.Sub(e.start) >= FineFor {
-				// The run outgrew its fine snapshots: join them into seconds and go on by seconds.
-				fine = false
-				intervals = coarsen(intervals)
-				e.cfg.Interval, perSlot, inSlot = time.Second, 1, 0
-				tick.Reset(time.Second)
-			}
-			if inSlot++; win != nil && inSlot >= perSlot {
-				inSlot = 0
-				if ev := e.cfg.Stop(now.Sub(e.start), win); ev != nil {
-					ev.ElapsedSecs = cmp.Or(ev.ElapsedSecs, now.Sub(e.start).Seconds())
-					ev.At = cmp.Or(ev.At, now.UTC().Format(time.RFC3339Nano))
-					ev.WindowSecs = cmp.Or(ev.WindowSecs, float64(win.Len())*slot.Seconds())
-					e.setStop(ev)
-				}
-				win.advance()
-			}
-			sample()
-		}
-	}
-	end := time.Now()
-	// A last sample of the target after the load, so the timeline ends with the server's state.
-	if e.cfg.Sample != nil {
-		for sampling.Load() {
-			time.Sleep(time.Millisecond)
-		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sampleTimeout)
-		if m, err := e.cfg.Sample(sctx); err == nil && m != nil {
-			// It supersedes a sample taken when the last interval began and not yet attached:
-			// the last interval's sample is the one after the load (a report's rate over the
-			// last interval counts the growth up to its end, not to its start).
-			select {
-			case <-sampleCh:
-			default:
-			}
-			pending, pendingDropped = series.limit(m)
-		}
-		cancel()
-	}
-	closeInterval(end)
-	return e.finish(total, intervals, end)
-}
-
-// tail runs Config.After on a worker of its own, under a context that ends with ctx or with a
-// stop condition, and closes done when it returns.
-func (e *engine) tail(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(e.opCtx, cancel)
-	defer stop()
-	e.cfg.After(tctx, &Worker{ID: -1, sh: &e.shards[0], e: e})
 }
 
 func (s *stats) merge(o *stats) {
@@ -775,12 +559,14 @@ func (e *engine) interval(s *stats, from, to time.Time) result.Interval {
 	return iv
 }
 
-func (e *engine) finish(total *Totals, intervals []result.Interval, end time.Time) *Run {
+// finish renders the scenario's outcome once it has ended at end.
+func (e *engine) finish(end time.Time) *Run {
+	total := e.total
 	r := &Run{Totals: total}
 	r.Classes = e.classes
 	r.StartedAt, r.EndedAt = e.start, end
 	r.IntervalSecs = e.cfg.Interval.Seconds()
-	r.Intervals = intervals
+	r.Intervals = e.intervals
 	r.Totals.Elapsed = end.Sub(e.start)
 	r.Envelope.Totals = make(map[string]int64, len(e.classes))
 	for i, v := range total.Counts {
@@ -795,14 +581,14 @@ func (e *engine) finish(total *Totals, intervals []result.Interval, end time.Tim
 	}
 	e.stopMu.Lock()
 	r.Stop = e.stop
+	stopAt := e.stopAt
 	e.stopMu.Unlock()
 	if e.open {
-		stopAt := end.Sub(e.start)
-		if e.cfg.Duration > 0 {
-			stopAt = min(stopAt, e.cfg.Duration)
-		}
-		if r.Stop != nil {
-			stopAt = time.Duration(r.Stop.ElapsedSecs * float64(time.Second))
+		if r.Stop == nil {
+			stopAt = end.Sub(e.start)
+			if e.cfg.Duration > 0 {
+				stopAt = min(stopAt, e.cfg.Duration)
+			}
 		}
 		sent := total.Counters[e.cSent]
 		due := DueBy(e.pacer, stopAt, e.cfg.Count)

@@ -77,17 +77,13 @@ func attemptConfig(d *attemptDriver, workers int, count int64, p Progress) engin
 // execute runs cfg through the engine, or, when the run has nothing to do (no workers, a zero count
 // bound, or a zero duration where the duration is the bound), runs cfg.After (with a nil worker)
 // and returns an empty run: the engine reads zero bounds as "no bound". An interval cfg leaves at
-// 0 is ctx's (withInterval), else engine.IntervalFor the run's duration: 100 ms snapshots for a
-// run under 30 s.
+// 0 is engine.IntervalFor the run's duration: 100 ms snapshots for a run under 30 s.
 func execute(ctx context.Context, cfg engine.Config, nothing bool) (*engine.Run, error) {
-	if t, ok := ctx.Value(startKey{}).(time.Time); ok && cfg.Start.IsZero() {
-		cfg.Start = t // a coordinated start (RunSpec)
+	if cfg.Start.IsZero() {
+		cfg.Start = startOf(ctx) // a coordinated start (RunSpec)
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = engine.IntervalFor(cfg.Duration)
-		if d, ok := ctx.Value(intervalKey{}).(time.Duration); ok {
-			cfg.Interval = d
-		}
 	}
 	if !nothing {
 		r, err := engine.Execute(ctx, cfg)
@@ -99,6 +95,11 @@ func execute(ctx context.Context, cfg engine.Config, nothing bool) (*engine.Run,
 	if cfg.After != nil {
 		cfg.After(ctx, nil)
 	}
+	return emptyRun(cfg), nil
+}
+
+// emptyRun is the engine's outcome of a run that made no operations.
+func emptyRun(cfg engine.Config) *engine.Run {
 	now := time.Now()
 	r := &engine.Run{Totals: &engine.Totals{Counts: make([]int64, len(cfg.Classes)), Causes: map[string]int64{},
 		Counters: make([]int64, len(cfg.Counters)+3)}}
@@ -108,15 +109,26 @@ func execute(ctx context.Context, cfg engine.Config, nothing bool) (*engine.Run,
 	if cfg.Rate > 0 {
 		r.Open = &engine.OpenFigures{}
 	}
-	return r, nil
+	return r
 }
 
-type intervalKey struct{}
+// workload is one command's load made ready for the engine: the configuration it runs (nothing:
+// there is nothing to run, see execute) and its segment result from what the engine measured. A
+// command runs it alone (execute); the combined command runs several as scenarios of one run.
+type workload struct {
+	cfg     engine.Config
+	nothing bool
+	finish  func(run *engine.Run) (Result, error)
+}
 
-// withInterval returns ctx under which the package's engine runs take snapshots of length d (the
-// combined command keeps 1 s ones: its streams' timelines are laid side by side by the second).
-func withInterval(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, intervalKey{}, d)
+// execute runs the workload alone and makes its result.
+func (w workload) execute(ctx context.Context) (Result, error) {
+	run, err := execute(ctx, w.cfg, w.nothing)
+	if err != nil {
+		w.finish(emptyRun(w.cfg)) // what it set up is released
+		return Result{}, err
+	}
+	return w.finish(run)
 }
 
 // segmentResult starts the Result of one segment from what the engine measured: the envelope (with

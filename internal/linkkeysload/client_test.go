@@ -239,7 +239,7 @@ func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
 			cfg := ConnectionsConfig{Target: s.target, Count: 20, Concurrency: 4, AttemptTimeout: 5 * time.Second,
 				Sources: testSources("127.0.19.0", 4), ProgressEvery: 100, KeepTLS: keepTLS}
 			var kinds []string
-			res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, nil, func(ctx context.Context, held []net.Conn, _ <-chan struct{}) {
+			res, err := runConnectionsSegment(context.Background(), cfg, engine.Whole, nil, nil, func(ctx context.Context, _ *engine.Worker, held []net.Conn, _ <-chan struct{}) {
 				for _, c := range held {
 					kinds = append(kinds, fmt.Sprintf("%T", c))
 				}

@@ -2,28 +2,31 @@ package linkkeysload
 
 import (
 	"testing"
-	"time"
 
 	"github.com/loadproof/loadproof/internal/result"
 )
 
-// Under load an engine's one-second ticks fall behind the wall clock, so an interval's start may
-// be past its index: figures placed by wall-clock second must keep the timeline in order.
-func TestCombinedTimelineStaysInOrder(t *testing.T) {
-	start := time.Now()
+// A fanned-out combined run's server samples come from the parent's run, on a clock started with
+// the workers': each lands in the interval of its index, and intervals the workers' results end
+// before are added after their last, keeping the timeline in order.
+func TestAttachServerKeepsTheTimelineInOrder(t *testing.T) {
 	res := Result{}
 	res.Format, res.Harness, res.Command = result.Format, "linkkeys", CmdCombined
-	res.Intervals = []result.Interval{{T: 0, Secs: 1}, {T: 3.5, Secs: 1}}
-	attachSamples(&res, start, []timedSample{{at: start.Add(2500 * time.Millisecond), m: map[string]float64{"x": 1}}, {at: start.Add(4 * time.Second), m: map[string]float64{"x": 2}}})
+	res.Intervals = []result.Interval{{T: 0, Secs: 1}, {T: 1.2, Secs: 1}}
+	run := []result.Interval{{T: 0, Secs: 1}, {T: 1, Secs: 1}, {T: 2, Secs: 1, Server: map[string]float64{"x": 1}}, {T: 3, Secs: 0.5, Server: map[string]float64{"x": 2}}}
+	attachServer(&res.Envelope, run)
 	if err := res.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Intervals) != 5 || res.Intervals[2].Server["x"] != 1 || res.Intervals[4].Server["x"] != 2 {
+	if len(res.Intervals) != 4 || res.Intervals[2].Server["x"] != 1 || res.Intervals[3].Server["x"] != 2 || res.Intervals[1].Server != nil {
 		t.Fatalf("%+v", res.Intervals)
 	}
-	ivs := []result.Interval{{T: 0}, {T: 24}, {T: 22}, {T: 23}}
-	monotone(ivs)
-	if ivs[2].T != 24 || ivs[3].T != 24 {
-		t.Fatalf("%+v", ivs)
+	for i := 1; i < len(res.Intervals); i++ {
+		if res.Intervals[i].T < res.Intervals[i-1].T {
+			t.Fatalf("interval %d starts at %v, before %v", i, res.Intervals[i].T, res.Intervals[i-1].T)
+		}
+	}
+	if res.Intervals[3].Secs != 0.5 {
+		t.Fatalf("added interval %+v", res.Intervals[3])
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 // combinedConfig is a small combined run: 200 held, 4 handshake loops and 4 request connections
 // for 2 s, and a 300-source ddos wave half a second in.
-func combinedConfig(t *testing.T, rs *realServer) linkkeysload.CombinedConfig {
+func combinedConfig(t testing.TB, rs *realServer) linkkeysload.CombinedConfig {
 	return linkkeysload.CombinedConfig{Target: rs.target, AttemptTimeout: 10 * time.Second,
 		Held:       &linkkeysload.HeldStream{Count: 200, Concurrency: 32, HoldSecs: 1, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.31.0"), Count: 8}},
 		Handshakes: &linkkeysload.HandshakeStream{Concurrency: 4, DurationSecs: 2, Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.32.0"), Count: 8}},

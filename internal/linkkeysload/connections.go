@@ -47,8 +47,10 @@ type ConnectionsConfig struct {
 
 // holdFunc blocks while the connections are held (this process's share); gone is closed when every
 // one of them has ended (nil when that cannot be watched), so a hold with nothing left may end early.
-// A held connection is a *tls.Conn with ConnectionsConfig.KeepTLS, else its bare socket.
-type holdFunc func(ctx context.Context, held []net.Conn, gone <-chan struct{})
+// A held connection is a *tls.Conn with ConnectionsConfig.KeepTLS, else its bare socket. w is the
+// engine's worker of the hold (nil when the segment made no attempts on its own): it adds interval
+// counters, and tells when the run's other workloads have ended (w.OthersDone).
+type holdFunc func(ctx context.Context, w *engine.Worker, held []net.Conn, gone <-chan struct{})
 
 // The connections command's interval counters, as indexes into linkkeysresult.ConnectionsCounters.
 const (
@@ -64,6 +66,12 @@ const (
 // attempts while they last, the connections held (a gauge) throughout, and the held connections
 // that end, by how, as they end.
 func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engine.Segment, p Progress, sample *MetricsSource, hold holdFunc) (Result, error) {
+	return prepareConnections(cfg, seg, p, sample, hold).execute(ctx)
+}
+
+// prepareConnections is runConnectionsSegment's workload: the engine configuration of the attempts
+// and the hold, and the segment's result from what the engine measured.
+func prepareConnections(cfg ConnectionsConfig, seg engine.Segment, p Progress, sample *MetricsSource, hold holdFunc) workload {
 	cpu0 := processCPU()
 	runtime.GC()
 	rss0, split0 := readRSS()
@@ -100,24 +108,22 @@ func runConnectionsSegment(ctx context.Context, cfg ConnectionsConfig, seg engin
 	// Held connections grow the live heap whether they keep their TLS state or only the socket:
 	// the ramp pacing (docs/load-testing.md, where the ramp's CPU goes).
 	restoreGC := sync.OnceFunc(tuneGC(gcPercentRamp))
-	defer restoreGC()
 	var t heldPhase
 	ec.After = func(ctx context.Context, w *engine.Worker) {
 		restoreGC()
 		t.hold(ctx, w, conns, &held, hold)
 	}
-	run, err := execute(ctx, ec, count == 0)
-	if err != nil {
-		return Result{}, err
-	}
-	res := segmentResult(CmdConnections, cfg.Target, seg, run)
-	res.Attempts = attemptsOf(&res)
-	res.Hold = &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: t.open, RampTime: Duration(t.ramp),
-		RSSBaseline: rss0, RSSHeld: t.rss, RSSBaselineSplit: split0, RSSHeldSplit: t.split, Start: t.start, Lasted: Duration(t.lasted),
-		Loss: holdLoss(int64(len(conns))-t.open, t.seen)}
-	res.ClientCPU = Duration(processCPU() - cpu0)
-	res.Finish()
-	return res, nil
+	return workload{cfg: ec, nothing: count == 0, finish: func(run *engine.Run) (Result, error) {
+		restoreGC()
+		res := segmentResult(CmdConnections, cfg.Target, seg, run)
+		res.Attempts = attemptsOf(&res)
+		res.Hold = &Hold{HoldSecs: cfg.HoldSecs, Held: int64(len(conns)), StillOpen: t.open, RampTime: Duration(t.ramp),
+			RSSBaseline: rss0, RSSHeld: t.rss, RSSBaselineSplit: split0, RSSHeldSplit: t.split, Start: t.start, Lasted: Duration(t.lasted),
+			Loss: holdLoss(int64(len(conns))-t.open, t.seen)}
+		res.ClientCPU = Duration(processCPU() - cpu0)
+		res.Finish()
+		return res, nil
+	}}
 }
 
 // heldPhase is what the hold and the close of a connections segment measured.
@@ -157,7 +163,7 @@ func (t *heldPhase) hold(ctx context.Context, w *engine.Worker, conns []net.Conn
 		}
 	})
 	t.start = time.Now()
-	hold(ctx, conns, watch.gone())
+	hold(ctx, w, conns, watch.gone())
 	t.lasted = time.Since(t.start)
 	t.open = countOpen(conns)
 	t.seen = watch.stop()
@@ -292,7 +298,7 @@ func Connections(ctx context.Context, cfg ConnectionsConfig, r Run) (Result, err
 	var res Result
 	var err error
 	if r.Workers <= 1 {
-		res, err = runConnectionsSegment(ctx, cfg, r.seg(), progress, r.Metrics, func(ctx context.Context, held []net.Conn, gone <-chan struct{}) {
+		res, err = runConnectionsSegment(ctx, cfg, r.seg(), progress, r.Metrics, func(ctx context.Context, _ *engine.Worker, held []net.Conn, gone <-chan struct{}) {
 			progress.Close()
 			r.log().Info("holding", "held", len(held), "hold", hold)
 			if r.OnHold != nil {

@@ -23,6 +23,11 @@ type DDoSConfig struct {
 // count-bounded engine run), with its Share of the concurrency.
 func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p Progress, sample *MetricsSource) (Result, error) {
 	defer tuneGC(gcPercentChurn)()
+	return prepareDDoS(cfg, seg, p, sample).execute(ctx)
+}
+
+// prepareDDoS is runDDoSSegment's workload.
+func prepareDDoS(cfg DDoSConfig, seg engine.Segment, p Progress, sample *MetricsSource) workload {
 	cpu0 := processCPU()
 	start, count := seg.Range(int64(cfg.Sources))
 	conc := max(seg.Share(int64(cfg.Concurrency)), 1)
@@ -33,15 +38,13 @@ func runDDoSSegment(ctx context.Context, cfg DDoSConfig, seg engine.Segment, p P
 	}
 	ec := attemptConfig(d, int(min(conc, max(count, 1))), count, p)
 	ec.Sample = serverSampler(sample)
-	run, err := execute(ctx, ec, count == 0)
-	if err != nil {
-		return Result{}, err
-	}
-	res := segmentResult(CmdDDoS, cfg.Target, seg, run)
-	res.Attempts = attemptsOf(&res)
-	res.ClientCPU = Duration(processCPU() - cpu0)
-	res.Finish()
-	return res, nil
+	return workload{cfg: ec, nothing: count == 0, finish: func(run *engine.Run) (Result, error) {
+		res := segmentResult(CmdDDoS, cfg.Target, seg, run)
+		res.Attempts = attemptsOf(&res)
+		res.ClientCPU = Duration(processCPU() - cpu0)
+		res.Finish()
+		return res, nil
+	}}
 }
 
 // DDoS runs the ddos command: header, attempts (in this process or fanned out), DONE lines, and the

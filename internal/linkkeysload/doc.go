@@ -23,12 +23,13 @@
 //
 // # Combined runs
 //
-// Combined (combined.go) runs the four kinds of load at once, each stream its own engine run with
-// its own driver, source range, classes and histograms: a held population (connections' ramp, held
-// until the others end, its survival read from the sockets' TCP state), a handshake stream, a
-// request stream and ddos waves at offsets. Their results merge into one Result whose envelope
-// prefixes every figure with the stream's name, so a fanned-out combined run merges exactly like
-// the others.
+// Combined (combined.go) runs the four kinds of load at once, each stream a scenario of one engine
+// run (engine.ExecuteScenarios) made from its command's workload, with its own driver, source
+// range, classes and histograms: a held population (connections' ramp, held until the others end,
+// its survival read from the sockets' TCP state), a handshake stream, a request stream and ddos
+// waves at offsets. The engine starts each at its offset and gives them one interval clock, one
+// server sampler and one stop. Their results merge into one Result whose envelope prefixes every
+// figure with the stream's name, so a fanned-out combined run merges exactly like the others.
 //
 // # Output
 //

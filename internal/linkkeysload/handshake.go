@@ -106,6 +106,11 @@ type handshakeWorker struct {
 // run bounded in time whose operation is one attempt (connect, handshake, close).
 func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Segment, sample *MetricsSource) (Result, error) {
 	defer tuneGC(gcPercentChurn)()
+	return prepareHandshakes(cfg, seg, sample).execute(ctx)
+}
+
+// prepareHandshakes is runHandshakeSegment's workload.
+func prepareHandshakes(cfg HandshakeConfig, seg engine.Segment, sample *MetricsSource) workload {
 	cpu0 := processCPU()
 	wstart, workers := seg.Range(int64(cfg.Concurrency))
 	dialer := &Dialer{Target: cfg.Target, Timeout: cfg.AttemptTimeout}
@@ -160,21 +165,19 @@ func runHandshakeSegment(ctx context.Context, cfg HandshakeConfig, seg engine.Se
 		}
 		return hw
 	}
-	run, err := execute(ctx, ec, workers == 0 || ec.Duration <= 0)
-	if err != nil {
-		return Result{}, err
-	}
-	r := segmentResult(CmdHandshakeBench, cfg.Target, seg, run)
-	a := attemptsOf(&r)
-	r.Attempts = a
-	r.Handshakes = &Handshakes{
-		DurationSecs: cfg.DurationSecs, Concurrency: workers, Resume: cfg.Resume,
-		Completed: a.Succeeded, Failed: a.Failed, Full: run.Totals.Counters[ctrFull], Resumed: run.Totals.Counters[ctrResumed],
-		ResumedLatency: cloneHist(r.Histograms[linkkeysresult.KindResumed]),
-	}
-	r.ClientCPU = Duration(processCPU() - cpu0)
-	r.Finish()
-	return r, nil
+	return workload{cfg: ec, nothing: workers == 0 || ec.Duration <= 0, finish: func(run *engine.Run) (Result, error) {
+		r := segmentResult(CmdHandshakeBench, cfg.Target, seg, run)
+		a := attemptsOf(&r)
+		r.Attempts = a
+		r.Handshakes = &Handshakes{
+			DurationSecs: cfg.DurationSecs, Concurrency: workers, Resume: cfg.Resume,
+			Completed: a.Succeeded, Failed: a.Failed, Full: run.Totals.Counters[ctrFull], Resumed: run.Totals.Counters[ctrResumed],
+			ResumedLatency: cloneHist(r.Histograms[linkkeysresult.KindResumed]),
+		}
+		r.ClientCPU = Duration(processCPU() - cpu0)
+		r.Finish()
+		return r, nil
+	}}
 }
 
 // HandshakeBench runs the handshake-bench command: header, the timed loops (in this process or

@@ -46,7 +46,7 @@ var unlimitedReads = map[string]string{
 	"PUBLIC_READ_GLOBAL_RATE_PER_SECOND": "1000000000", "PUBLIC_READ_GLOBAL_BURST": "1000000000",
 }
 
-func config(t *testing.T, env map[string]string) linkkeysserver.Config {
+func config(t testing.TB, env map[string]string) linkkeysserver.Config {
 	t.Helper()
 	cfg, err := linkkeysserver.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -63,7 +63,7 @@ type realServer struct {
 	log    string
 }
 
-func startReal(t *testing.T, cfg linkkeysserver.Config) *realServer {
+func startReal(t testing.TB, cfg linkkeysserver.Config) *realServer {
 	t.Helper()
 	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{Config: cfg})
 	if err != nil {
@@ -109,7 +109,7 @@ func startReal(t *testing.T, cfg linkkeysserver.Config) *realServer {
 	return rs
 }
 
-func ip(t *testing.T, s string) linkkeysload.IPv4 {
+func ip(t testing.TB, s string) linkkeysload.IPv4 {
 	a, err := linkkeysload.ParseIPv4("--client-ip-base", s)
 	if err != nil {
 		t.Fatal(err)

@@ -360,10 +360,21 @@ func runRequestSegment(ctx context.Context, cfg RequestConfig, seg engine.Segmen
 // driveRequests runs the timed phase over established connections and closes them.
 func driveRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, tlsConns []*tls.Conn, a *Attempts, debugOut io.Writer,
 	sample *MetricsSource, established func(n int64)) (Result, error) {
+	w, err := prepareRequests(ctx, cfg, seg, tlsConns, a, debugOut, sample, established)
+	if err != nil {
+		return Result{}, err
+	}
+	return w.execute(ctx)
+}
+
+// prepareRequests is driveRequests' workload: its readers (shared connections) start at once and
+// run under ctx, and its result closes the connections.
+func prepareRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, tlsConns []*tls.Conn, a *Attempts, debugOut io.Writer,
+	sample *MetricsSource, established func(n int64)) (workload, error) {
 	frame, err := RequestFrame(cfg.Op)
 	if err != nil {
 		closeAll(tlsConns)
-		return Result{}, err
+		return workload{}, err
 	}
 	if established != nil {
 		established(int64(len(tlsConns)))
@@ -416,41 +427,38 @@ func driveRequests(ctx context.Context, cfg RequestConfig, seg engine.Segment, t
 	default:
 		ec.Driver = syncDriver{q}
 	}
-	run, err := execute(ctx, ec, len(q.conns) == 0 || dur <= 0)
-	for _, rc := range q.conns {
-		if rc.waiting != nil {
-			close(rc.waiting)
+	return workload{cfg: ec, nothing: len(q.conns) == 0 || dur <= 0, finish: func(run *engine.Run) (Result, error) {
+		for _, rc := range q.conns {
+			if rc.waiting != nil {
+				close(rc.waiting)
+			}
 		}
-	}
-	readers.Wait()
-	closeAll(tlsConns)
-	end := time.Now()
-	if err != nil {
-		return Result{}, err
-	}
-
-	tot := run.Envelope.Totals
-	rq := &Requests{Op: cfg.Op, Connections: int64(len(q.conns)), DurationSecs: cfg.DurationSecs, Pipeline: int64(k),
-		Completed: tot[linkkeysresult.RequestClasses[classOK]], IOErrors: tot[linkkeysresult.ClassIO], DecodeErrors: tot[linkkeysresult.ClassDecode],
-		Statuses: linkkeysresult.Statuses(run.Causes), Latency: cloneHist(run.Histograms[linkkeysresult.KindRequest]),
-		LateThreshold: Duration(LateThreshold)}
-	rq.Errors = run.Total() - rq.Completed
-	for _, rc := range q.conns {
-		rq.Sent += rc.sent.Load()
-	}
-	if open {
-		rq.TargetRate = seg.Rate(cfg.Rate)
-		rq.Uncorrected = cloneHist(run.Histograms[linkkeysresult.KindUncorrected])
-		rq.LateSends = run.Open.Late
-		rq.Unsent = max(run.Open.Scheduled-rq.Sent, 0)
-	}
-	r := segmentResult(CmdRequestBench, cfg.Target, seg, run)
-	r.EndedAt = end
-	r.Attempts = a
-	r.Requests = rq
-	r.ClientCPU = Duration(processCPU() - cpu0)
-	r.Finish()
-	return r, nil
+		readers.Wait()
+		closeAll(tlsConns)
+		end := time.Now()
+		tot := run.Envelope.Totals
+		rq := &Requests{Op: cfg.Op, Connections: int64(len(q.conns)), DurationSecs: cfg.DurationSecs, Pipeline: int64(k),
+			Completed: tot[linkkeysresult.RequestClasses[classOK]], IOErrors: tot[linkkeysresult.ClassIO], DecodeErrors: tot[linkkeysresult.ClassDecode],
+			Statuses: linkkeysresult.Statuses(run.Causes), Latency: cloneHist(run.Histograms[linkkeysresult.KindRequest]),
+			LateThreshold: Duration(LateThreshold)}
+		rq.Errors = run.Total() - rq.Completed
+		for _, rc := range q.conns {
+			rq.Sent += rc.sent.Load()
+		}
+		if open {
+			rq.TargetRate = seg.Rate(cfg.Rate)
+			rq.Uncorrected = cloneHist(run.Histograms[linkkeysresult.KindUncorrected])
+			rq.LateSends = run.Open.Late
+			rq.Unsent = max(run.Open.Scheduled-rq.Sent, 0)
+		}
+		r := segmentResult(CmdRequestBench, cfg.Target, seg, run)
+		r.EndedAt = end
+		r.Attempts = a
+		r.Requests = rq
+		r.ClientCPU = Duration(processCPU() - cpu0)
+		r.Finish()
+		return r, nil
+	}}, nil
 }
 
 // readResponse reads one framed response into buf (reused when large enough).

@@ -306,7 +306,7 @@ func RunSpec(ctx context.Context, specJSON string, stdout io.Writer, o SpecOptio
 				return Result{}, err
 			}
 		}
-		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, sample, func(ctx context.Context, held []net.Conn, _ <-chan struct{}) {
+		res, err = runConnectionsSegment(ctx, *spec.Connections, spec.Segment, p, sample, func(ctx context.Context, _ *engine.Worker, held []net.Conn, _ <-chan struct{}) {
 			bc.wait(ctx, int64(len(held)))
 		})
 		bc.close()
@@ -331,7 +331,7 @@ func RunSpec(ctx context.Context, specJSON string, stdout io.Writer, o SpecOptio
 		if spec.Combined == nil {
 			return Result{}, errorf("worker: combined spec missing")
 		}
-		res, err = runCombinedSegment(ctx, *spec.Combined, spec.Segment, os.Stderr)
+		res, err = runCombinedSegment(ctx, *spec.Combined, spec.Segment, os.Stderr, combinedWatch{})
 	default:
 		return Result{}, errorf("worker: unknown command %q", spec.Command)
 	}
@@ -361,6 +361,12 @@ func withStart(ctx context.Context, t time.Time) context.Context {
 		return ctx
 	}
 	return context.WithValue(ctx, startKey{}, t)
+}
+
+// startOf returns the start withStart put in ctx (zero: none).
+func startOf(ctx context.Context) time.Time {
+	t, _ := ctx.Value(startKey{}).(time.Time)
+	return t
 }
 
 // DefaultWorkers returns how many processes a run needing fds sockets takes so each stays under the
