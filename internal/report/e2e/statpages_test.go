@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,8 +180,15 @@ func TestStatPagesInBrowser(t *testing.T) {
 		noKnee := *res
 		noKnee.Steps, noKnee.Knee, noKnee.LastPass, noKnee.FirstFail = []search.Step{res.Steps[0]}, nil, nil, &one
 		noKnee.Steps[0].Passed = false
+		// The ceiling case does not lean on the real search having passed a step (on a busy
+		// machine its first value can fail): every step passed, the last one is the knee.
 		ceiling := *res
-		ceiling.FirstFail = nil
+		ceiling.Steps = slices.Clone(res.Steps)
+		for i := range ceiling.Steps {
+			ceiling.Steps[i].Passed = true
+		}
+		top := ceiling.Steps[len(ceiling.Steps)-1].Value
+		ceiling.Knee, ceiling.LastPass, ceiling.FirstFail = &top, &top, nil
 		for _, c := range []struct {
 			name string
 			r    *search.Result
