@@ -191,10 +191,11 @@ func TestStoppedServer(t *testing.T) {
 			t.Errorf("request-bench took %v against a stopped server (bound %v)", r.took, bound)
 		}
 		// A new client against the stopped server fails before its run: the preflight's handshake
-		// never answers, and the command says so within its 2 s.
+		// never answers, and the command says so within its 2 s (and the process's own start, which
+		// a busy machine stretches: 4.01 s was seen under a full test suite).
 		pre := runCLI(t, 30*time.Second, "linkkeys", "handshake-bench", "--info-file", srv.infoPath, "--workers", "1",
 			"--json", filepath.Join(t.TempDir(), "pre.json"), "--duration-secs", "1", "--concurrency", "2", "--attempt-timeout-secs", "1")
-		if pre.code != 1 || !strings.Contains(pre.stderr, "before the run: no TLS handshake") || pre.took > 4*time.Second {
+		if pre.code != 1 || !strings.Contains(pre.stderr, "before the run: no TLS handshake") || pre.took > 6*time.Second {
 			t.Errorf("the preflight should fail the command at once:\n%s", pre)
 		}
 		// Without it, attempts against the stopped server: the kernel completes the TCP connect,
