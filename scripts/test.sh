@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 FUZZTIME="${FUZZTIME:-4s}"
-FUZZ_BUDGET="${FUZZ_BUDGET:-120}"
+FUZZ_BUDGET="${FUZZ_BUDGET:-90}"
 FUZZ_SINCE="${FUZZ_SINCE:-24 hours ago}"
 STAGES="${STAGES:-static unit integration e2e fuzz smoke}"
 COUNT=()
