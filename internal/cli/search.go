@@ -108,7 +108,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 				id := result.NewRunID()
 				tr.Extra = func(v float64, step, trial int) []string {
 					return append(slices.Clone(rwArgs), "--remote-write-label=search_id="+id,
-						fmt.Sprintf("--remote-write-label=phase=step %d trial %d (%s=%s)", step, trial, cfg.Vary, search.FormatValue(v)))
+						searchPhase(step, trial, cfg.Vary, v))
 				}
 				fmt.Fprintf(env.Stderr, "search: every trial streams to --remote-write with search_id=%q\n", id)
 			}
@@ -163,6 +163,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 	f.Float64Var(&cfg.Growth, "growth", 2, "the factor between steps while growing")
 	f.StringVar(&resolution, "resolution", "5%", "bisect until the bracket (first fail / last pass) is within this")
 	f.IntVar(&cfg.Trials, "trials", 3, "trials a step; a step passes only when all of them hold the SLO")
+	f.BoolVar(&cfg.WarmUp, "warm-up", true, "run one unscored trial at --from before the first step (a search's first trial often runs slower than the rest and could fail the first value alone); --warm-up=false skips it")
 	f.StringVar(&sloText, "slo", "", "the SLO every trial must hold, e.g. 'p99<20ms,errors<0.5%' (required)")
 	f.StringVar(&abortText, "abort-on", "", "end the search at once when a trial meets any of these terms, e.g. 'errors>50%,p99>5s'")
 	f.IntVar(&cfg.Resamples, "resamples", 1000, "bootstrap resamples for the confidence statement")
@@ -252,4 +253,12 @@ func emptyDir(dir string) error {
 		return fmt.Errorf("%s is not empty: give a new directory, so the bundle holds this search's trials only", dir)
 	}
 	return nil
+}
+
+// searchPhase is a trial's remote-write phase label; step 0 is the warm-up trial.
+func searchPhase(step, trial int, vary string, v float64) string {
+	if step == 0 {
+		return fmt.Sprintf("--remote-write-label=phase=warm-up (%s=%s)", vary, search.FormatValue(v))
+	}
+	return fmt.Sprintf("--remote-write-label=phase=step %d trial %d (%s=%s)", step, trial, vary, search.FormatValue(v))
 }

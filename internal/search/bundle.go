@@ -117,6 +117,9 @@ func WriteBundle(dir string, r *Result, priv ed25519.PrivateKey) error {
 	if _, err := os.Stat(filepath.Join(dir, LogFile)); err == nil {
 		files = append(files, LogFile)
 	}
+	if r.WarmUp != nil && r.WarmUp.File != "" {
+		files = append(files, r.WarmUp.File)
+	}
 	for _, st := range r.Steps {
 		for _, t := range st.Trials {
 			if t.File != "" {

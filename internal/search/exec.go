@@ -50,8 +50,13 @@ type CommandTrialer struct {
 	Extra func(v float64, step, trial int) []string
 }
 
-// TrialFile names the result file of a trial in the bundle.
-func TrialFile(step, trial int) string { return fmt.Sprintf("trial-s%02d-t%d.json", step, trial) }
+// TrialFile names the result file of a trial in the bundle; step 0 is the warm-up trial.
+func TrialFile(step, trial int) string {
+	if step == 0 {
+		return "trial-warm-up.json"
+	}
+	return fmt.Sprintf("trial-s%02d-t%d.json", step, trial)
+}
 
 // FormatValue writes a step's value as its flag takes it.
 func FormatValue(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -59,6 +59,10 @@ type Config struct {
 	Seed      uint64 `json:"seed"`
 	// Integer rounds every value to a whole number (counts, concurrency).
 	Integer bool `json:"integer"`
+	// WarmUp runs one unscored trial at From before the first step: the first trial of a search
+	// often runs slower than the rest (cold caches, connection pools, a server's first minute),
+	// and scored, it can fail the first value on its own.
+	WarmUp bool `json:"warm_up,omitempty"`
 }
 
 // Validate rejects a configuration the search cannot run.
@@ -129,7 +133,10 @@ type Result struct {
 	Command   []string  `json:"command,omitempty"`
 	StartedAt time.Time `json:"started_at"`
 	EndedAt   time.Time `json:"ended_at"`
-	Steps     []Step    `json:"steps"`
+	// WarmUp is the unscored warm-up trial (Config.WarmUp): its result file is in the bundle, and
+	// it counts toward no step, no knee and no trial count.
+	WarmUp *TrialSummary `json:"warm_up,omitempty"`
+	Steps  []Step        `json:"steps"`
 	// Knee is the highest passing value (absent when no value passed).
 	Knee *float64 `json:"knee,omitempty"`
 	// LastPass and FirstFail bracket the knee; FirstFail is absent when the ceiling passed.
@@ -213,8 +220,18 @@ func Run(ctx context.Context, cfg Config, tr Trialer) (*Result, error) {
 		Conclude(res, stepEnvs)
 		return res, err
 	}
-	// Grow.
+	// Grow, after the warm-up trial.
 	v := cfg.round(cfg.From)
+	if cfg.WarmUp {
+		t, err := tr.Trial(ctx, v, 0, 1)
+		if err != nil {
+			res.Stopped = "error"
+			return finish(fmt.Errorf("warm-up trial (%s %v): %w", cfg.Vary, v, err))
+		}
+		ts := Summarise(&cfg, t, v)
+		ts.Trial = 1
+		res.WarmUp = &ts
+	}
 	for {
 		ok, err := step("grow", v)
 		if err != nil {

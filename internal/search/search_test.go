@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,50 @@ func TestHoldShareCarriesTrialNoise(t *testing.T) {
 	}
 	if h, _ := holdShare(c, 100, envs[:1], rand.New(rand.NewPCG(1, 2))); h != 1 {
 		t.Errorf("one holding trial: held in %.3f of resamples, want 1", h)
+	}
+}
+
+// coldStart fails the very first trial it runs (a cold server), then behaves as inner.
+type coldStart struct {
+	inner *fakeServer
+	runs  int
+	steps []int
+}
+
+func (c *coldStart) Trial(ctx context.Context, v float64, step, trial int) (Trial, error) {
+	c.runs++
+	c.steps = append(c.steps, step)
+	if c.runs == 1 {
+		return Trial{Env: envelope(int64(v), 0, 500*time.Millisecond, 5)}, nil
+	}
+	return c.inner.Trial(ctx, v, step, trial)
+}
+
+// TestWarmUpTrialIsUnscored: with WarmUp, a trial at From runs first as step 0 and counts toward
+// nothing; a cold first trial then no longer fails the first value. Without it, the same cold
+// trial fails the search at From.
+func TestWarmUpTrialIsUnscored(t *testing.T) {
+	cfg := Config{Vary: "rate", From: 100, To: 1600, Trials: 2, Integer: true, SLO: mustSLO(t, "p99<20ms"), Resamples: 20}
+	cold := &coldStart{inner: &fakeServer{Knee: 450}}
+	res, err := Run(context.Background(), cfg, cold)
+	if err != nil || res.Knee != nil || res.WarmUp != nil {
+		t.Fatalf("without a warm-up the cold first trial should fail the first value: knee %v warm-up %+v err %v", res.Knee, res.WarmUp, err)
+	}
+	cfg.WarmUp = true
+	cold = &coldStart{inner: &fakeServer{Knee: 450}}
+	res, err = Run(context.Background(), cfg, cold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.WarmUp == nil || res.WarmUp.Held || cold.steps[0] != 0 || slices.Contains(cold.steps[1:], 0) {
+		t.Fatalf("warm-up %+v, steps asked %v: want one unscored step-0 trial first", res.WarmUp, cold.steps)
+	}
+	if res.Knee == nil || *res.Knee < 400 || *res.Knee > 450 || res.TrialCount != cold.runs-1 || res.TrialCount != 2*len(res.Steps) {
+		t.Fatalf("knee %s, %d trials counted of %d run, %d steps", fmtPtr(res.Knee), res.TrialCount, cold.runs, len(res.Steps))
+	}
+	var b strings.Builder
+	res.WriteText(&b)
+	if !strings.Contains(b.String(), "warm-up rate 100 (unscored)") {
+		t.Fatalf("the summary does not show the warm-up:\n%s", b.String())
 	}
 }

@@ -12,6 +12,10 @@ func (r *Result) WriteText(w io.Writer) {
 	c := &r.Config
 	fmt.Fprintf(w, "search: --vary %s from %s to %s, growth ×%g, resolution %.3g%%, %d trial(s) a step, SLO %s\n",
 		c.Vary, FormatValue(c.From), FormatValue(c.To), c.Growth, c.Resolution*100, c.Trials, c.SLO.Text)
+	if t := r.WarmUp; t != nil {
+		fmt.Fprintf(w, "  warm-up %s %s (unscored): %d ops (%d ok, %d refused) in %.1fs, p50 %.3g ms, p99 %.3g ms\n",
+			c.Vary, FormatValue(c.From), t.Total, t.Success, t.Refused, t.Secs, t.P50Ms, t.P99Ms)
+	}
 	for _, st := range r.Steps {
 		verdict := "PASS"
 		if !st.Passed {
