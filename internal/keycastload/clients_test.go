@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 var clients = []string{HTTPClientFast, HTTPClientStd}
@@ -66,7 +67,10 @@ func newRawServer(t *testing.T, serve func(s *rawServer, c net.Conn, br *bufio.R
 			}()
 		}
 	}()
-	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	t.Cleanup(func() {
+		ln.Close()
+		testwait.WaitGroup(t, &s.wg, testwait.Long, "the raw server's connection handlers")
+	})
 	return s
 }
 
