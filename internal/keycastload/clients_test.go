@@ -224,7 +224,7 @@ func TestIdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
 		if cl, cause := r.exchangeOnce(); cl != Success {
 			t.Fatalf("request %d: %s %s", i, cl, cause)
 		}
-		<-closed // the server has closed the idle connection
+		testwait.Recv(t, closed, testwait.Long, "the server's close of the idle connection")
 	}
 	if n, reqs := srv.conns.Load(), srv.requests.Load(); n != 3 || reqs != 3 {
 		t.Fatalf("%d connections, %d requests; want 3 and 3", n, reqs)
