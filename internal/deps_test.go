@@ -207,6 +207,9 @@ func TestDependencyRules(t *testing.T) {
 			if top(imp) == "browser" && top(dir) != "browser" {
 				t.Errorf("%s imports internal/browser: only tests drive a browser", dir)
 			}
+			if top(imp) == "testwait" && top(dir) != "testwait" {
+				t.Errorf("%s imports internal/testwait: only _test.go files bound their waits with it", dir)
+			}
 			for _, bad := range forbidden[top(dir)] {
 				if top(imp) == bad && top(dir) != bad {
 					t.Errorf("%s imports internal/%s, which docs/architecture.md forbids", dir, imp)

@@ -3,9 +3,10 @@ package admit
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 func TestGateFullQueueRejectsAtOnce(t *testing.T) {
@@ -41,12 +42,12 @@ func TestGateBoundedQueue(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, func() bool { return g.Waiting() == 1 })
+	testwait.Eventually(t, testwait.Long, "one waiter at the gate", func() bool { return g.Waiting() == 1 })
 	if _, err := g.Acquire(context.Background()); !errors.Is(err, ErrGateFull) {
 		t.Fatalf("Acquire past the queue = %v, want ErrGateFull", err)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testwait.Recv(t, done, testwait.Long, "the cancelled waiter's return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("waiter = %v, want context.Canceled", err)
 	}
 	release()
@@ -80,9 +81,9 @@ func TestGateReleaseWakesAWaiter(t *testing.T) {
 		}
 		got <- r
 	}()
-	waitFor(t, func() bool { return g.Waiting() == 1 })
+	testwait.Eventually(t, testwait.Long, "one waiter at the gate", func() bool { return g.Waiting() == 1 })
 	r1()
-	r3 := <-got
+	r3 := testwait.Recv(t, got, testwait.Long, "the woken waiter's slot")
 	if g.InUse() != 2 || g.Waiting() != 0 {
 		t.Fatalf("in use %d, waiting %d", g.InUse(), g.Waiting())
 	}
@@ -118,7 +119,7 @@ func TestGateNeverExceedsSlots(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "the 32 acquirers' ends")
 	if peak > slots {
 		t.Fatalf("peak holders %d > %d slots", peak, slots)
 	}
@@ -131,17 +132,4 @@ func TestNewGatePanicsWithoutSlots(t *testing.T) {
 		}
 	}()
 	NewGate(0, 0)
-}
-
-// waitFor polls cond, yielding, until it holds; the gate exposes no signal
-// for "a goroutine is now parked", so the gauge is the signal.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for range 10_000_000 {
-		if cond() {
-			return
-		}
-		runtime.Gosched()
-	}
-	t.Fatal("condition never held")
 }

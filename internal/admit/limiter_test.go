@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // generous widens every layer but the one under test, as upstream's tests do.
@@ -317,7 +319,7 @@ func TestDifferentSourcesSpreadAcrossShardsAndMakeConcurrentProgress(t *testing.
 			}
 		})
 	}
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "the 8 checkers' ends")
 	for w, n := range allowed {
 		if n != 20 {
 			t.Errorf("worker %d: %d of 20 allowed from its own 100-token bucket", w, n)
@@ -685,7 +687,7 @@ func TestConcurrentChecksNeverOverAdmit(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "the 16 checkers' ends")
 	s := l.Stats()
 	if s.Accepted != 500 {
 		t.Fatalf("accepted = %d, want exactly the global burst 500", s.Accepted)

@@ -16,6 +16,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // lkServer starts a LinkKeys test server with generous limits and a METRICS log written every
@@ -61,7 +62,7 @@ func lkServer(t *testing.T) (info, metricsLog string) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
+		testwait.WaitGroup(t, &wg, testwait.Long, "the metrics writer's end")
 		f.Close()
 		_ = ts.Close()
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // mainEnv set makes the test binary run the loadproof command tree instead of the tests, so the
@@ -345,7 +346,10 @@ func startWorker(t *testing.T, stderr io.Writer, args ...string) *exec.Cmd {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	t.Cleanup(func() {
+		_ = c.Process.Kill()
+		testwait.Call(t, testwait.Long, "the killed worker's exit", func() { _ = c.Wait() })
+	})
 	return c
 }
 
@@ -427,7 +431,7 @@ func TestWorkerStopsWithoutCoordinator(t *testing.T) {
 	}
 	waitForLine(t, &cerr, "t=2s", 20*time.Second)
 	_ = co.Process.Kill()
-	_ = co.Wait()
+	testwait.Call(t, testwait.Long, "the killed coordinator's exit", func() { _ = co.Wait() })
 	killed := time.Now()
 	exited := make(chan error, 1)
 	go func() { exited <- w.Wait() }()

@@ -14,8 +14,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // lineWriter collects output and signals the first complete line.
@@ -62,6 +64,8 @@ func TestKeycastServerCommand(t *testing.T) {
 	case line = <-out.first:
 	case c := <-code:
 		t.Fatalf("server exited with %d before listening: %s", c, errBuf.String())
+	case <-time.After(testwait.Long):
+		t.Fatalf("no startup line within %v: %s", testwait.Long, errBuf.String())
 	}
 	m := regexp.MustCompile(`^keycast server listening on (http://127\.0\.0\.1:\d+) \(pid \d+\)$`).FindStringSubmatch(line)
 	if m == nil {
@@ -76,7 +80,7 @@ func TestKeycastServerCommand(t *testing.T) {
 		t.Fatalf("/health: %d", res.StatusCode)
 	}
 	cancel() // what SIGINT does
-	if c := <-code; c != ExitOK {
+	if c := testwait.Recv(t, code, testwait.Long, "server's exit"); c != ExitOK {
 		t.Fatalf("exit code %d after a graceful stop: %s", c, errBuf.String())
 	}
 }
@@ -133,7 +137,7 @@ func startServerCmd(t *testing.T, args ...string) (string, *bytes.Buffer) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		if c := <-code; c != ExitOK {
+		if c := testwait.Recv(t, code, testwait.Long, "server's exit after cancel"); c != ExitOK {
 			t.Errorf("server exit %d: %s", c, errBuf.String())
 		}
 	})
@@ -147,6 +151,8 @@ func startServerCmd(t *testing.T, args ...string) (string, *bytes.Buffer) {
 	case c := <-code:
 		code <- c
 		t.Fatalf("server exited with %d before listening: %s", c, errBuf.String())
+	case <-time.After(testwait.Long):
+		t.Fatalf("no startup line within %v: %s", testwait.Long, errBuf.String())
 	}
 	return "", nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/keycastserver/kctest"
 	"github.com/loadproof/loadproof/internal/kube"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // TestKubeIndexedJobEmulated renders the manifests of a 3-worker run against real NATS, then plays
@@ -88,7 +89,10 @@ func TestKubeIndexedJobEmulated(t *testing.T) {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		t.Cleanup(func() {
+			_ = c.Process.Kill()
+			testwait.Call(t, testwait.Long, "the killed worker's exit", func() { _ = c.Wait() })
+		})
 	}
 	cctr := coordinator.Spec.Template.Spec.Containers[0]
 	results := filepath.Join(work, "results") // the Job's /results

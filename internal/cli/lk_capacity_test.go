@@ -18,6 +18,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // The plan's variables are exactly the server's TCP_* and PUBLIC_READ_* variables but TCP_PORT and
@@ -187,7 +188,10 @@ func startLinkKeysServer(t *testing.T, vars map[string]string, extra ...string) 
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
+		// A server that ignores the interrupt is killed, so no test leaves it behind.
+		kill := time.AfterFunc(testwait.Long, func() { _ = cmd.Process.Kill() })
+		defer kill.Stop()
+		testwait.Call(t, 2*testwait.Long, "the server's exit after SIGINT", func() { _ = cmd.Wait() })
 		f.Close()
 	})
 	for range 200 {

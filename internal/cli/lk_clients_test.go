@@ -19,6 +19,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 func lkTestEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
@@ -262,13 +263,15 @@ func TestLinkKeysConnectionsExitsNonZeroWhenTheServerDiesMidHold(t *testing.T) {
 	case <-h.seen:
 	case c := <-code:
 		t.Fatalf("exit %d before the hold:\n%s%s", c, out, errOut)
+	case <-time.After(testwait.Long):
+		t.Fatalf("no hold within %v:\n%s%s", testwait.Long, out, errOut)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ts.Server.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c := <-code; c != ExitFailure {
+	if c := testwait.Recv(t, code, testwait.Long, "the client's exit after the server stopped"); c != ExitFailure {
 		t.Errorf("exit %d, want %d", c, ExitFailure)
 	}
 	want := fmt.Sprintf("; the server process (pid %d) is no longer running; the hold was not held (it lasted ", inf.PID)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // lksOutput collects a command's stdout and hands out complete lines.
@@ -140,7 +141,7 @@ func TestLinkKeysServerCommand(t *testing.T) {
 	}
 	tc.Close()
 	cancel()
-	if code := <-done; code != ExitOK {
+	if code := testwait.Recv(t, done, testwait.Long, "server's exit"); code != ExitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, errBuf.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -181,7 +182,7 @@ func TestLinkKeysServerDurationAndEmptyKeys(t *testing.T) {
 	if err != nil || len(resp) != 84 {
 		t.Errorf("get-domain-keys with --empty-domain-keys: %d bytes %v, want the 84-byte empty-list envelope", len(resp), err)
 	}
-	if code := <-done; code != ExitOK {
+	if code := testwait.Recv(t, done, testwait.Long, "server's exit"); code != ExitOK {
 		t.Fatalf("exit %d:\n%s", code, errBuf.String())
 	}
 	var running, final int
@@ -251,7 +252,7 @@ func TestInfoFileAdvertisesMetrics(t *testing.T) {
 		t.Errorf("ddos did not read the server's accounting from metrics_addr:\n%s", cout)
 	}
 	cancel()
-	if code := <-done; code != ExitOK {
+	if code := testwait.Recv(t, done, testwait.Long, "server's exit"); code != ExitOK {
 		t.Fatalf("server exit %d: %s", code, errBuf.String())
 	}
 }
@@ -311,7 +312,7 @@ func TestLinkKeysServerSourcePrefixes(t *testing.T) {
 				}
 			}
 			cancel()
-			if code := <-done; code != ExitOK {
+			if code := testwait.Recv(t, done, testwait.Long, "server's exit"); code != ExitOK {
 				t.Fatalf("exit %d: %s", code, errBuf.String())
 			}
 		})
@@ -380,7 +381,7 @@ func TestInfoFileHostAndConfigEndpoint(t *testing.T) {
 			t.Errorf("/config answered %q; the server printed:\n%s", b, out.String())
 		}
 		cancel()
-		if code := <-done; code != ExitOK {
+		if code := testwait.Recv(t, done, testwait.Long, "server's exit"); code != ExitOK {
 			t.Fatalf("server exit %d: %s", code, errBuf.String())
 		}
 	}

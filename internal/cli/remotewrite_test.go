@@ -26,6 +26,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/remotewrite"
 	"github.com/loadproof/loadproof/internal/search"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // startPrometheus starts a real Prometheus (Debian's package; scripts/prometheus.sh installs it) on
@@ -57,7 +58,10 @@ func startPrometheus(t *testing.T) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		testwait.Call(t, testwait.Long, "the killed prometheus's exit", func() { _ = cmd.Wait() })
+	})
 	base := "http://" + addr
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -13,6 +13,7 @@ import (
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // fakeExec is a worker's Exec that plays a client command: three one-second intervals of ten
@@ -51,7 +52,10 @@ func startWorkers(t *testing.T, url, token string, n int, exec func(context.Cont
 				Exec: exec, Targets: func([]string) ([]string, error) { return []string{"http://127.0.0.1:1"}, nil }})
 		}()
 	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		testwait.WaitGroup(t, &wg, testwait.Long, "the workers' ends")
+	})
 	return cancel, &wg, errs
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // hostile is a peer on the run's NATS server: it holds the server's token (any client of a shared
@@ -186,7 +187,7 @@ func TestHostileReplaysEveryMessageType(t *testing.T) {
 			wg.Go(func() { h.replay(m, 50*time.Millisecond) })
 		}
 	}
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "the replays' ends")
 	// Forged steering headers on a captured chunk, and a fake worker's join without the secret.
 	for _, m := range h.captured(".chunk") {
 		f := nats.NewMsg(m.Subject)
@@ -296,10 +297,7 @@ func TestHostileHeartbeatReplayDoesNotHoldWorker(t *testing.T) {
 	if err := c.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.captured("."+c.Run()+".coord")) < 3 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Eventually(t, 10*time.Second, "three captured heartbeats", func() bool { return len(h.captured("."+c.Run()+".coord")) >= 3 })
 	beats := h.captured("." + c.Run() + ".coord")
 	// The coordinator dies: no goodbye, no more heartbeats, its connection gone.
 	close(c.stopHB)
@@ -559,16 +557,11 @@ func TestChunksHeldAreCapped(t *testing.T) {
 		_, err := c.RunTask(ctx, lkTask, TaskOptions{Describe: "t"})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testwait.Eventually(t, 10*time.Second, "the task's start", func() bool {
 		c.mu.Lock()
-		running := c.cur != nil && c.cur.startAt.Before(time.Now())
-		c.mu.Unlock()
-		if running {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer c.mu.Unlock()
+		return c.cur != nil && c.cur.startAt.Before(time.Now())
+	})
 	part := make([]byte, ChunkSize)
 	of := MaxResultBytes / ChunkSize
 	accepted := 0
@@ -594,7 +587,7 @@ func TestChunksHeldAreCapped(t *testing.T) {
 	}
 	close(hold)
 	cancel()
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, testwait.Long, "the task's end"); err != nil {
 		t.Fatal(err)
 	}
 	c.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // validSpec is a spec every check takes, for the tests to spoil one field at a time.
@@ -157,7 +158,10 @@ func keycastWorkers(t *testing.T, url, token string, n int, dir string, run func
 				TaskFiles: []string{dir}, RunKeycast: run})
 		}()
 	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		testwait.WaitGroup(t, &wg, testwait.Long, "the workers' ends")
+	})
 }
 
 // TestKeycastTaskRunsTypedSpec: a Keycast task reaches each worker as its typed spec over a real
@@ -364,7 +368,7 @@ func TestWorkerRefusalsRecorded(t *testing.T) {
 		t.Fatalf("a sealed repeat of worker 0's result %+v: %v (refusals %v)", first, err, c.Refusals())
 	}
 	close(release)
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, testwait.Long, "the task's end"); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.Refusals()[RefusedDuplicate]; n != 1 {

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,6 +14,7 @@ import (
 	"github.com/loadproof/loadproof/internal/hist"
 	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 func interval(t float64, n int64) *result.Interval {
@@ -27,14 +29,21 @@ func interval(t float64, n int64) *result.Interval {
 func readEvents(t *testing.T, r *bufio.Reader, want int) []string {
 	t.Helper()
 	var names []string
-	for len(names) < want {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("after %d events: %v", len(names), err)
+	var err error
+	// The stream has no read deadline: the wait is bounded here instead.
+	testwait.Call(t, testwait.Long, fmt.Sprintf("%d server-sent events", want), func() {
+		for len(names) < want && err == nil {
+			var line string
+			if line, err = r.ReadString('\n'); err != nil {
+				return
+			}
+			if name, ok := strings.CutPrefix(strings.TrimSpace(line), "event: "); ok {
+				names = append(names, name)
+			}
 		}
-		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "event: "); ok {
-			names = append(names, name)
-		}
+	})
+	if err != nil {
+		t.Fatalf("after %d events: %v", len(names), err)
 	}
 	return names
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/loadproof/loadproof/internal/cli"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/procexec"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // childEnv marks a run of this test binary as a `loadproof` child process (a reference server
@@ -86,7 +87,7 @@ func startRole(t *testing.T, role string, opt procexec.Options, env []string, ar
 		c.stdin.Close()
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
-		<-c.exited
+		testwait.Recv(t, c.exited, testwait.Long, role+"'s exit after SIGKILL")
 		if t.Failed() {
 			t.Logf("%s %s\nstdout:\n%s\nstderr:\n%s", role, strings.Join(args, " "), c.stdout, c.stderr)
 		}
@@ -102,11 +103,16 @@ func (c *child) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
-// kill kills the child with SIGKILL and waits for it.
+// kill kills the child with SIGKILL and waits for it. Tests call it from when's goroutine, so a
+// child that outlives the wait fails the test with Errorf, which any goroutine may call.
 func (c *child) kill(t *testing.T) {
 	t.Helper()
 	c.signal(t, syscall.SIGKILL)
-	<-c.exited
+	select {
+	case <-c.exited:
+	case <-time.After(testwait.Long):
+		t.Errorf("the child did not exit within %v of SIGKILL", testwait.Long)
+	}
 }
 
 // waitOutput waits until the child's stdout matches re and returns the submatches.

@@ -32,6 +32,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // ---- The command line, in this process ----
@@ -306,7 +307,7 @@ func when(t *testing.T, cond func() bool, do func()) <-chan struct{} {
 	}()
 	t.Cleanup(func() {
 		close(stop)
-		<-done
+		testwait.Recv(t, done, time.Minute, "the end of when's poll and action")
 	})
 	return done
 }

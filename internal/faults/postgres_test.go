@@ -21,6 +21,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/keycaststore/storetest"
 	"github.com/loadproof/loadproof/internal/procexec"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // serialEnv enables the scenarios that disturb what other tests share (the machine's PostgreSQL
@@ -90,7 +91,8 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	guard := startRole(t, "pg-guard", procexec.Options{Signal: syscall.SIGTERM}, nil, cluster.version, url)
 	t.Cleanup(func() {
 		guard.stdin.Close()
-		<-guard.exited
+		// The guard tries to start the cluster for up to a minute.
+		testwait.Recv(t, guard.exited, 2*time.Minute, "the PostgreSQL guard's exit")
 		if guard.err != nil || !pgReady(url) {
 			t.Errorf("PostgreSQL was not started again (%v):\n%s", guard.err, guard.stderr)
 		}
@@ -130,13 +132,13 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	t.Cleanup(func() {
 		close(stop)
 		if !waited {
-			<-restarted
+			testwait.Recv(t, restarted, 2*time.Minute, "the end of the PostgreSQL restart sequence")
 		}
 	})
 	out := filepath.Join(t.TempDir(), "results.json")
 	r := runCLI(t, 90*time.Second, "keycast", "run", "--url", s.URL, "--users-file", s.usersFile, "--duration", "8",
 		"--concurrency", "2", "--ramp-up", "0", "--scenario", "cold-start", "--timeout", "5s", "--output", out)
-	err := <-restarted
+	err := testwait.Recv(t, restarted, 2*time.Minute, "the end of the PostgreSQL restart sequence")
 	waited = true
 	if err != nil {
 		t.Fatalf("restarting PostgreSQL mid-run: %v\n%s", err, r)

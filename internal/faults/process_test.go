@@ -16,6 +16,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // The process scenarios run each reference server in its own process (this test binary re-run as
@@ -87,7 +88,7 @@ func TestKilledServer(t *testing.T) {
 		users, _ := makeUsers(t, srv.url, 2)
 		killed := when(t, kcCounterAtLeast(srv.url, keycast.MetricHTTPRPCSuccess, 20), func() { srv.kill(t) })
 		r, res := kcTimedRun(t, srv.url, users, 3, 2*time.Second)
-		<-killed
+		testwait.Recv(t, killed, time.Minute, "the kill of the server")
 		s := res.Summary
 		// The run ran to its end: exit 0, results written, and they say what happened: the
 		// few requests around the kill are network errors (those written before the client learned
@@ -122,7 +123,7 @@ func TestKilledServer(t *testing.T) {
 		srv := startLinkKeysChild(t, dir)
 		killed := when(t, counterAtLeast(srv.metrics, "linkkeys_server_frames_processed_total", 50), func() { srv.kill(t) })
 		r, res := lkBench(t, srv.infoPath, 2)
-		<-killed
+		testwait.Recv(t, killed, time.Minute, "the kill of the server")
 		rq := res.Requests
 		// Each connection loses the request in flight on it (one I/O error each); every other
 		// request was answered.
@@ -152,7 +153,7 @@ func TestStoppedServer(t *testing.T) {
 		stopped := when(t, kcCounterAtLeast(srv.url, keycast.MetricHTTPRPCSuccess, 20), func() { srv.signal(t, syscall.SIGSTOP) })
 		const secs, timeout = 3, time.Second
 		r, res := kcTimedRun(t, srv.url, users, secs, timeout)
-		<-stopped
+		testwait.Recv(t, stopped, time.Minute, "the SIGSTOP of the server")
 		srv.signal(t, syscall.SIGCONT)
 		s := res.Summary
 		// The run ends within its duration plus the drain (the request timeout, 1 s, being
@@ -180,7 +181,7 @@ func TestStoppedServer(t *testing.T) {
 		srv := startLinkKeysChild(t, t.TempDir())
 		stopped := when(t, counterAtLeast(srv.metrics, "linkkeys_server_frames_processed_total", 50), func() { srv.signal(t, syscall.SIGSTOP) })
 		r, res := lkBench(t, srv.infoPath, 2)
-		<-stopped
+		testwait.Recv(t, stopped, time.Minute, "the SIGSTOP of the server")
 		rq := res.Requests
 		// Both connections' requests in flight time out at the end of the drain (duration +
 		// the 1 s attempt timeout), one I/O error each.

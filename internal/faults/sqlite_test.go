@@ -16,6 +16,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastserver"
 	"github.com/loadproof/loadproof/internal/procexec"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // lockSQLite has another process hold an exclusive lock on the SQLite database at path: this
@@ -73,7 +74,7 @@ func testKeycastSQLiteLocked(t *testing.T) {
 		t.Errorf("the run should load handlers from the database: %+v", res.ServerMetrics)
 	}
 
-	err := <-errc
+	err := testwait.Recv(t, errc, testwait.Long, "the registration under the lock")
 	waited := time.Since(t0)
 	var se *keycastload.StepError
 	if !errors.As(err, &se) || se.Step != "register" || se.Status != http.StatusServiceUnavailable ||
@@ -86,7 +87,7 @@ func testKeycastSQLiteLocked(t *testing.T) {
 	s.waitLog(t, regexp.MustCompile(`level=ERROR .*database is locked .*SQLITE_BUSY`))
 
 	lock.stdin.Close()
-	if <-lock.exited; lock.err != nil {
+	if testwait.Recv(t, lock.exited, testwait.Long, "the locking process's exit"); lock.err != nil {
 		t.Fatalf("the locking process: %v\n%s", lock.err, lock.stderr)
 	}
 	if err := register(ctx, s.url, "after@faults.test"); err != nil {
@@ -133,7 +134,7 @@ func testLinkKeysSQLiteLocked(t *testing.T) {
 	}
 
 	lock.stdin.Close()
-	if <-lock.exited; lock.err != nil {
+	if testwait.Recv(t, lock.exited, testwait.Long, "the locking process's exit"); lock.err != nil {
 		t.Fatalf("the locking process: %v\n%s", lock.err, lock.stderr)
 	}
 	integrityCheck(t, db)

@@ -13,6 +13,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // Injected amounts shared by both harnesses' toxic scenarios.
@@ -123,7 +124,7 @@ func TestToxicsKeycastRun(t *testing.T) {
 		})
 		const n = 40
 		r, res := kcRun(t, p, s, n, 10*time.Second)
-		<-added
+		testwait.Recv(t, added, time.Minute, "the toxic added mid-run")
 		sm := res.Summary
 		server := s.counter(t, success) - before
 		if r.code != 0 || sm.SuccessfulRequests < 8 || sm.SuccessfulRequests == n {
@@ -160,7 +161,7 @@ func TestToxicsKeycastRun(t *testing.T) {
 		})
 		const n = 14
 		r, res := kcRun(t, p, s, n, 300*time.Millisecond)
-		<-added
+		testwait.Recv(t, added, time.Minute, "the toxic added mid-run")
 		sm := res.Summary
 		server := s.counter(t, success) - before
 		if r.code != 0 || sm.SuccessfulRequests < 6 || sm.SuccessfulRequests == n {

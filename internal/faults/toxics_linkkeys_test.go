@@ -12,6 +12,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // Bandwidth toxic rates of the LinkKeys scenarios (toxiproxy's KB is 1000 bytes): a handshake's
@@ -276,7 +277,7 @@ func TestToxicsLinkKeysRequestBench(t *testing.T) {
 			c.p.add(t, toxic{"reset_peer", "upstream", `{"timeout":0}`})
 		})
 		_, res, before, after := c.run(t, "request-bench", args...)
-		<-added
+		testwait.Recv(t, added, time.Minute, "the toxic added mid-run")
 		lostOnePerConnection(t, res, before, after, linkkeysresult.ClassIO+":EOF")
 	})
 
@@ -291,7 +292,7 @@ func TestToxicsLinkKeysRequestBench(t *testing.T) {
 			c.p.add(t, toxic{"timeout", "upstream", `{"timeout":0}`})
 		})
 		r, res, before, after := c.run(t, "request-bench", args...)
-		<-added
+		testwait.Recv(t, added, time.Minute, "the toxic added mid-run")
 		lostOnePerConnection(t, res, before, after, linkkeysresult.ClassIO+":timeout")
 		// The duration, then at most the attempt timeout for the answers in flight.
 		if bound := time.Second + time.Second + 3*time.Second; r.took > bound {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 var clients = []string{HTTPClientFast, HTTPClientStd}
@@ -66,7 +67,10 @@ func newRawServer(t *testing.T, serve func(s *rawServer, c net.Conn, br *bufio.R
 			}()
 		}
 	}()
-	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	t.Cleanup(func() {
+		ln.Close()
+		testwait.WaitGroup(t, &s.wg, testwait.Long, "the raw server's connection handlers")
+	})
 	return s
 }
 
@@ -220,7 +224,7 @@ func TestIdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
 		if cl, cause := r.exchangeOnce(); cl != Success {
 			t.Fatalf("request %d: %s %s", i, cl, cause)
 		}
-		<-closed // the server has closed the idle connection
+		testwait.Recv(t, closed, testwait.Long, "the server's close of the idle connection")
 	}
 	if n, reqs := srv.conns.Load(), srv.requests.Load(); n != 3 || reqs != 3 {
 		t.Fatalf("%d connections, %d requests; want 3 and 3", n, reqs)

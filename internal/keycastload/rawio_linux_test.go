@@ -3,6 +3,8 @@ package keycastload
 import (
 	"net"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // BenchmarkIdleCheck is the cost of conn.send's check of a pooled connection (peekIdle on an idle,
@@ -54,22 +56,20 @@ func TestPeekIdleSeesTheServersClose(t *testing.T) {
 	}
 	defer c.Close()
 	sc, _ := c.(*net.TCPConn).SyscallConn()
-	s := <-accepted
+	s := testwait.Recv(t, accepted, testwait.Long, "the server side's accept")
 	if closed, data := peekIdle(sc); closed || data {
 		t.Fatalf("open and idle: closed=%v data=%v", closed, data)
 	}
 	s.Write([]byte("x"))
 	buf := make([]byte, 1)
-	for {
-		if _, data := peekIdle(sc); data {
-			break
-		}
-	}
+	testwait.Eventually(t, testwait.Long, "the server's byte seen by peekIdle", func() bool {
+		_, data := peekIdle(sc)
+		return data
+	})
 	c.Read(buf) // consume it: a peek leaves it there
 	s.Close()
-	for {
-		if closed, _ := peekIdle(sc); closed {
-			break
-		}
-	}
+	testwait.Eventually(t, testwait.Long, "the server's close seen by peekIdle", func() bool {
+		closed, _ := peekIdle(sc)
+		return closed
+	})
 }

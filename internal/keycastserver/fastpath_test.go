@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // rawExchange writes raw bytes on a fresh connection and reads n responses.
@@ -364,9 +365,9 @@ func TestFastSockTopUp(t *testing.T) {
 		t.Fatal("a read that filled the buffer is not marked filled")
 	}
 	br.Discard(40)
-	// The other 32 bytes may still be on their way through loopback: wait for them to be
-	// readable, then top up (which must not wait itself).
-	time.Sleep(50 * time.Millisecond)
+	// The other 32 bytes may still be on their way through loopback: wait for the kernel to
+	// hold them, then top up (which must not wait itself).
+	testwait.Eventually(t, testwait.Long, "32 more bytes readable on the socket", func() bool { return socketReadable(sock.rc) >= 32 })
 	if !sock.topUp(br) || br.Buffered() != 24+32 {
 		t.Fatalf("topUp after a full read: buffered %d, want 56", br.Buffered())
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // TestFDExhaustion: when the process runs out of file descriptors (the cap set above the
@@ -51,7 +52,8 @@ func TestFDExhaustion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	var line string
+	testwait.Call(t, testwait.Long, "address line from the child", func() { line, err = bufio.NewReader(stdout).ReadString('\n') })
 	if err != nil {
 		t.Fatalf("child did not start: %v\n%s", err, stderr.String())
 	}
@@ -109,7 +111,8 @@ func TestFDExhaustion(t *testing.T) {
 		t.Error("no 200 within 3 s after the descriptors were freed")
 	}
 	stdin.Close()
-	if err := cmd.Wait(); err != nil {
+	testwait.Call(t, testwait.Long, "child's exit after its stdin closed", func() { err = cmd.Wait() })
+	if err != nil {
 		t.Errorf("child: %v", err)
 	}
 	logs := stderr.String()
@@ -144,5 +147,5 @@ func fdChild(t *testing.T, dir string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(ctx)
-	<-done
+	testwait.Recv(t, done, testwait.Long, "Serve's return after Shutdown")
 }

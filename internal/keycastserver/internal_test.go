@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loadproof/loadproof/internal/keycast"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // startInternal runs a server on 127.0.0.1:0 for tests that need its internals.
@@ -37,7 +37,7 @@ func startInternal(t testing.TB, cfg Config) (*Server, string) {
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
 		s.Shutdown(context.Background())
-		<-done
+		testwait.Recv(t, done, testwait.Long, "Serve's return after Shutdown")
 	})
 	return s, "http://" + ln.Addr().String()
 }
@@ -216,9 +216,9 @@ func TestSheddingUnderLoad(t *testing.T) {
 		}()
 	}
 	close(start)
-	<-firstShed
+	testwait.Recv(t, firstShed, testwait.Long, "503 while the slot was held")
 	release()
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "answers to all 64 requests")
 	if shed == 0 || ok+shed != 64 {
 		t.Fatalf("ok %d, shed %d", ok, shed)
 	}
@@ -563,11 +563,11 @@ func TestConcurrentMissesCoalesce(t *testing.T) {
 		}()
 	}
 	// Every request has reached the RPC handler and the one load is waiting for the slot.
-	for s.m.rpcRequests.Load()-before < n || s.gate.Waiting() < 1 {
-		runtime.Gosched()
-	}
+	testwait.Eventually(t, testwait.Long, "every request at the RPC handler and one load waiting for the slot", func() bool {
+		return s.m.rpcRequests.Load()-before >= n && s.gate.Waiting() >= 1
+	})
 	release()
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "answers to all requests")
 	for i, st := range statuses {
 		if st != 200 {
 			t.Errorf("request %d: status %d, want 200 (misses for one token share one load)", i, st)

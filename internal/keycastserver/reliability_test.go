@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/keycast"
 	"github.com/loadproof/loadproof/internal/keycastserver"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // Regression tests for the defects of docs/reliability.md ("Keycast server").
@@ -545,7 +548,14 @@ func TestSlowBodyAttackDoesNotLockOutClients(t *testing.T) {
 					retries++
 				}
 			}
-			time.Sleep(200 * time.Millisecond) // let the first wave fill the cap
+			// Let the first wave fill the cap: the open-connections gauge, read in process (a
+			// scrape over a socket would queue behind the attack), says when it has.
+			openConns := func() uint64 {
+				rec := httptest.NewRecorder()
+				srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, keycast.PathMetrics, nil))
+				return keycast.ParsePrometheusValues(rec.Body.Bytes())["keycast_http_connections_open"]
+			}
+			testwait.Eventually(t, testwait.Long, fmt.Sprintf("%d attack connections open (the cap)", maxConns), func() bool { return openConns() >= maxConns })
 			probes, retried := 0, 0
 			for ctx.Err() == nil {
 				start := time.Now()
@@ -554,7 +564,7 @@ func TestSlowBodyAttackDoesNotLockOutClients(t *testing.T) {
 				retried += retries
 				if err != nil || status != http.StatusOK {
 					cancel()
-					<-done
+					testwait.Recv(t, done, testwait.Long, "end of the attack")
 					t.Fatalf("get_public_key %v into the attack: status %d, err %v after %v (%d retries); want 200 within 5 s",
 						start.Sub(attackStart).Round(time.Millisecond), status, err, time.Since(start).Round(time.Millisecond), retries)
 				}
@@ -563,7 +573,7 @@ func TestSlowBodyAttackDoesNotLockOutClients(t *testing.T) {
 				case <-time.After(100 * time.Millisecond):
 				}
 			}
-			<-done
+			testwait.Recv(t, done, testwait.Long, "end of the attack")
 			m := c.metrics()
 			evicted := m[`keycast_http_connections_evicted_total{reason="stalled_body"}`]
 			t.Logf("%d attack connections, %d answered 503; %d probes answered 200 (%d retried after a closed connection); %d stalled bodies evicted",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/keycaststore"
 	"github.com/loadproof/loadproof/internal/keycaststore/storetest"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 func randHex(t testing.TB, n int) string {
@@ -157,7 +158,7 @@ func TestEnsureTenantConcurrent(t *testing.T) {
 				ids[i], errs[i] = tn.ID, err
 			}()
 		}
-		wg.Wait()
+		testwait.WaitGroup(t, &wg, testwait.Long, "the 8 EnsureTenant calls")
 		for i := range ids {
 			if errs[i] != nil {
 				t.Fatalf("EnsureTenant %d: %v", i, errs[i])

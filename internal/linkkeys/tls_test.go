@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 func newKey(t testing.TB) ed25519.PrivateKey {
@@ -131,7 +133,7 @@ func TestTLSPinning(t *testing.T) {
 			if cs.Version != version || cs.NegotiatedProtocol != "" || cs.ServerName != "not-the-cert-name.example" {
 				t.Fatalf("version %x ALPN %q SNI %q", cs.Version, cs.NegotiatedProtocol, cs.ServerName)
 			}
-			if err := <-results; err != nil {
+			if err := testwait.Recv(t, results, testwait.Long, "the server side's handshake result"); err != nil {
 				t.Fatalf("server handshake: %v", err)
 			}
 
@@ -149,13 +151,13 @@ func TestTLSPinning(t *testing.T) {
 			if !strings.HasPrefix(fme.Error(), want) {
 				t.Fatalf("message %q, want prefix %q", fme.Error(), want)
 			}
-			<-results // the server side fails too; its error is not ours to judge
+			testwait.Recv(t, results, testwait.Long, "the server side's handshake result") // it fails too; its error is not ours to judge
 
 			_, err = dial(addr, ClientTLSConfig("loadtest.local"))
 			if !errors.As(err, &fme) || !strings.Contains(err.Error(), "(none)") {
 				t.Fatalf("no pins: %v", err)
 			}
-			<-results
+			testwait.Recv(t, results, testwait.Long, "the server side's handshake result")
 		})
 	}
 }
@@ -181,7 +183,7 @@ func TestTLSResumptionStillPinned(t *testing.T) {
 		}
 		resumed = c.ConnectionState().DidResume
 		_ = c.Close()
-		<-results
+		testwait.Recv(t, results, testwait.Long, "the server side's handshake result")
 	}
 	if !resumed {
 		t.Fatal("no connection resumed with a ClientSessionCache set")
@@ -194,7 +196,7 @@ func TestTLSResumptionStillPinned(t *testing.T) {
 	if _, err := dial(addr, bad); !errors.As(err, &fme) {
 		t.Fatalf("resumed connection with a wrong pin: %v", err)
 	}
-	<-results
+	testwait.Recv(t, results, testwait.Long, "the server side's handshake result")
 }
 
 func TestTLSRejectsExpiredAndNotYetValid(t *testing.T) {
@@ -223,7 +225,7 @@ func TestTLSRejectsExpiredAndNotYetValid(t *testing.T) {
 			if errors.As(err, &fme) {
 				t.Fatal("validity failure reported as a fingerprint mismatch")
 			}
-			<-results
+			testwait.Recv(t, results, testwait.Long, "the server side's handshake result")
 		})
 	}
 }
@@ -288,7 +290,7 @@ func pipeHandshake(t *testing.T) *tls.Conn {
 	if err := c.Handshake(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, done, testwait.Long, "the server side's handshake"); err != nil {
 		t.Fatal(err)
 	}
 	return c

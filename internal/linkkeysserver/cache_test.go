@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // pubkey_cache_test.rs, ported.
@@ -159,7 +160,7 @@ func TestCacheConcurrentMissesForTheSameKeyCoalesce(t *testing.T) {
 	}
 	eventually(t, "15 callers waiting on the load", func() bool { return c.Stats().CoalescedLoads == 15 })
 	close(release)
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "the 16 callers' returns")
 	if loads.Load() != 1 {
 		t.Errorf("loader ran %d times, want 1", loads.Load())
 	}
@@ -186,15 +187,18 @@ func TestCacheConcurrentMissesForDifferentKeysDoNotBlockEachOther(t *testing.T) 
 			return []byte("s"), true, nil
 		})
 	}()
-	<-started
-	// If "fast" waited for "slow", this would never return (the test would
-	// time out): "slow" is only released afterwards.
-	v, _, err := c.GetOrLoad("fast", func() ([]byte, bool, error) { return []byte("f"), true, nil })
+	testwait.Recv(t, started, testwait.Long, "start of the slow load")
+	// If "fast" waited for "slow", this would never return: "slow" is only released afterwards.
+	var v []byte
+	var err error
+	testwait.Call(t, testwait.Long, "the fast key's load while the slow one waits", func() {
+		v, _, err = c.GetOrLoad("fast", func() ([]byte, bool, error) { return []byte("f"), true, nil })
+	})
 	if err != nil || string(v) != "f" {
 		t.Errorf("fast key: %q %v", v, err)
 	}
 	close(release)
-	<-done
+	testwait.Recv(t, done, testwait.Long, "the slow key's return")
 }
 
 func TestCacheKeysNeverCrossBoundaries(t *testing.T) {
@@ -296,7 +300,7 @@ func TestCachePanickingLoaderReleasesWaiters(t *testing.T) {
 	}()
 	eventually(t, "a waiter", func() bool { return c.Stats().CoalescedLoads == 1 })
 	close(release)
-	if err := <-waiterErr; err == nil {
+	if err := testwait.Recv(t, waiterErr, testwait.Long, "the waiter's return"); err == nil {
 		t.Error("waiter of a panicked load got no error")
 	}
 	// The next lookup loads afresh.

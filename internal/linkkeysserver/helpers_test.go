@@ -14,6 +14,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -137,15 +138,7 @@ func asNetErr(err error, ne *net.Error) bool {
 // until it holds, failing after 10 s. It asserts a state, never a time.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testwait.Eventually(t, 10*time.Second, what, cond)
 }
 
 // rawDial opens a plain TCP connection (no TLS).

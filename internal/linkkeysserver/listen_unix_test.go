@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // Accepted sockets are set up as upstream's: TCP_NODELAY on, SO_KEEPALIVE off.
@@ -44,7 +46,7 @@ func TestListenAcceptedSocketOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Close()
-	if err := <-dialed; err != nil {
+	if err := testwait.Recv(t, dialed, testwait.Long, "the dialer's end after the close"); err != nil {
 		t.Fatal(err)
 	}
 	if kerr != nil || nerr != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // Regression tests for the defects recorded in docs/reliability.md ("LinkKeys server").
@@ -98,13 +99,13 @@ func TestStalledLargeFramesStayWithinTheBudget(t *testing.T) {
 			}
 		}
 	}
-	writers.Wait()
+	testwait.WaitGroup(t, &writers, testwait.Long, "the stalled frames' writes")
 	eventually(t, "every stalled frame closed", func() bool {
 		m := ts.Metrics()
 		return m.ClosedFrameBudget+m.ClosedSlowFrameBody == attackers && m.FrameBufferBytes == 0
 	})
 	close(stop)
-	sampler.Wait()
+	testwait.WaitGroup(t, &sampler, testwait.Long, "the sampler's end")
 	m := ts.Metrics()
 	if p := peak.Load(); p > budget {
 		t.Errorf("frame_buffer_bytes peaked at %d, above the %d budget", p, budget)
@@ -150,7 +151,7 @@ func TestFrameBodyRate(t *testing.T) {
 			}
 		}()
 		c.expectClosedRaw()
-		<-done
+		testwait.Recv(t, done, testwait.Long, "the trickle's end")
 		eventually(t, "closed_slow_frame_body", func() bool { return ts.Metrics().ClosedSlowFrameBody == 1 })
 	})
 	t.Run("slow but above the rate", func(t *testing.T) {

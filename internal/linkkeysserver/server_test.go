@@ -15,6 +15,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/admit"
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 func helloPayload(t testing.TB, name *string) []byte {
@@ -554,7 +555,7 @@ func TestShutdown(t *testing.T) {
 	if err := ts.Server.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	if err := <-ts.serveCh; !errors.Is(err, ErrServerClosed) {
+	if err := testwait.Recv(t, ts.serveCh, testwait.Long, "Serve's return after Shutdown"); !errors.Is(err, ErrServerClosed) {
 		t.Errorf("Serve returned %v, want ErrServerClosed", err)
 	}
 	if m := ts.Metrics(); m.OpenConnections != 0 || m.EstablishedConnections != 0 || m.ParkedConnections != 0 || m.Pending() != 0 {

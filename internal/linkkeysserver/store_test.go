@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 func openTestStore(t *testing.T) (*Store, string) {
@@ -54,7 +55,7 @@ func TestMigrationsAreVersionedAndIdempotent(t *testing.T) {
 			s2.Close()
 		}()
 	}
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "the four reopens")
 	close(errs)
 	for err := range errs {
 		t.Errorf("reopen: %v", err)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // The test binary plays three roles, chosen by roleEnv: the test itself; a parent that starts a
@@ -66,8 +68,12 @@ func TestChildDiesWithParent(t *testing.T) {
 			if err := parent.Start(); err != nil {
 				t.Fatal(err)
 			}
-			line, _ := bufio.NewReader(out).ReadString('\n')
-			if err := parent.Wait(); err != nil {
+			var line string
+			testwait.Call(t, testwait.Long, "the parent's pid line and exit", func() {
+				line, _ = bufio.NewReader(out).ReadString('\n')
+				err = parent.Wait()
+			})
+			if err != nil {
 				t.Fatalf("parent: %v", err)
 			}
 			pid, err := strconv.Atoi(strings.TrimSpace(line))

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // TestWritesDoNotInterleave: lines written from many goroutines at once arrive whole.
@@ -25,7 +27,7 @@ func TestWritesDoNotInterleave(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testwait.WaitGroup(t, &wg, testwait.Long, "the 16 writers' ends")
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != 16*200 {
 		t.Fatalf("%d lines, want %d", len(lines), 16*200)

@@ -20,6 +20,7 @@ import (
 	"github.com/loadproof/loadproof/internal/keycastload"
 	"github.com/loadproof/loadproof/internal/keycastresult"
 	"github.com/loadproof/loadproof/internal/report"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // TestDashboardDuringARun opens the live dashboard in Chromium before a real Keycast run starts,
@@ -88,7 +89,7 @@ func TestDashboardDuringARun(t *testing.T) {
 			t.Errorf("live throughput chart series %q: want the target line beside it", c.Series)
 		}
 	}
-	res := <-runDone
+	res := testwait.Recv(t, runDone, planned+2*time.Minute, "the end of the planned run")
 	if res == nil {
 		t.FailNow()
 	}

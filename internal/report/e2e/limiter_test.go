@@ -16,6 +16,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeysload"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/report"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // TestLimiterHeavyConnections runs connections (600 from two source addresses) against the
@@ -60,7 +61,7 @@ func TestLimiterHeavyConnections(t *testing.T) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
+		testwait.WaitGroup(t, &wg, testwait.Long, "the METRICS writer's end")
 		lf.Close()
 		if err := ts.Close(); err != nil {
 			t.Errorf("closing the server: %v", err)
