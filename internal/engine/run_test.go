@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // sumIntervals adds the interval counts of a run by class.
@@ -290,9 +291,13 @@ func TestDrainCutsOffOperationsThatOutliveTheDuration(t *testing.T) {
 		<-ctx.Done()
 		return Outcome{Class: 1, NoLatency: true}
 	})
-	// Without the drain this run never ends (the test binary's timeout reports it).
-	r, err := Execute(context.Background(), Config{Driver: d, Workers: 3, Duration: 50 * time.Millisecond, Drain: 50 * time.Millisecond,
-		OnCutOff: func() { cut.Store(true) }})
+	// Without the drain this run never ends: it is given 30 s.
+	var r *Run
+	var err error
+	testwait.Call(t, testwait.Long, "end of a run whose operations never finish (Duration 50 ms + Drain 50 ms)", func() {
+		r, err = Execute(context.Background(), Config{Driver: d, Workers: 3, Duration: 50 * time.Millisecond, Drain: 50 * time.Millisecond,
+			OnCutOff: func() { cut.Store(true) }})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

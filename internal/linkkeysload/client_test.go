@@ -27,6 +27,7 @@ import (
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysresult"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // The worker tests re-run this test binary as a worker process.
@@ -243,8 +244,13 @@ func TestConnectionsCountsConnectionsTheServerDropped(t *testing.T) {
 				for _, c := range held {
 					kinds = append(kinds, fmt.Sprintf("%T", c))
 				}
-				for range 5 {
-					<-s.dropped
+				for i := range 5 {
+					select {
+					case <-s.dropped:
+					case <-time.After(testwait.Long):
+						t.Errorf("the server dropped %d of 5 connections within %v", i, testwait.Long)
+						return
+					}
 				}
 				// The server's FIN reaches the client sockets asynchronously and nothing signals it, so
 				// look again for a bounded while.

@@ -26,6 +26,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/report"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // These tests drive the clients against the real reference server on 127.0.0.1:0.
@@ -100,7 +101,7 @@ func startReal(t testing.TB, cfg linkkeysserver.Config) *realServer {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
+		testwait.WaitGroup(t, &wg, testwait.Long, "end of the METRICS writer")
 		f.Close()
 		if err := ts.Close(); err != nil {
 			t.Errorf("closing server: %v", err)
