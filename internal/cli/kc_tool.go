@@ -142,19 +142,12 @@ func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output
 	return nil
 }
 
-// saveUsers writes the users file. The check before setup makes a failure unlikely, but the disk
-// can still fill: then the users, whose tokens exist nowhere else, go to a private file in the
-// temporary directory and the error says where.
+// saveUsers writes the users file, or a fallback that keeps the tokens (keycast.SaveUsersFile).
 func saveUsers(output string, uf *keycast.UsersFile) error {
-	err := keycast.WriteUsersFile(output, uf)
-	if err == nil {
-		return nil
+	if err := keycast.SaveUsersFile(output, uf); err != nil {
+		return fmt.Errorf("setup: %w", err)
 	}
-	fallback := filepath.Join(os.TempDir(), fmt.Sprintf("loadtest-users-%d.json", time.Now().UnixNano()))
-	if ferr := keycast.WriteUsersFile(fallback, uf); ferr != nil {
-		return fmt.Errorf("setup: %w; saving the %d users to %s failed too (%v): their tokens are lost", err, len(uf.Users), fallback, ferr)
-	}
-	return fmt.Errorf("setup: %w; the %d users created are saved in %s instead", err, len(uf.Users), fallback)
+	return nil
 }
 
 // runFlags are `run`'s flags.
@@ -337,35 +330,13 @@ func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output st
 func runVerdict(res *keycastresult.Results, fl runFlags, output string) error {
 	s := res.Summary
 	if s.SuccessfulRequests == 0 {
-		return &ExitError{Code: ExitNoSuccess, Err: fmt.Errorf("run: no request succeeded (%s); results saved to %s", failureBreakdown(s), output)}
+		return &ExitError{Code: ExitNoSuccess, Err: fmt.Errorf("run: no request succeeded (%s); results saved to %s", s.FailureBreakdown(), output)}
 	}
 	if fl.maxErrorRateSet && s.ErrorRate > fl.maxErrorRate {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run: error rate %.1f%% is above --max-error-rate %.1f%% (%s); results saved to %s",
-			s.ErrorRate*100, fl.maxErrorRate*100, failureBreakdown(s), output)}
+			s.ErrorRate*100, fl.maxErrorRate*100, s.FailureBreakdown(), output)}
 	}
 	return nil
-}
-
-// failureBreakdown says how many requests there were and how they failed, and how many connects
-// failed: "20 requests, 20 failed: 20 auth; 0 connect failures".
-func failureBreakdown(s keycastresult.Summary) string {
-	var parts []string
-	for _, b := range []struct {
-		n    uint64
-		name string
-	}{
-		{s.ErrorsAuth, "auth"}, {s.ErrorsServer, "server"}, {s.ErrorsClient, "client"}, {s.ErrorsNetwork, "network"},
-		{s.RateLimitedRequests, "rate-limited"}, {s.IntentionalRejections, "shed"}, {s.ErrorsOther, "other"},
-	} {
-		if b.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", b.n, b.name))
-		}
-	}
-	out := fmt.Sprintf("%d requests, %d failed", s.TotalRequests, s.FailedRequests)
-	if len(parts) > 0 {
-		out += ": " + strings.Join(parts, ", ")
-	}
-	return out + fmt.Sprintf("; %d connect failures", s.ConnectFailures)
 }
 
 // newKeycastReportCmd is `report` (docs/protocol-keycast.md, report).
