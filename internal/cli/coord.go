@@ -224,10 +224,10 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 		code, runErr = ExitCouldNotRun, err // printed once, by the caller
 	} else {
 		// Spawned workers run on this machine: its one price counts once.
-		fleet := &fleetPrices{coordinator: o.price, local: o.spawn}
+		fleet := &cost.Fleet{Coordinator: o.price, Local: o.spawn}
 		for _, w := range co.Workers() {
 			if !o.spawn {
-				fleet.workers = append(fleet.workers, w.Machine.CostPerHour)
+				fleet.Workers = append(fleet.Workers, w.Machine.CostPerHour)
 			}
 		}
 		// The client command's tree spreads its run over the workers (coord.Runner.Spread).

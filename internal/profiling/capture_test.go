@@ -30,7 +30,9 @@ func TestCaptureWritesBothProfilesAroundTheRun(t *testing.T) {
 	dir := t.TempDir()
 	c := Capture{PprofURL: srv.URL, Duration: 1500 * time.Millisecond,
 		CPUPath: filepath.Join(dir, "cpu.pprof"), HeapPath: filepath.Join(dir, "heap.pprof"),
-		Client: func(_ string, timeout time.Duration) (*http.Client, error) { return &http.Client{Timeout: timeout}, nil }}
+		Client: func(_ string, timeout time.Duration) (*http.Client, error) {
+			return &http.Client{Timeout: timeout}, nil
+		}}
 
 	ran := false
 	if err := c.Run(context.Background(), func(context.Context) error { ran = true; return nil }); err != nil {
