@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -94,49 +92,17 @@ func lkServerArgs(cmd *cobra.Command) []string {
 	return args
 }
 
-// lkFlags records every flag of cmd (given or default) for the result file. A token, secret or
-// password flag that is set is recorded as "(redacted)": result files are shared, and a report
-// (the dashboard's too) shows every flag.
+// lkFlags records every flag of cmd (given or default) for the result file, each value as
+// result.RedactFlag lets a shared file carry it.
 func lkFlags(cmd *cobra.Command) map[string]string {
 	m := map[string]string{}
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if f.Name == "help" {
 			return
 		}
-		v := f.Value.String()
-		switch {
-		case v == "" || v == "[]":
-		case secretFlagName(f.Name):
-			v = "(redacted)"
-		case f.Name == "remote-write":
-			v = redactURL(v) // a query or user part may carry a token
-		}
-		m[f.Name] = v
+		m[f.Name] = result.RedactFlag(f.Name, f.Value.String())
 	})
 	return m
-}
-
-// secretFlagName reports a flag whose value must not reach a result file.
-func secretFlagName(name string) bool {
-	for _, s := range []string{"token", "secret", "password", "header"} {
-		if strings.Contains(name, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// redactURL drops a URL's user part, query and fragment, which may carry credentials.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(redacted)"
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		u.User, u.RawQuery, u.Fragment = nil, "", ""
-		return u.String() + " (query redacted)"
-	}
-	return raw
 }
 
 // lkRun prepares the Run of a client: the target (the info file, overridden by --target,
@@ -325,16 +291,7 @@ func lkVerdict(ctx context.Context, res linkkeysload.Result, err error) error {
 
 // topCauses names the n most frequent causes with their counts.
 func topCauses(causes map[string]int64, n int) string {
-	keys := make([]string, 0, len(causes))
-	for k := range causes {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if causes[keys[i]] != causes[keys[j]] {
-			return causes[keys[i]] > causes[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
+	keys := result.CausesByCount(causes)
 	if len(keys) > n {
 		keys = keys[:n]
 	}
