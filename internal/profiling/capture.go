@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"os/exec"
+	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
@@ -96,4 +99,40 @@ func Top(ctx context.Context, profile string, n int) ([]byte, error) {
 		return nil, ErrNoGo
 	}
 	return exec.CommandContext(ctx, goBin, "tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", n), profile).Output()
+}
+
+// ErrCPUStart: the CPU profiler of this process would not start (another profile is running).
+var ErrCPUStart = errors.New("starting the CPU profile")
+
+// Self profiles this process over run: its CPU profile while run runs goes to cpuPath, then, after
+// a collection, its heap profile to heapPath. run's own error comes back apart (runErr), since the
+// profiles of a failed run are still written; err is a profile that could not be taken or written
+// (ErrCPUStart when the profiler would not start).
+func Self(cpuPath, heapPath string, run func() error) (runErr, err error) {
+	cpuFile, err := os.Create(cpuPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(cpuFile); err != nil {
+		cpuFile.Close()
+		return nil, fmt.Errorf("%w: %w", ErrCPUStart, err)
+	}
+	runErr = run()
+	pprof.StopCPUProfile()
+	if err := cpuFile.Close(); err != nil {
+		return runErr, err
+	}
+	runtime.GC()
+	heapFile, err := os.Create(heapPath)
+	if err != nil {
+		return runErr, err
+	}
+	err = pprof.Lookup("heap").WriteTo(heapFile, 0)
+	if cerr := heapFile.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return runErr, fmt.Errorf("heap profile: %w", err)
+	}
+	return runErr, nil
 }

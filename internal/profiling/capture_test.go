@@ -1,12 +1,14 @@
 package profiling
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,5 +62,32 @@ func TestCaptureWritesBothProfilesAroundTheRun(t *testing.T) {
 	var fe *FetchError
 	if !errors.As(err, &fe) || fe.Which != "heap" {
 		t.Errorf("heap answered 500: %v; want a *FetchError for the heap profile", err)
+	}
+}
+
+func TestSelfWritesProfilesOfAFailedRunToo(t *testing.T) {
+	dir := t.TempDir()
+	cpu, heap := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "heap.pprof")
+	boom := errors.New("boom")
+	runErr, err := Self(cpu, heap, func() error { return boom })
+	if err != nil || runErr != boom {
+		t.Fatalf("Self = %v, %v; want the run's error apart and no profile error", runErr, err)
+	}
+	for _, p := range []string{cpu, heap} {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v; want a profile", p, err)
+		}
+	}
+
+	// A second profile while one runs is refused before the run starts.
+	var busy bytes.Buffer
+	if err := pprof.StartCPUProfile(&busy); err != nil {
+		t.Skipf("the CPU profiler is in use: %v", err)
+	}
+	defer pprof.StopCPUProfile()
+	ran := false
+	_, err = Self(filepath.Join(dir, "cpu2.pprof"), filepath.Join(dir, "heap2.pprof"), func() error { ran = true; return nil })
+	if !errors.Is(err, ErrCPUStart) || ran {
+		t.Errorf("Self while profiling: %v (ran %v); want ErrCPUStart and no run", err, ran)
 	}
 }
