@@ -206,13 +206,7 @@ func lkCheckSources(cmd *cobra.Command, env *Env, target linkkeysload.Target, ru
 	if run.Remote != nil {
 		return nil
 	}
-	if seg := run.Segment; seg.Count > 1 {
-		for i, u := range uses {
-			part := linkkeysload.SourceAddrs{Base: u.Range.First, Count: u.Range.Count}.In(seg)
-			uses[i].Range.First, uses[i].Range.Count = part.Base, part.Count
-			uses[i].Sockets = seg.Share(u.Sockets)
-		}
-	}
+	uses = linkkeysload.InSegment(uses, run.Segment)
 	warnings, err := linkkeysload.CheckSources(target.Addr, uses, nil)
 	for _, w := range warnings {
 		env.Logger.Warn(w)
@@ -331,7 +325,7 @@ func newLinkKeysConnectionsCmd(env *Env, o treeOpts) *cobra.Command {
 			}
 			if !cmd.Flags().Changed("client-ip-count") {
 				pre, _ := cmd.Flags().GetBool("preflight")
-				ipCount = connectionsSources(count, pre)
+				ipCount = linkkeysload.ConnectionsSources(count, pre)
 				_ = cmd.Flags().Set("client-ip-count", strconv.FormatUint(uint64(ipCount), 10)) // recorded in the result's flags as used
 			}
 			cfg := linkkeysload.ConnectionsConfig{Count: count, Concurrency: conc, HoldSecs: hold,
@@ -380,25 +374,7 @@ func newLinkKeysConnectionsCmd(env *Env, o treeOpts) *cobra.Command {
 	return c
 }
 
-// connectionsSources is connections' default --client-ip-count: enough source addresses that none
-// needs more handshakes than the server's default per-source burst (TCP_HANDSHAKE_BURST) for count
-// connections, the preflight connection included, and never fewer than the seed's default; at most
-// the default distinct-source threshold, past which the server goes into protection mode (a count
-// that needs more than that is refused by design whatever the sources).
-func connectionsSources(count uint32, preflight bool) uint32 {
-	lim := admit.HandshakeDefaults()
-	// Attempts go round-robin from the first source, which also makes the preflight connection:
-	// it takes ⌈count/n⌉ attempts, plus one.
-	per := max(uint64(lim.Burst), 2)
-	if preflight {
-		per--
-	}
-	n := (uint64(count) + per - 1) / per
-	n = min(max(n, linkkeysload.DefaultClientIPCount), lim.DistinctSourceThreshold)
-	return uint32(n)
-}
-
-// connectionsSourcesHelp documents connectionsSources.
+// connectionsSourcesHelp documents linkkeysload.ConnectionsSources.
 func connectionsSourcesHelp() string {
 	lim := admit.HandshakeDefaults()
 	return fmt.Sprintf("number of distinct source addresses (below 1 counts as 1); by default enough that no source needs more handshakes "+
