@@ -13,6 +13,7 @@ import (
 
 	"github.com/loadproof/loadproof/internal/cmdenv"
 	"github.com/loadproof/loadproof/internal/coord"
+	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/machine"
 	"github.com/loadproof/loadproof/internal/procexec"
 	"github.com/loadproof/loadproof/internal/report"
@@ -106,7 +107,7 @@ type treeOpts struct {
 	// or the coordinator's workers.
 	runner coord.Runner
 	// fleet, under coordinate, holds the prices of the run's machines (docs/cost.md).
-	fleet *fleetPrices
+	fleet *cost.Fleet
 }
 
 // NewRoot builds the command tree for a binary.

@@ -28,21 +28,13 @@ import (
 // coordinator): partial results and the coordination manifest were written.
 const ExitWorkerLost = 4
 
-// parseSegment reads --segment I/N (1-based, as Segment.String prints it); empty is the whole run.
+// parseSegment reads --segment I/N (result.ParseSegment); a bad value is a usage error.
 func parseSegment(s string) (result.Segment, error) {
-	if s == "" {
-		return result.Segment{}, nil
+	seg, err := result.ParseSegment(s)
+	if err != nil {
+		return result.Segment{}, usageError("--segment %v", err)
 	}
-	i, n, ok := strings.Cut(s, "/")
-	a, err1 := strconv.Atoi(strings.TrimSpace(i))
-	b, err2 := strconv.Atoi(strings.TrimSpace(n))
-	if !ok || err1 != nil || err2 != nil || b < 1 || a < 1 || a > b {
-		return result.Segment{}, usageError("--segment %q: want I/N with 1 <= I <= N, e.g. 2/4", s)
-	}
-	if b > coord.MaxSegments {
-		return result.Segment{}, usageError("--segment %q: at most %d segments", s, coord.MaxSegments)
-	}
-	return result.Segment{Index: a - 1, Count: b}, nil
+	return seg, nil
 }
 
 // natsFlags are the flags that say how to reach NATS, shared by coordinate, worker and kube.
@@ -232,10 +224,10 @@ func runCoordinate(ctx context.Context, env *Env, cmd *cobra.Command, o coordina
 		code, runErr = ExitCouldNotRun, err // printed once, by the caller
 	} else {
 		// Spawned workers run on this machine: its one price counts once.
-		fleet := &fleetPrices{coordinator: o.price, local: o.spawn}
+		fleet := &cost.Fleet{Coordinator: o.price, Local: o.spawn}
 		for _, w := range co.Workers() {
 			if !o.spawn {
-				fleet.workers = append(fleet.workers, w.Machine.CostPerHour)
+				fleet.Workers = append(fleet.Workers, w.Machine.CostPerHour)
 			}
 		}
 		// The client command's tree spreads its run over the workers (coord.Runner.Spread).

@@ -131,19 +131,6 @@ func requestsDelta(t *testing.T, r *keycastresult.Results) uint64 {
 	return r.ServerMetrics.Deltas.HTTPRPCRequestsTotal
 }
 
-func TestParseSegment(t *testing.T) {
-	for in, want := range map[string]result.Segment{"": {}, "1/1": {Index: 0, Count: 1}, "2/4": {Index: 1, Count: 4}, " 4 / 4 ": {Index: 3, Count: 4}, "10000/10000": {Index: 9999, Count: 10000}} {
-		if got, err := parseSegment(in); err != nil || got != want {
-			t.Errorf("parseSegment(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"0/4", "5/4", "1/0", "a/b", "3", "1/10001", "1/9223372036854775807"} {
-		if _, err := parseSegment(in); err == nil {
-			t.Errorf("parseSegment(%q) succeeded", in)
-		}
-	}
-}
-
 // TestKeycastSegmentsTileTheRun: the four --segment runs of a count-bound run together send what
 // the whole run sends, and the server counts each once.
 func TestKeycastSegmentsTileTheRun(t *testing.T) {

@@ -23,40 +23,11 @@ import (
 type prices struct {
 	load, server cost.Price
 	// fleet, set under coordinate (treeOpts.fleet), holds the prices of the run's machines.
-	fleet *fleetPrices
+	fleet *cost.Fleet
 }
 
-// fleetPrices are a coordinated run's machine prices: each worker's (from the machine record it
-// joined with, its --cost-per-hour) and the coordinator's (coordinate --cost-per-hour).
-type fleetPrices struct {
-	workers     []cost.Price
-	coordinator cost.Price
-	// local says the workers were spawned on the coordinator's machine: one machine, one price.
-	local bool
-}
-
-// loadPrices are the load machines' prices: this machine's alone, or, under coordinate, each
-// worker's (the client's --cost-per-hour standing for a worker that gave none) and the
-// coordinator's.
-func (p *prices) loadPrices() []cost.Price {
-	if p.fleet == nil {
-		return []cost.Price{p.load}
-	}
-	if p.fleet.local {
-		if p.fleet.coordinator.Given {
-			return []cost.Price{p.fleet.coordinator}
-		}
-		return []cost.Price{p.load}
-	}
-	out := make([]cost.Price, 0, len(p.fleet.workers)+1)
-	for _, w := range p.fleet.workers {
-		if !w.Given {
-			w = p.load
-		}
-		out = append(out, w)
-	}
-	return append(out, p.fleet.coordinator)
-}
+// loadPrices are the load machines' prices (cost.Fleet.LoadPrices).
+func (p *prices) loadPrices() []cost.Price { return p.fleet.LoadPrices(p.load) }
 
 // bind adds the two flags.
 func (p *prices) bind(f *pflag.FlagSet) {
@@ -76,22 +47,7 @@ func (p *prices) fromPlan(load, server cost.Price) {
 }
 
 // given reports whether any price was given.
-func (p *prices) given() bool {
-	if p.load.Given || p.server.Given {
-		return true
-	}
-	if f := p.fleet; f != nil {
-		if f.coordinator.Given {
-			return true
-		}
-		for _, w := range f.workers {
-			if w.Given {
-				return true
-			}
-		}
-	}
-	return false
-}
+func (p *prices) given() bool { return p.load.Given || p.server.Given || p.fleet.Given() }
 
 // check refuses prices that cannot add up (two currencies) before anything runs.
 func (p *prices) check() error {

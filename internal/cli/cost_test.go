@@ -244,34 +244,6 @@ func TestPricesFlag(t *testing.T) {
 	}
 }
 
-// TestFleetPrices: under coordinate the load side is each worker's price (the client's own
-// standing for a worker that gave none) and the coordinator's; spawned workers are the
-// coordinator's one machine.
-func TestFleetPrices(t *testing.T) {
-	p := func(v float64) cost.Price { return cost.Price{PerHour: v, Given: true} }
-	pr := prices{load: p(1)}
-	if got := pr.loadPrices(); len(got) != 1 || got[0] != p(1) {
-		t.Fatalf("alone: %+v", got)
-	}
-	pr.fleet = &fleetPrices{workers: []cost.Price{p(2), {}, p(3)}, coordinator: p(0.5)}
-	got := pr.loadPrices()
-	if want := []cost.Price{p(2), p(1), p(3), p(0.5)}; len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
-		t.Fatalf("fleet: %+v, want %+v", got, want)
-	}
-	pr = prices{fleet: &fleetPrices{workers: []cost.Price{{}, {}}, local: true, coordinator: p(4)}}
-	if got := pr.loadPrices(); !pr.given() || len(got) != 1 || got[0] != p(4) {
-		t.Fatalf("spawned: %+v", got)
-	}
-	pr = prices{fleet: &fleetPrices{workers: []cost.Price{{}, {}}}}
-	if pr.given() {
-		t.Fatal("a fleet without a price is priced")
-	}
-	pr = prices{fleet: &fleetPrices{workers: []cost.Price{{PerHour: 1, Currency: "USD", Given: true}}}, server: cost.Price{PerHour: 1, Currency: "EUR", Given: true}}
-	if err := pr.check(); err == nil || !strings.Contains(err.Error(), "cannot add up") {
-		t.Fatalf("two currencies across the fleet: %v", err)
-	}
-}
-
 // TestCostCapacityPhases: keycast capacity prices every phase from the plan's cost_per_hour (a flag
 // overrides it), prints each phase's cost and their sum, and the bundle verifies with every
 // phase's cost recomputed.
@@ -335,13 +307,13 @@ func TestCostCapacityPricesTheFleet(t *testing.T) {
 		return res, err
 	}
 	t.Cleanup(func() { capacityRunner = nil })
-	fleet := &fleetPrices{coordinator: cost.Price{PerHour: 3.6, Currency: "USD", Given: true}, local: true}
+	fleet := &cost.Fleet{Coordinator: cost.Price{PerHour: 3.6, Currency: "USD", Given: true}, Local: true}
 	out := filepath.Join(dir, "ev")
 	code, stdout, stderr := runTree(t, treeOpts{fleet: fleet}, "keycast", "capacity", "--plan", planPath, "--output", out)
 	if code != ExitOK || !strings.Contains(stdout, "all phases: cost: 0.06 USD for 60 s") {
 		t.Fatalf("capacity in coordinate's tree: exit %d; want every phase priced at the coordinator's 3.6 USD an hour\n%s%s", code, stdout, stderr)
 	}
-	eur := &fleetPrices{workers: []cost.Price{{PerHour: 1, Currency: "EUR", Given: true}}, coordinator: cost.Price{PerHour: 1, Currency: "USD", Given: true}}
+	eur := &cost.Fleet{Workers: []cost.Price{{PerHour: 1, Currency: "EUR", Given: true}}, Coordinator: cost.Price{PerHour: 1, Currency: "USD", Given: true}}
 	code, _, stderr = runTree(t, treeOpts{fleet: eur}, "keycast", "capacity", "--plan", planPath, "--output", filepath.Join(dir, "ev2"))
 	if code != ExitUsage || !strings.Contains(stderr, "cannot add up") {
 		t.Fatalf("a fleet priced in two currencies: exit %d\n%s", code, stderr)

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/durflag"
 	"github.com/loadproof/loadproof/internal/engine"
@@ -142,19 +139,12 @@ func runSetup(ctx context.Context, env *Env, cfg keycastload.SetupConfig, output
 	return nil
 }
 
-// saveUsers writes the users file. The check before setup makes a failure unlikely, but the disk
-// can still fill: then the users, whose tokens exist nowhere else, go to a private file in the
-// temporary directory and the error says where.
+// saveUsers writes the users file, or a fallback that keeps the tokens (keycast.SaveUsersFile).
 func saveUsers(output string, uf *keycast.UsersFile) error {
-	err := keycast.WriteUsersFile(output, uf)
-	if err == nil {
-		return nil
+	if err := keycast.SaveUsersFile(output, uf); err != nil {
+		return fmt.Errorf("setup: %w", err)
 	}
-	fallback := filepath.Join(os.TempDir(), fmt.Sprintf("loadtest-users-%d.json", time.Now().UnixNano()))
-	if ferr := keycast.WriteUsersFile(fallback, uf); ferr != nil {
-		return fmt.Errorf("setup: %w; saving the %d users to %s failed too (%v): their tokens are lost", err, len(uf.Users), fallback, ferr)
-	}
-	return fmt.Errorf("setup: %w; the %d users created are saved in %s instead", err, len(uf.Users), fallback)
+	return nil
 }
 
 // runFlags are `run`'s flags.
@@ -337,35 +327,13 @@ func finishRun(env *Env, log *slog.Logger, res *keycastresult.Results, output st
 func runVerdict(res *keycastresult.Results, fl runFlags, output string) error {
 	s := res.Summary
 	if s.SuccessfulRequests == 0 {
-		return &ExitError{Code: ExitNoSuccess, Err: fmt.Errorf("run: no request succeeded (%s); results saved to %s", failureBreakdown(s), output)}
+		return &ExitError{Code: ExitNoSuccess, Err: fmt.Errorf("run: no request succeeded (%s); results saved to %s", s.FailureBreakdown(), output)}
 	}
 	if fl.maxErrorRateSet && s.ErrorRate > fl.maxErrorRate {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run: error rate %.1f%% is above --max-error-rate %.1f%% (%s); results saved to %s",
-			s.ErrorRate*100, fl.maxErrorRate*100, failureBreakdown(s), output)}
+			s.ErrorRate*100, fl.maxErrorRate*100, s.FailureBreakdown(), output)}
 	}
 	return nil
-}
-
-// failureBreakdown says how many requests there were and how they failed, and how many connects
-// failed: "20 requests, 20 failed: 20 auth; 0 connect failures".
-func failureBreakdown(s keycastresult.Summary) string {
-	var parts []string
-	for _, b := range []struct {
-		n    uint64
-		name string
-	}{
-		{s.ErrorsAuth, "auth"}, {s.ErrorsServer, "server"}, {s.ErrorsClient, "client"}, {s.ErrorsNetwork, "network"},
-		{s.RateLimitedRequests, "rate-limited"}, {s.IntentionalRejections, "shed"}, {s.ErrorsOther, "other"},
-	} {
-		if b.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", b.n, b.name))
-		}
-	}
-	out := fmt.Sprintf("%d requests, %d failed", s.TotalRequests, s.FailedRequests)
-	if len(parts) > 0 {
-		out += ": " + strings.Join(parts, ", ")
-	}
-	return out + fmt.Sprintf("; %d connect failures", s.ConnectFailures)
 }
 
 // newKeycastReportCmd is `report` (docs/protocol-keycast.md, report).
@@ -544,46 +512,39 @@ func runProfile(ctx context.Context, cmd *cobra.Command, env *Env, log *slog.Log
 	}
 
 	// The CPU profile covers the run: it starts with it and lasts its duration.
-	type fetched struct {
-		b   []byte
-		err error
-	}
-	cpuc := make(chan fetched, 1)
-	go func() {
-		b, err := fetchProfile(ctx, fl.tls, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofBase, fl.duration), time.Duration(fl.duration)*time.Second+30*time.Second)
-		cpuc <- fetched{b, err}
-	}()
 	runCfg.URL, runCfg.Users, runCfg.UsersFile, runCfg.Progress, runCfg.Logger = base, users, usersPath, env.Stderr, log
-	res, err := keycastload.Run(ctx, runCfg)
-	if err != nil {
-		return &ExitError{Code: ExitCouldNotRun, Err: err}
-	}
-	if err := keycastresult.Write(resultsPath, res); err != nil {
-		return &ExitError{Code: ExitFailure, Err: err}
-	}
-	cpu := <-cpuc
-	if cpu.err != nil {
-		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: CPU profile from %s: %w", pprofBase, cpu.err)}
-	}
-	if err := atomicfile.Write(cpuPath, cpu.b, 0o644); err != nil {
-		return &ExitError{Code: ExitFailure, Err: err}
-	}
-	heap, err := fetchProfile(ctx, fl.tls, pprofBase+"/debug/pprof/heap", 30*time.Second)
-	if err != nil {
-		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: heap profile from %s: %w", pprofBase, err)}
-	}
-	if err := atomicfile.Write(heapPath, heap, 0o644); err != nil {
+	var res *keycastresult.Results
+	capture := profiling.Capture{PprofURL: pprofBase, Duration: runCfg.Duration, CPUPath: cpuPath, HeapPath: heapPath,
+		Client: func(url string, timeout time.Duration) (*http.Client, error) {
+			return tlsHTTPClient(fl.tls, url, &http.Client{Timeout: timeout})
+		}}
+	err := capture.Run(ctx, func(ctx context.Context) error {
+		var err error
+		if res, err = keycastload.Run(ctx, runCfg); err != nil {
+			return &ExitError{Code: ExitCouldNotRun, Err: err}
+		}
+		if err := keycastresult.Write(resultsPath, res); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		return nil
+	})
+	var ee *ExitError
+	var fe *profiling.FetchError
+	switch {
+	case errors.As(err, &ee):
+		return err
+	case errors.As(err, &fe):
+		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: %w", err)}
+	case err != nil:
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 
 	fmt.Fprintf(env.Stdout, "\n=== Results ===\n%s\n", report.Text(res))
-	if goBin, err := exec.LookPath("go"); err == nil {
-		top, err := exec.CommandContext(ctx, goBin, "tool", "pprof", "-top", "-nodecount=25", cpuPath).Output()
-		if err == nil {
-			fmt.Fprintf(env.Stdout, "\n=== Top functions (CPU) ===\n%s", report.SanitizeText(string(top)))
-		} else {
-			log.Warn("go tool pprof -top failed; open the profile by hand", "err", err)
-		}
+	switch top, err := profiling.Top(ctx, cpuPath, 25); {
+	case err == nil:
+		fmt.Fprintf(env.Stdout, "\n=== Top functions (CPU) ===\n%s", report.SanitizeText(string(top)))
+	case !errors.Is(err, profiling.ErrNoGo):
+		log.Warn("go tool pprof -top failed; open the profile by hand", "err", err)
 	}
 	fmt.Fprintf(env.Stdout, "\nOutput files:\n  CPU profile:  %s\n  Heap profile: %s\n  Results:      %s\n  Users:        %s\n",
 		cpuPath, heapPath, resultsPath, usersPath)
@@ -603,13 +564,13 @@ type profiledServer struct {
 // startProfiledServer starts this binary's `server` command on free local ports with a temporary
 // data directory and pprof on, and waits for its startup line.
 func startProfiledServer(ctx context.Context, cmd *cobra.Command, env *Env, out string) (*profiledServer, error) {
-	addr, err := freeAddr()
+	addr, err := launch.FreeAddr()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("profile: %w", err)
 	}
-	paddr, err := freeAddr()
+	paddr, err := launch.FreeAddr()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("profile: %w", err)
 	}
 	dataDir, err := profileDataDir(cmd, out)
 	if err != nil {
@@ -649,16 +610,6 @@ func (p *profiledServer) stop(log *slog.Logger) {
 	// The data directory stays: the next --skip-setup run starts the server on it (profileDataDir).
 }
 
-// freeAddr returns a local address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("profile: finding a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 func waitHealthy(ctx context.Context, o keycastload.TLSOptions, base string, limit time.Duration) error {
 	hc, err := tlsHTTPClient(o, base, &http.Client{Timeout: 2 * time.Second})
 	if err != nil {
@@ -668,15 +619,6 @@ func waitHealthy(ctx context.Context, o keycastload.TLSOptions, base string, lim
 		return fmt.Errorf("profile: %w", err)
 	}
 	return nil
-}
-
-// fetchProfile GETs a pprof endpoint.
-func fetchProfile(ctx context.Context, o keycastload.TLSOptions, url string, timeout time.Duration) ([]byte, error) {
-	hc, err := tlsHTTPClient(o, url, &http.Client{Timeout: timeout})
-	if err != nil {
-		return nil, err
-	}
-	return profiling.Fetch(ctx, hc, url)
 }
 
 // kcUsage is exit 2 with keycastload's *UsageError: each problem on its own line after the

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -94,49 +92,17 @@ func lkServerArgs(cmd *cobra.Command) []string {
 	return args
 }
 
-// lkFlags records every flag of cmd (given or default) for the result file. A token, secret or
-// password flag that is set is recorded as "(redacted)": result files are shared, and a report
-// (the dashboard's too) shows every flag.
+// lkFlags records every flag of cmd (given or default) for the result file, each value as
+// result.RedactFlag lets a shared file carry it.
 func lkFlags(cmd *cobra.Command) map[string]string {
 	m := map[string]string{}
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if f.Name == "help" {
 			return
 		}
-		v := f.Value.String()
-		switch {
-		case v == "" || v == "[]":
-		case secretFlagName(f.Name):
-			v = "(redacted)"
-		case f.Name == "remote-write":
-			v = redactURL(v) // a query or user part may carry a token
-		}
-		m[f.Name] = v
+		m[f.Name] = result.RedactFlag(f.Name, f.Value.String())
 	})
 	return m
-}
-
-// secretFlagName reports a flag whose value must not reach a result file.
-func secretFlagName(name string) bool {
-	for _, s := range []string{"token", "secret", "password", "header"} {
-		if strings.Contains(name, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// redactURL drops a URL's user part, query and fragment, which may carry credentials.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(redacted)"
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		u.User, u.RawQuery, u.Fragment = nil, "", ""
-		return u.String() + " (query redacted)"
-	}
-	return raw
 }
 
 // lkRun prepares the Run of a client: the target (the info file, overridden by --target,
@@ -240,13 +206,7 @@ func lkCheckSources(cmd *cobra.Command, env *Env, target linkkeysload.Target, ru
 	if run.Remote != nil {
 		return nil
 	}
-	if seg := run.Segment; seg.Count > 1 {
-		for i, u := range uses {
-			part := linkkeysload.SourceAddrs{Base: u.Range.First, Count: u.Range.Count}.In(seg)
-			uses[i].Range.First, uses[i].Range.Count = part.Base, part.Count
-			uses[i].Sockets = seg.Share(u.Sockets)
-		}
-	}
+	uses = linkkeysload.InSegment(uses, run.Segment)
 	warnings, err := linkkeysload.CheckSources(target.Addr, uses, nil)
 	for _, w := range warnings {
 		env.Logger.Warn(w)
@@ -325,16 +285,7 @@ func lkVerdict(ctx context.Context, res linkkeysload.Result, err error) error {
 
 // topCauses names the n most frequent causes with their counts.
 func topCauses(causes map[string]int64, n int) string {
-	keys := make([]string, 0, len(causes))
-	for k := range causes {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if causes[keys[i]] != causes[keys[j]] {
-			return causes[keys[i]] > causes[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
+	keys := result.CausesByCount(causes)
 	if len(keys) > n {
 		keys = keys[:n]
 	}
@@ -374,7 +325,7 @@ func newLinkKeysConnectionsCmd(env *Env, o treeOpts) *cobra.Command {
 			}
 			if !cmd.Flags().Changed("client-ip-count") {
 				pre, _ := cmd.Flags().GetBool("preflight")
-				ipCount = connectionsSources(count, pre)
+				ipCount = linkkeysload.ConnectionsSources(count, pre)
 				_ = cmd.Flags().Set("client-ip-count", strconv.FormatUint(uint64(ipCount), 10)) // recorded in the result's flags as used
 			}
 			cfg := linkkeysload.ConnectionsConfig{Count: count, Concurrency: conc, HoldSecs: hold,
@@ -423,25 +374,7 @@ func newLinkKeysConnectionsCmd(env *Env, o treeOpts) *cobra.Command {
 	return c
 }
 
-// connectionsSources is connections' default --client-ip-count: enough source addresses that none
-// needs more handshakes than the server's default per-source burst (TCP_HANDSHAKE_BURST) for count
-// connections, the preflight connection included, and never fewer than the seed's default; at most
-// the default distinct-source threshold, past which the server goes into protection mode (a count
-// that needs more than that is refused by design whatever the sources).
-func connectionsSources(count uint32, preflight bool) uint32 {
-	lim := admit.HandshakeDefaults()
-	// Attempts go round-robin from the first source, which also makes the preflight connection:
-	// it takes ⌈count/n⌉ attempts, plus one.
-	per := max(uint64(lim.Burst), 2)
-	if preflight {
-		per--
-	}
-	n := (uint64(count) + per - 1) / per
-	n = min(max(n, linkkeysload.DefaultClientIPCount), lim.DistinctSourceThreshold)
-	return uint32(n)
-}
-
-// connectionsSourcesHelp documents connectionsSources.
+// connectionsSourcesHelp documents linkkeysload.ConnectionsSources.
 func connectionsSourcesHelp() string {
 	lim := admit.HandshakeDefaults()
 	return fmt.Sprintf("number of distinct source addresses (below 1 counts as 1); by default enough that no source needs more handshakes "+

@@ -3,13 +3,12 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeys"
 	"github.com/loadproof/loadproof/internal/linkkeysmain"
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
+	"github.com/loadproof/loadproof/internal/profiling"
 )
 
 // newLinkKeysProfileCmd is `linkkeys-loadtest profile`: the Keycast tool's profile for the LinkKeys
@@ -82,30 +82,14 @@ func runLinkKeysProfile(ctx context.Context, cmd *cobra.Command, env *Env, bench
 	}
 	defer stop()
 
-	cpuFile, err := os.Create(paths.cpu)
-	if err != nil {
+	benchErr, err := profiling.Self(paths.cpu, paths.heap, func() error {
+		return runBenchChild(ctx, cmd, env, bench, paths.info, paths.result, duration, benchArgs)
+	})
+	switch {
+	case errors.Is(err, profiling.ErrCPUStart):
+		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: %w", err)}
+	case err != nil:
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("profile: %w", err)}
-	}
-	if err := pprof.StartCPUProfile(cpuFile); err != nil {
-		cpuFile.Close()
-		return &ExitError{Code: ExitCouldNotRun, Err: fmt.Errorf("profile: starting the CPU profile: %w", err)}
-	}
-	benchErr := runBenchChild(ctx, cmd, env, bench, paths.info, paths.result, duration, benchArgs)
-	pprof.StopCPUProfile()
-	if err := cpuFile.Close(); err != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("profile: %w", err)}
-	}
-	runtime.GC()
-	heapFile, err := os.Create(paths.heap)
-	if err != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("profile: %w", err)}
-	}
-	err = pprof.Lookup("heap").WriteTo(heapFile, 0)
-	if cerr := heapFile.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("profile: heap profile: %w", err)}
 	}
 	final := srv.Metrics()
 	fmt.Fprintf(env.Stdout, "\nServer during the profile: %d connections accepted, %d frames processed\n",

@@ -13,36 +13,11 @@ import (
 	"github.com/loadproof/loadproof/internal/linkkeysserver"
 )
 
-// TestConnectionsSourcesDefault: connections' default --client-ip-count is the fewest sources that
-// keep every source within the server's default per-source burst, the preflight connection
-// included, never below the seed's default and never above the distinct-source threshold.
-func TestConnectionsSourcesDefault(t *testing.T) {
+// TestConnectionsSourcesHelp: --client-ip-count's help states the rule of
+// linkkeysload.ConnectionsSources with the server's default figures.
+func TestConnectionsSourcesHelp(t *testing.T) {
 	lim := admit.HandshakeDefaults()
-	burst := uint64(lim.Burst)
 	seed := uint64(linkkeysload.DefaultClientIPCount)
-	for _, count := range []uint64{0, 1, burst*seed - 1, burst * seed, burst*seed + 1, 3000, 200000, 1 << 31} {
-		for _, pre := range []bool{true, false} {
-			// The first source's handshakes: its round-robin share, plus the preflight connection.
-			first := func(n uint64) uint64 {
-				f := (count + n - 1) / n
-				if pre {
-					f++
-				}
-				return f
-			}
-			n := uint64(connectionsSources(uint32(count), pre))
-			switch {
-			case n < seed:
-				t.Errorf("count %d: %d sources, fewer than the seed's %d", count, n, seed)
-			case n > lim.DistinctSourceThreshold:
-				t.Errorf("count %d: %d sources, above the distinct-source threshold %d", count, n, lim.DistinctSourceThreshold)
-			case n < lim.DistinctSourceThreshold && first(n) > burst:
-				t.Errorf("count %d (preflight %v): %d sources: the first makes %d handshakes, above the burst %d", count, pre, n, first(n), burst)
-			case n > seed && first(n-1) <= burst:
-				t.Errorf("count %d (preflight %v): %d sources, one fewer would do", count, pre, n)
-			}
-		}
-	}
 	help := connectionsSourcesHelp()
 	for _, want := range []string{"TCP_HANDSHAKE_BURST=" + fmt.Sprint(lim.Burst), "⌈--count / " + fmt.Sprint(lim.Burst-1) + "⌉",
 		fmt.Sprint(seed), fmt.Sprint(lim.DistinctSourceThreshold)} {
@@ -74,7 +49,7 @@ func TestConnectionsDefaultSourcesHoldEveryConnection(t *testing.T) {
 	}
 	lim := admit.HandshakeDefaults()
 	count := uint32(lim.Burst)*linkkeysload.DefaultClientIPCount + 60
-	want := connectionsSources(count, true)
+	want := linkkeysload.ConnectionsSources(count, true)
 	env, out, errOut := lkTestEnv()
 	code := Run(context.Background(), LinkKeys, []string{"connections", "--info-file", info, "--count", fmt.Sprint(count),
 		"--concurrency", "64", "--hold-secs", "0", "--workers", "1"}, env)

@@ -11,8 +11,6 @@ import (
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/capacity"
 	"github.com/loadproof/loadproof/internal/evidence"
-	"github.com/loadproof/loadproof/internal/keycastresult"
-	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/report"
 )
 
@@ -90,8 +88,8 @@ func openFiles(paths []string) ([]*report.File, error) {
 			// Results of two harnesses never merge: say so before what else is wrong with one.
 			var oe *report.OpenError
 			if errors.As(err, &oe) && len(files) > 0 && (oe.Kind == report.KindLinkKeys || oe.Kind == report.KindKeycast) {
-				if err := mixed(files[0], p, oe.Kind); err != nil {
-					return nil, err
+				if err := report.SameHarness(files[0], p, oe.Kind); err != nil {
+					return nil, &ExitError{Code: ExitUsage, Err: err}
 				}
 			}
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: %w", err)}
@@ -99,14 +97,6 @@ func openFiles(paths []string) ([]*report.File, error) {
 		files = append(files, f)
 	}
 	return files, nil
-}
-
-// mixed refuses a result of kind at path to merge with first, a result of another harness.
-func mixed(first *report.File, path string, kind report.Kind) error {
-	if !first.IsResult() || first.Kind == kind {
-		return nil
-	}
-	return usageError("report: %s is a %s result but %s is a %s result; merge files of one kind", path, kind, first.Path, first.Kind)
 }
 
 // alone returns the file of kind among files, which must then be the only one (what says what
@@ -124,40 +114,15 @@ func alone(files []*report.File, kind report.Kind, what string) (*report.File, e
 	return nil, nil
 }
 
-// notResult refuses a file that Open read but that is no run's result file of either harness.
-func notResult(f *report.File) error {
-	return usageError("report: %s is a %s file, neither a LinkKeys client result nor a Keycast results file; --format html draws any result file with the shared envelope", f.Path, f.Kind)
-}
-
 func runReport(env *Env, files []*report.File, format, output string) error {
-	var lk []linkkeysresult.Result
-	var kc []*keycastresult.Results
-	var names []string
-	for _, f := range files {
-		if !f.IsResult() {
-			return notResult(f)
-		}
-		if err := mixed(files[0], f.Path, f.Kind); err != nil {
-			return err
-		}
-		names = append(names, f.Path)
-		if f.LinkKeys != nil {
-			lk = append(lk, *f.LinkKeys)
-		} else {
-			kc = append(kc, f.Keycast)
-		}
+	m, err := report.MergeResults(files)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
 	}
-	kind := files[0].Kind.String()
 	var merged any
 	var text func() error
-	if kind == "linkkeys" {
-		r := lk[0]
-		if len(lk) > 1 {
-			var err error
-			if r, err = linkkeysresult.MergeRun(names, lk); err != nil {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: merging: %w", err)}
-			}
-		}
+	if m.LinkKeys != nil {
+		r := *m.LinkKeys
 		merged = r
 		notice := report.PartialNotice(&r.Envelope)
 		text = func() error {
@@ -171,13 +136,7 @@ func runReport(env *Env, files []*report.File, format, output string) error {
 			return writeMerged(output, merged)
 		}
 	} else {
-		r := kc[0]
-		if len(kc) > 1 {
-			var err error
-			if r, err = keycastresult.MergeRun(names, kc); err != nil {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("report: merging: %w", err)}
-			}
-		}
+		r := m.Keycast
 		merged = r
 		notice := report.PartialNotice(r.Envelope)
 		if format == "csv" {

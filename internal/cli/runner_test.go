@@ -66,7 +66,7 @@ func TestTreeRunner(t *testing.T) {
 	}
 
 	spread := &spySpread{workers: 3}
-	fleet := &fleetPrices{coordinator: cost.Price{PerHour: 2, Currency: "USD", Given: true}, local: true}
+	fleet := &cost.Fleet{Coordinator: cost.Price{PerHour: 2, Currency: "USD", Given: true}, Local: true}
 	spreadOut := filepath.Join(dir, "spread.json")
 	if code, out, errs := runTree(t, treeOpts{runner: coord.Runner{Spread: spread}, fleet: fleet}, run(spreadOut)...); code != ExitOK {
 		t.Fatalf("keycast run in coordinate's tree: exit %d\n%s%s", code, out, errs)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -65,7 +64,7 @@ func newSearchCmd(env *Env) *cobra.Command {
 					return usageError("search: --abort-on: %v", err)
 				}
 			}
-			if cfg.Resolution, err = parseSharePercent(resolution); err != nil {
+			if cfg.Resolution, err = search.ParseResolution(resolution); err != nil {
 				return usageError("search: --resolution: %v", err)
 			}
 			outFlag, err := checkSearchCommand(env, args, cfg.Vary)
@@ -225,19 +224,6 @@ func checkSearchCommand(env *Env, args []string, vary string) (string, error) {
 		}
 	}
 	return outFlag, nil
-}
-
-// parseSharePercent reads "5%" (or 0.05) as a share.
-func parseSharePercent(s string) (float64, error) {
-	t := strings.TrimSuffix(strings.TrimSpace(s), "%")
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a percentage such as 5%%", s)
-	}
-	if strings.HasSuffix(strings.TrimSpace(s), "%") {
-		v /= 100
-	}
-	return v, nil
 }
 
 // emptyDir makes dir, or checks that it exists empty (a search never mixes its trials with others').

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/loadproof/loadproof/internal/result"
 )
 
 // AllowedCommands are the client commands a worker runs from a task's command line, as the
@@ -54,9 +56,9 @@ func checkIn(allowed [][]string, args []string) error {
 	return fmt.Errorf("%w: %q is not a client command that can be spread (allowed: %s)", ErrRefused, strings.Join(args[:min(len(args), 2)], " "), strings.Join(names, ", "))
 }
 
-// MaxSegments bounds the segment count of a task (and of --segment): beyond it a share is no
-// longer a meaningful piece of a run, and a huge count only costs memory.
-const MaxSegments = 10000
+// MaxSegments bounds the segment count of a task, as result.MaxSegments bounds --segment: beyond it
+// a share is no longer a meaningful piece of a run, and a huge count only costs memory.
+const MaxSegments = result.MaxSegments
 
 // taskFlags are the only flags a task's command may carry, as LinkKeysRun writes them: each flag
 // with its value as the next argument (true: the flag takes a value; false: a switch). A worker

@@ -170,3 +170,28 @@ func TestAppendRPCBody(t *testing.T) {
 		t.Fatal("register has no RPC body")
 	}
 }
+
+func TestSaveUsersFileFallsBackRatherThanLosingTokens(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	notADir := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uf := &UsersFile{Users: []TestUser{{Pubkey: strings.Repeat("a", 64), UcanToken: "only-copy"}}}
+	err := SaveUsersFile(filepath.Join(notADir, "sub", "users.json"), uf)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	_, after, ok := strings.Cut(err.Error(), "users created are saved in ")
+	path := strings.TrimSuffix(after, " instead")
+	if !ok {
+		t.Fatalf("error %q names no fallback", err)
+	}
+	back, rerr := ReadUsersFile(path)
+	if rerr != nil || back.Users[0].UcanToken != "only-copy" {
+		t.Fatalf("fallback %s: %v", path, rerr)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("fallback mode %v", fi.Mode())
+	}
+}

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/loadproof/loadproof/internal/textclip"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/textclip"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
 	"github.com/loadproof/loadproof/internal/boundedfile"
@@ -86,6 +89,21 @@ func WriteUsersFile(path string, uf *UsersFile) error {
 		return fmt.Errorf("keycast: %w", err)
 	}
 	return nil
+}
+
+// SaveUsersFile writes uf to path (WriteUsersFile) and, when that fails, to a private file in the
+// temporary directory instead: the users' tokens exist nowhere else, so a full disk or a bad path
+// must not lose them. The error then says where they went (or that the second write failed too).
+func SaveUsersFile(path string, uf *UsersFile) error {
+	err := WriteUsersFile(path, uf)
+	if err == nil {
+		return nil
+	}
+	fallback := filepath.Join(os.TempDir(), fmt.Sprintf("loadtest-users-%d.json", time.Now().UnixNano()))
+	if ferr := WriteUsersFile(fallback, uf); ferr != nil {
+		return fmt.Errorf("%w; saving the %d users to %s failed too (%v): their tokens are lost", err, len(uf.Users), fallback, ferr)
+	}
+	return fmt.Errorf("%w; the %d users created are saved in %s instead", err, len(uf.Users), fallback)
 }
 
 // FormatTimestamp formats t as RFC 3339 UTC with nanoseconds and a Z suffix, the form upstream's

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
@@ -501,4 +502,26 @@ func MergeRun(names []string, parts []*Results) (*Results, error) {
 	}
 	out.Envelope.MarkPartial(cov.Missing)
 	return out, nil
+}
+
+// FailureBreakdown says how many requests there were and how they failed, and how many connects
+// failed: "20 requests, 20 failed: 20 auth; 0 connect failures". A run's verdict quotes it.
+func (s Summary) FailureBreakdown() string {
+	var parts []string
+	for _, b := range []struct {
+		n    uint64
+		name string
+	}{
+		{s.ErrorsAuth, "auth"}, {s.ErrorsServer, "server"}, {s.ErrorsClient, "client"}, {s.ErrorsNetwork, "network"},
+		{s.RateLimitedRequests, "rate-limited"}, {s.IntentionalRejections, "shed"}, {s.ErrorsOther, "other"},
+	} {
+		if b.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", b.n, b.name))
+		}
+	}
+	out := fmt.Sprintf("%d requests, %d failed", s.TotalRequests, s.FailedRequests)
+	if len(parts) > 0 {
+		out += ": " + strings.Join(parts, ", ")
+	}
+	return out + fmt.Sprintf("; %d connect failures", s.ConnectFailures)
 }

@@ -188,3 +188,19 @@ func TestConnectFailuresAreAttemptsNotRequests(t *testing.T) {
 		t.Fatalf("merged %+v causes %v", m.Summary, m.ConnectFailureCauses)
 	}
 }
+
+func TestFailureBreakdown(t *testing.T) {
+	for _, c := range []struct {
+		s    Summary
+		want string
+	}{
+		{Summary{TotalRequests: 20, FailedRequests: 20, ErrorsAuth: 20}, "20 requests, 20 failed: 20 auth; 0 connect failures"},
+		{Summary{TotalRequests: 5}, "5 requests, 0 failed; 0 connect failures"},
+		{Summary{TotalRequests: 9, FailedRequests: 9, ErrorsServer: 2, RateLimitedRequests: 3, IntentionalRejections: 4, ConnectFailures: 7},
+			"9 requests, 9 failed: 2 server, 3 rate-limited, 4 shed; 7 connect failures"},
+	} {
+		if got := c.s.FailureBreakdown(); got != c.want {
+			t.Errorf("FailureBreakdown() = %q; want %q", got, c.want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -363,4 +364,16 @@ func (s *InProcess) Stop() error {
 	})
 	<-s.done
 	return s.err
+}
+
+// FreeAddr returns a loopback address (127.0.0.1:PORT) whose port was free a moment ago, for a
+// child that must be told its port on its command line. Another process may take the port before
+// the child binds it; the child's ready wait then fails and names its log.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

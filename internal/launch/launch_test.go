@@ -264,3 +264,18 @@ func FuzzFirstLine(f *testing.F) {
 		}
 	})
 }
+
+func TestFreeAddrIsBindableLoopback(t *testing.T) {
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("FreeAddr() = %q; want 127.0.0.1 and a port", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("binding %s: %v", addr, err)
+	}
+	ln.Close()
+}

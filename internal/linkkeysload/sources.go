@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/loadproof/loadproof/internal/admit"
+	"github.com/loadproof/loadproof/internal/engine"
 )
 
 // A run's source addresses must be this machine's: any address of 127.0.0.0/8 on Linux, or the
@@ -26,6 +29,41 @@ type SourceUse struct {
 	// MustHold says every one of Sockets must be open at once (a held population): exceeding the
 	// ephemeral-port budget then cannot work, and is an error rather than a warning.
 	MustHold bool
+}
+
+// InSegment returns the uses of segment seg of a run: each range cut to the segment's addresses
+// (SourceAddrs.In) and its sockets to the segment's share. The whole run's uses (seg.Count ≤ 1)
+// come back as they are; uses itself is not changed.
+func InSegment(uses []SourceUse, seg engine.Segment) []SourceUse {
+	if seg.Count <= 1 {
+		return uses
+	}
+	out := make([]SourceUse, len(uses))
+	for i, u := range uses {
+		part := SourceAddrs{Base: u.Range.First, Count: u.Range.Count}.In(seg)
+		u.Range.First, u.Range.Count = part.Base, part.Count
+		u.Sockets = seg.Share(u.Sockets)
+		out[i] = u
+	}
+	return out
+}
+
+// ConnectionsSources is connections' default source count: enough source addresses that none needs
+// more handshakes than the server's default per-source burst (TCP_HANDSHAKE_BURST) for count
+// connections, the preflight connection included, and never fewer than DefaultClientIPCount; at
+// most the default distinct-source threshold, past which the server goes into protection mode (a
+// count that needs more than that is refused by design whatever the sources).
+func ConnectionsSources(count uint32, preflight bool) uint32 {
+	lim := admit.HandshakeDefaults()
+	// Attempts go round-robin from the first source, which also makes the preflight connection:
+	// it takes ⌈count/n⌉ attempts, plus one.
+	per := max(uint64(lim.Burst), 2)
+	if preflight {
+		per--
+	}
+	n := (uint64(count) + per - 1) / per
+	n = min(max(n, DefaultClientIPCount), lim.DistinctSourceThreshold)
+	return uint32(n)
 }
 
 // maxBindProbes bounds the addresses CheckSources binds per range: all of a small range, an even

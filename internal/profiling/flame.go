@@ -1,5 +1,6 @@
-// Package profiling captures pprof profiles from a running server and turns them into things a person opens in a browser without a Go
-// toolchain or graphviz: a self-contained flame graph page (pprof's own flame graph view, rendered
+// Package profiling captures pprof profiles of a server under load (Capture: through its
+// net/http/pprof endpoint, over a run; Self: of this process, for a server run in it) and turns
+// them into things a person opens in a browser without a Go toolchain or graphviz: a self-contained flame graph page (pprof's own flame graph view, rendered
 // once and saved with its scripts and styles inline) and, for a live session, pprof's whole web UI
 // served from this binary (github.com/google/pprof's driver, the code behind `go tool pprof
 // -http`).

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -194,18 +193,7 @@ func Additions(r *keycastresult.Results) string {
 
 // writeCauses writes one line per cause, most frequent first.
 func writeCauses(b *strings.Builder, causes map[string]int64) {
-	keys := make([]string, 0, len(causes))
-	for k := range causes {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		ci, cj := causes[keys[i]], causes[keys[j]]
-		if ci != cj {
-			return ci > cj
-		}
-		return keys[i] < keys[j]
-	})
-	for _, k := range keys {
+	for _, k := range result.CausesByCount(causes) {
 		fmt.Fprintf(b, "  %-32s %d\n", Sanitize(k), causes[k])
 	}
 }

@@ -1,6 +1,10 @@
 package result
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Segment identifies one share of a run split into Count parts; Index runs from 0 to Count-1.
 // The zero value (Count 0) means "the whole run" and behaves like Segment{Index: 0, Count: 1}.
@@ -11,6 +15,29 @@ type Segment struct {
 
 // Whole is the single segment that covers a whole run.
 var Whole = Segment{Index: 0, Count: 1}
+
+// MaxSegments bounds the segment count of a run (a --segment flag, a coordinated task): beyond it a
+// segment's share of a run is too small to mean anything.
+const MaxSegments = 10000
+
+// ParseSegment reads "I/N", 1-based as String prints it (spaces around I and N allowed); empty is
+// the whole run (the zero Segment). Anything else is an error that quotes the input and says what
+// is wanted.
+func ParseSegment(s string) (Segment, error) {
+	if s == "" {
+		return Segment{}, nil
+	}
+	i, n, ok := strings.Cut(s, "/")
+	a, err1 := strconv.Atoi(strings.TrimSpace(i))
+	b, err2 := strconv.Atoi(strings.TrimSpace(n))
+	if !ok || err1 != nil || err2 != nil || b < 1 || a < 1 || a > b {
+		return Segment{}, fmt.Errorf("%q: want I/N with 1 <= I <= N, e.g. 2/4", s)
+	}
+	if b > MaxSegments {
+		return Segment{}, fmt.Errorf("%q: at most %d segments", s, MaxSegments)
+	}
+	return Segment{Index: a - 1, Count: b}, nil
+}
 
 func (s Segment) norm() Segment {
 	if s.Count <= 0 {

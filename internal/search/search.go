@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loadproof/loadproof/internal/machine"
@@ -456,4 +458,18 @@ func confidence(c *Config, pass, fail float64, passEnv, failEnv []*result.Envelo
 		conf.Statement = "no confidence statement: the trials recorded no per-second intervals"
 	}
 	return conf
+}
+
+// ParseResolution reads a --resolution as a share: "5%" (or the share itself, 0.05). The range is
+// Config.Validate's to check.
+func ParseResolution(s string) (float64, error) {
+	t := strings.TrimSuffix(strings.TrimSpace(s), "%")
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a percentage such as 5%%", s)
+	}
+	if strings.HasSuffix(strings.TrimSpace(s), "%") {
+		v /= 100
+	}
+	return v, nil
 }

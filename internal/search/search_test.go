@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -311,4 +312,45 @@ func TestWarmUpTrialIsUnscored(t *testing.T) {
 	if !strings.Contains(b.String(), "warm-up rate 100 (unscored)") {
 		t.Fatalf("the summary does not show the warm-up:\n%s", b.String())
 	}
+}
+
+func TestParseResolution(t *testing.T) {
+	for in, want := range map[string]float64{"5%": 0.05, " 2.5% ": 0.025, "0.05": 0.05, "100%": 1} {
+		if got, err := ParseResolution(in); err != nil || math.Abs(got-want) > 1e-12 {
+			t.Errorf("ParseResolution(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "%", "five", "5%%", "5 %x"} {
+		if _, err := ParseResolution(in); err == nil || !strings.Contains(err.Error(), "not a percentage") {
+			t.Errorf("ParseResolution(%q): %v; want an error naming a percentage", in, err)
+		}
+	}
+}
+
+// FuzzParseResolution: a resolution is refused with a message, or is the number given (over 100
+// when it ends in %).
+func FuzzParseResolution(f *testing.F) {
+	for _, s := range []string{"5%", "0.05", " 2.5% ", "", "%", "NaN%", "1e400%", "-3%", "5%%"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseResolution(s)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error")
+			}
+			return
+		}
+		trimmed := strings.TrimSpace(s)
+		n, perr := strconv.ParseFloat(strings.TrimSuffix(trimmed, "%"), 64)
+		if perr != nil {
+			t.Fatalf("%q accepted as %v, but %q is no number", s, v, strings.TrimSuffix(trimmed, "%"))
+		}
+		if strings.HasSuffix(trimmed, "%") {
+			n /= 100
+		}
+		if !(v == n || math.IsNaN(v) && math.IsNaN(n)) {
+			t.Fatalf("%q = %v; want %v", s, v, n)
+		}
+	})
 }
