@@ -21,6 +21,7 @@ import (
 	"github.com/loadproof/loadproof/internal/coord"
 	"github.com/loadproof/loadproof/internal/cost"
 	"github.com/loadproof/loadproof/internal/hostrule"
+	"github.com/loadproof/loadproof/internal/procexec"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -308,11 +309,11 @@ func (l *localWorkers) wait() {
 	}
 }
 
+// spawnWorkers starts o.workers worker processes of this binary on this machine, tied to this
+// process (procexec) as every child loadproof starts is. (A worker also ends when its NATS
+// connection does, which the coordinator's death ends at once: measured, they exit with status 4
+// within a millisecond; the tie covers a worker blocked where it does not watch the connection.)
 func spawnWorkers(env *Env, co *coord.Coordinator, o coordinateOpts) (*localWorkers, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("coordinate: finding this binary to start local workers: %w", err)
-	}
 	l := &localWorkers{}
 	for i := range o.workers {
 		args := []string{"worker", "--nats", co.URL(), "--index", strconv.Itoa(i), "--name", fmt.Sprintf("local-%d", i), "--prefix", o.nf.prefix,
@@ -323,10 +324,15 @@ func spawnWorkers(env *Env, co *coord.Coordinator, o coordinateOpts) (*localWork
 		for _, h := range o.refuse {
 			args = append(args, "--refuse-host", h)
 		}
-		c := exec.Command(exe, args...)
+		c, err := procexec.Command("", args...)
+		if err != nil {
+			return l, fmt.Errorf("coordinate: starting local workers: %w", err)
+		}
 		c.Env = append(os.Environ(), "LOADPROOF_NATS_TOKEN="+cmp.Or(co.Token(), o.nf.token), "LOADPROOF_SECRET="+o.nf.secret)
-		c.Stdout, c.Stderr = io.Discard, env.Stderr
-		if err := c.Start(); err != nil {
+		// Stdout to the null device (exec's nil), not through a pipe this process drains: a worker
+		// writing into a pipe whose reader has died is killed by SIGPIPE, an end by accident.
+		c.Stdout, c.Stderr = nil, env.Stderr
+		if err := procexec.Start(c, procexec.Options{}); err != nil { // SIGKILL: without the coordinator the run is lost
 			return l, fmt.Errorf("coordinate: starting local worker %d: %w", i, err)
 		}
 		l.cmds = append(l.cmds, c)
