@@ -71,7 +71,7 @@ func TestSummaryErrors(t *testing.T) {
 		{[]string{"nope"}, 2, `unknown summary "nope"`},
 		{[]string{"side-by-side", dir}, 2, "usage: benchsum side-by-side OUT ROUNDS"},
 		{[]string{"side-by-side", dir, "two"}, 2, `ROUNDS "two" is not a count`},
-		{[]string{"side-by-side", dir, "1"}, 1, "hs-old-1.json: no such file"},
+		{[]string{"side-by-side", dir, "1"}, 1, "hs-old-1.json: cannot read the result file: no such file"},
 		{[]string{"skew", filepath.Join(dir, "bad.json")}, 1, "bad.json: unexpected end of JSON input"},
 		{[]string{"keycast-tls", filepath.Join(dir, "lines")}, 1, "lines:1: "},
 		{[]string{"keycast-rpc", "pinned", "1", "2"}, 2, "usage: benchsum keycast-rpc"},
