@@ -72,7 +72,7 @@ func TestSummaryErrors(t *testing.T) {
 		{[]string{"side-by-side", dir}, 2, "usage: benchsum side-by-side OUT ROUNDS"},
 		{[]string{"side-by-side", dir, "two"}, 2, `ROUNDS "two" is not a count`},
 		{[]string{"side-by-side", dir, "1"}, 1, "hs-old-1.json: cannot read the result file: no such file"},
-		{[]string{"skew", filepath.Join(dir, "bad.json")}, 1, "bad.json: unexpected end of JSON input"},
+		{[]string{"skew", filepath.Join(dir, "bad.json")}, 1, "bad.json: coord: reading a coordination manifest: unexpected end of JSON input"},
 		{[]string{"keycast-tls", filepath.Join(dir, "lines")}, 1, "lines:1: "},
 		{[]string{"keycast-rpc", "pinned", "1", "2"}, 2, "usage: benchsum keycast-rpc"},
 		{[]string{"perf-breakdown", "x", "1"}, 2, `HANDSHAKES "x" is not a number`},

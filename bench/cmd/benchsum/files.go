@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -19,18 +18,6 @@ import (
 	"github.com/loadproof/loadproof/internal/report"
 	"github.com/loadproof/loadproof/internal/search"
 )
-
-// readJSON decodes the JSON file at path into v; the error names the file.
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
 
 // intArg parses a count argument (a round count, a number of sources).
 func intArg(name, s string) (int, error) {

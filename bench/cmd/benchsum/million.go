@@ -20,7 +20,8 @@ import (
 )
 
 // millionSample is one line of bench/linkkeys-million.sh's samples.jsonl: the server's and the
-// clients' memory, the kernel's, and the server's last METRICS figures, at one plateau.
+// clients' memory, the kernel's, and the server's last METRICS figures, at one plateau. The
+// format is benchsum's own (million-sample writes it, million reads it), so its one model is here.
 type millionSample struct {
 	Label    string                     `json:"label"`
 	Time     float64                    `json:"time"`
@@ -437,4 +438,13 @@ func runMillion(e *env, args []string) error {
 	e.printf("clients: %.0f handshakes completed and held, %.0f of them still established (TCP state) at the end of the hold; server: %s established at the top plateau; accounting %s\n",
 		held, still, srvText, verdict)
 	return nil
+}
+
+// optNumber parses a number of a sample's METRICS figures that may be null (ok false).
+func optNumber(v json.RawMessage) (float64, bool) {
+	var f *float64
+	if json.Unmarshal(v, &f) != nil || f == nil {
+		return 0, false
+	}
+	return *f, true
 }
