@@ -108,7 +108,7 @@ func runDDoSRSS(e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			a, verdict, err := ddosAttempts(name, d)
+			a, verdict, err := ddosAttempts(name+".json", d)
 			if err != nil {
 				return err
 			}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -357,11 +359,7 @@ func runMillion(e *env, args []string) error {
 	}
 	e.printf("network counters since the start (loopback backlog drops, retransmissions, resets, aborts):\n")
 	for _, r := range rows[1:] {
-		keys := make([]string, 0, len(r.Net))
-		for k := range r.Net {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(r.Net))
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = fmt.Sprintf("%s %.0f", k, r.Net[k]-base.Net[k])
@@ -379,11 +377,7 @@ func runMillion(e *env, args []string) error {
 		e.printf("top plateau: %.0f established (server METRICS), sockets in use (TCP, both ends) %.0f, TCP buffer pages %.0f; slab objects per held connection:\n",
 			t.metric("established_connections"), t.Sockstat["inuse"], t.Sockstat["mem"])
 		est := max(t.metric("established_connections"), 1)
-		names := make([]string, 0, len(t.Slabs))
-		for k := range t.Slabs {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(t.Slabs))
 		parts := make([]string, len(names))
 		for i, k := range names {
 			v := t.Slabs[k]

@@ -140,24 +140,25 @@ func runHandshakePinned(e *env, args []string) error {
 	key := func(b string, r int) string { return fmt.Sprintf("%s-%d", b, r) }
 	for r := 1; r <= rounds; r++ {
 		for _, b := range builds {
-			d, err := openResult(join(out, key(b, r)+".json"))
+			name := key(b, r) + ".json"
+			d, err := openResult(join(out, name))
 			if err != nil {
 				return err
 			}
-			h := d.Handshakes
-			if h == nil {
-				return fmt.Errorf("%s.json has no handshakes section", key(b, r))
+			h, err := benchOf(name, d, true)
+			if err != nil {
+				return err
 			}
-			n := float64(h.Completed)
+			n := float64(h.done)
 			srv := math.NaN()
 			if d.ServerCPU != nil {
 				srv = float64(*d.ServerCPU) / n
 			}
 			cli := float64(d.ClientCPU) / n
-			rows[key(b, r)] = row{h.Rate, srv, cli, n}
+			rows[key(b, r)] = row{h.rate, srv, cli, n}
 			e.printf("   %-6s %8.1f %6d %9s %9.1f %13s %13.0f %6.1f%% %6s%% %6s%% %6.1f%%\n",
-				key(b, r), h.Rate, h.Failed, num("%.1f", srv/1e3), cli/1e3, num("%.0f", 1e9/srv), 1e9/cli,
-				100*h.Rate/bound, num("%.1f", 100*max(S, C)/maxNaN(srv, cli)), num("%.1f", 100*S/srv), 100*C/cli)
+				key(b, r), h.rate, h.bad, num("%.1f", srv/1e3), cli/1e3, num("%.0f", 1e9/srv), 1e9/cli,
+				100*h.rate/bound, num("%.1f", 100*max(S, C)/maxNaN(srv, cli)), num("%.1f", 100*S/srv), 100*C/cli)
 		}
 	}
 	type gcRun struct {

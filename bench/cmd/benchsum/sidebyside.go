@@ -29,16 +29,50 @@ func outRounds(args []string, min, max int) (string, int, error) {
 	return args[0], rounds, err
 }
 
+// benchFigures is what a handshake-bench or request-bench result did.
+type benchFigures struct {
+	rate     float64 // handshakes or requests per second
+	headline float64 // what side-by-side compares: full handshakes per second, requests per second
+	done     int64   // handshakes or requests completed
+	bad      int64   // handshakes failed, requests with an error
+	badly    string  // what bad counts: "failed", "errors"
+}
+
+// benchOf reads the handshakes section (hs) or the requests section of the result file name.
+func benchOf(name string, r *linkkeysresult.Result, hs bool) (benchFigures, error) {
+	if hs {
+		h := r.Handshakes
+		if h == nil {
+			return benchFigures{}, fmt.Errorf("%s has no handshakes section", name)
+		}
+		return benchFigures{h.Rate, h.FullRate, h.Completed, h.Failed, "failed"}, nil
+	}
+	q := r.Requests
+	if q == nil {
+		return benchFigures{}, fmt.Errorf("%s has no requests section", name)
+	}
+	return benchFigures{q.Rate, q.Rate, q.Completed, q.Errors, "errors"}, nil
+}
+
+// benchRow is side-by-side's row of a handshake-bench (hs) or request-bench result: the headline
+// rate, client CPU per completed operation, and the failures.
+func benchRow(hs bool) func(string, *linkkeysresult.Result) (sideRow, error) {
+	return func(name string, r *linkkeysresult.Result) (sideRow, error) {
+		f, err := benchOf(name, r, hs)
+		return sideRow{f.headline, cpuUsPerOp(r.ClientCPU, f.done), fmt.Sprint(f.bad)}, err
+	}
+}
+
 // ddosAttempts is a ddos result's attempts and the verdict of the server's accounting of them.
 func ddosAttempts(name string, d *linkkeysresult.Result) (*linkkeysresult.Attempts, string, error) {
 	if d.Attempts == nil {
-		return nil, "", fmt.Errorf("%s.json has no attempts section", name)
+		return nil, "", fmt.Errorf("%s has no attempts section", name)
 	}
 	return d.Attempts, accounting(d.Server), nil
 }
 
-// ddosRow is a ddos result's figures: attempts per second of the run's elapsed time, client CPU per
-// attempt, and the attempts' counts with the verdict of the server's accounting.
+// ddosRow is side-by-side's row of a ddos result: attempts per second of the run's elapsed time,
+// client CPU per attempt, and the attempts' counts with the verdict of the server's accounting.
 func ddosRow(name string, d *linkkeysresult.Result) (sideRow, error) {
 	a, verdict, err := ddosAttempts(name, d)
 	if err != nil {
@@ -53,41 +87,27 @@ func runSideBySide(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	read := func(name string) (*linkkeysresult.Result, error) { return openResult(join(out, name+".json")) }
-	kinds := []struct{ key, title string }{
-		{"hs", "handshake-bench full handshakes/s"},
-		{"rq", "request-bench --pipeline 8 requests/s"},
-		{"ddos", "ddos attempts/s"},
+	kinds := []struct {
+		key, title string
+		row        func(string, *linkkeysresult.Result) (sideRow, error)
+	}{
+		{"hs", "handshake-bench full handshakes/s", benchRow(true)},
+		{"rq", "request-bench --pipeline 8 requests/s", benchRow(false)},
+		{"ddos", "ddos attempts/s", ddosRow},
 	}
 	rows := map[string][]pairRound[sideRow]{}
 	for i := 1; i <= rounds; i++ {
 		got := map[string]map[string]sideRow{"hs": {}, "rq": {}, "ddos": {}}
 		for _, b := range []string{"old", "new"} {
-			hs, err := read(fmt.Sprintf("hs-%s-%d", b, i))
-			if err != nil {
-				return err
-			}
-			if hs.Handshakes == nil {
-				return fmt.Errorf("hs-%s-%d.json has no handshakes section", b, i)
-			}
-			h := hs.Handshakes
-			got["hs"][b] = sideRow{h.FullRate, cpuUsPerOp(hs.ClientCPU, h.Completed), fmt.Sprint(h.Failed)}
-			rq, err := read(fmt.Sprintf("rq-%s-%d", b, i))
-			if err != nil {
-				return err
-			}
-			if rq.Requests == nil {
-				return fmt.Errorf("rq-%s-%d.json has no requests section", b, i)
-			}
-			q := rq.Requests
-			got["rq"][b] = sideRow{q.Rate, cpuUsPerOp(rq.ClientCPU, q.Completed), fmt.Sprint(q.Errors)}
-			name := fmt.Sprintf("ddos-%s-%d", b, i)
-			d, err := read(name)
-			if err != nil {
-				return err
-			}
-			if got["ddos"][b], err = ddosRow(name, d); err != nil {
-				return err
+			for _, k := range kinds {
+				name := fmt.Sprintf("%s-%s-%d.json", k.key, b, i)
+				r, err := openResult(join(out, name))
+				if err != nil {
+					return err
+				}
+				if got[k.key][b], err = k.row(name, r); err != nil {
+					return err
+				}
 			}
 		}
 		for k, v := range got {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,28 +20,19 @@ func runTestbedBridge(e *env, args []string) error {
 	// rate: a run's operations per second and client CPU µs per operation; a run with failures
 	// is no figure of the path.
 	rate := func(cmd, path string, r int) (float64, float64, error) {
-		d, err := openResult(join(out, fmt.Sprintf("%s-%s-%d.json", cmd, path, r)))
+		file := join(out, fmt.Sprintf("%s-%s-%d.json", cmd, path, r))
+		d, err := openResult(file)
 		if err != nil {
 			return 0, 0, err
 		}
-		if cmd == "handshake-bench" {
-			h := d.Handshakes
-			if h == nil {
-				return 0, 0, fmt.Errorf("%s %s round %d: no handshakes section", cmd, path, r)
-			}
-			if h.Failed != 0 {
-				return 0, 0, fmt.Errorf("%s %s round %d: %d failed", cmd, path, r, h.Failed)
-			}
-			return h.Rate, cpuUsPerOp(d.ClientCPU, h.Completed), nil
+		f, err := benchOf(filepath.Base(file), d, cmd == "handshake-bench")
+		switch {
+		case err != nil:
+			return 0, 0, fmt.Errorf("%s %s round %d: %w", cmd, path, r, err)
+		case f.bad != 0:
+			return 0, 0, fmt.Errorf("%s %s round %d: %d %s", cmd, path, r, f.bad, f.badly)
 		}
-		q := d.Requests
-		if q == nil {
-			return 0, 0, fmt.Errorf("%s %s round %d: no requests section", cmd, path, r)
-		}
-		if q.Errors != 0 {
-			return 0, 0, fmt.Errorf("%s %s round %d: %d errors", cmd, path, r, q.Errors)
-		}
-		return q.Rate, cpuUsPerOp(d.ClientCPU, q.Completed), nil
+		return f.rate, cpuUsPerOp(d.ClientCPU, f.done), nil
 	}
 	e.printf("%5s %-16s %11s %11s %11s %17s %7s\n", "round", "figure", "loopback/s", "bridge/s", "bridge/loop", "client µs/op loop", "bridge")
 	for _, cmd := range []string{"handshake-bench", "request-bench"} {
