@@ -147,3 +147,21 @@ func FuzzKeycastTLS(f *testing.F) {
 		}
 	})
 }
+
+// A summary reads loadproof's files through the one reader of each format, so a file of another
+// kind where a result should be is refused with a message saying what it is.
+func TestSummaryRefusesAFileOfAnotherKind(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("testdata", "search-knee", "search1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hs-old-1.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	rc := run([]string{"side-by-side", dir, "1"}, &env{stdout: &out}, &errb)
+	if want := "hs-old-1.json is a search, not a LinkKeys client result"; rc != 1 || !strings.Contains(errb.String(), want) {
+		t.Errorf("exit %d, %q; want exit 1 and %q", rc, errb.String(), want)
+	}
+}
