@@ -181,18 +181,28 @@ wait_ready() {
 # linkkeys_up INFO LOG: the LinkKeys server wrote its info file and a METRICS line.
 linkkeys_up() { [ -s "$1" ] && grep -q '^METRICS ' "$2"; }
 
+# server_ready SECONDS ERR LATE GONE TEST...: wait (wait_ready) until TEST succeeds while the server
+# in SERVER_PID runs; else print its stderr (the file ERR), then LATE when it still runs or GONE
+# when it exited, and stop. The servers' own wrappers below say what ready means.
+server_ready() {
+  local secs=$1 err=$2 late=$3 gone=$4
+  shift 4
+  wait_ready "$secs" "$SERVER_PID" "$@" && return 0
+  cat "$err" >&2
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "$late" >&2
+  else
+    echo "$gone" >&2
+  fi
+  exit 1
+}
+
 # linkkeys_ready NAME INFO LOG ERR [SECONDS]: wait (default 20 s) until the LinkKeys server in
 # SERVER_PID is up (linkkeys_up INFO LOG); else print its stderr (the file ERR), say why and stop.
 linkkeys_ready() {
   local name=$1 info=$2 log=$3 err=$4 secs=${5:-20}
-  wait_ready "$secs" "$SERVER_PID" linkkeys_up "$info" "$log" && return 0
-  cat "$err" >&2
-  if kill -0 "$SERVER_PID" 2>/dev/null; then
-    echo "server $name did not become ready within ${secs}s (no info file $info, or no METRICS line in $log)" >&2
-  else
-    echo "server $name exited (its stderr above)" >&2
-  fi
-  exit 1
+  server_ready "$secs" "$err" "server $name did not become ready within ${secs}s (no info file $info, or no METRICS line in $log)" \
+    "server $name exited (its stderr above)" linkkeys_up "$info" "$log"
 }
 
 # keycast_ready URL ERR [SECONDS [CURL_ARGS...]]: wait (default 10 s) until the Keycast server in
@@ -200,14 +210,8 @@ linkkeys_ready() {
 keycast_ready() {
   local url=$1 err=$2 secs=${3:-10}
   shift $(($# < 3 ? $# : 3))
-  wait_ready "$secs" "$SERVER_PID" curl -fsS "$@" -o /dev/null "$url/health" && return 0
-  cat "$err" >&2
-  if kill -0 "$SERVER_PID" 2>/dev/null; then
-    echo "the Keycast server did not answer $url/health within ${secs}s" >&2
-  else
-    echo "the Keycast server exited (its stderr above)" >&2
-  fi
-  exit 1
+  server_ready "$secs" "$err" "the Keycast server did not answer $url/health within ${secs}s" \
+    "the Keycast server exited (its stderr above)" curl -fsS "$@" -o /dev/null "$url/health"
 }
 
 # cpu_us_per_op TICKS0 TICKS1 OPS: CPU microseconds per operation from two readings of a process's

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/loadproof/loadproof/internal/atomicfile"
+	"github.com/loadproof/loadproof/internal/boundedfile"
 	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/textclip"
 )
 
 // ManifestFormat names the coordination manifest's format.
@@ -68,4 +70,35 @@ func WriteManifest(path string, m Manifest) error {
 		return fmt.Errorf("coord: encoding the coordination manifest: %w", err)
 	}
 	return atomicfile.Write(path, append(b, '\n'), 0o644)
+}
+
+// manifestFile is the bounded read of a coordination manifest: every worker's record and last
+// snapshot, far below the cap even for thousands of workers.
+var manifestFile = boundedfile.Kind{Name: "coordination manifest", Max: 64 << 20}
+
+// ReadManifest reads the coordination manifest at path (WriteManifest's file, `loadproof
+// coordinate --manifest`): ParseManifest of its bytes, read within a size cap.
+func ReadManifest(path string) (Manifest, error) {
+	b, err := boundedfile.Read(path, manifestFile)
+	if err != nil {
+		return Manifest{}, err
+	}
+	m, err := ParseManifest(b)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// ParseManifest reads a coordination manifest as WriteManifest writes it; a file of another
+// format is refused with a message saying which it is.
+func ParseManifest(b []byte) (Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Manifest{}, fmt.Errorf("coord: reading a coordination manifest: %w", err)
+	}
+	if m.Format != ManifestFormat {
+		return Manifest{}, fmt.Errorf("coord: reading a coordination manifest: format %q, want %q; give the file `loadproof coordinate --manifest` wrote", textclip.String(m.Format, 60), ManifestFormat)
+	}
+	return m, nil
 }

@@ -71,8 +71,8 @@ func TestSummaryErrors(t *testing.T) {
 		{[]string{"nope"}, 2, `unknown summary "nope"`},
 		{[]string{"side-by-side", dir}, 2, "usage: benchsum side-by-side OUT ROUNDS"},
 		{[]string{"side-by-side", dir, "two"}, 2, `ROUNDS "two" is not a count`},
-		{[]string{"side-by-side", dir, "1"}, 1, "hs-old-1.json: no such file"},
-		{[]string{"skew", filepath.Join(dir, "bad.json")}, 1, "bad.json: unexpected end of JSON input"},
+		{[]string{"side-by-side", dir, "1"}, 1, "hs-old-1.json: cannot read the result file: no such file"},
+		{[]string{"skew", filepath.Join(dir, "bad.json")}, 1, "bad.json: coord: reading a coordination manifest: unexpected end of JSON input"},
 		{[]string{"keycast-tls", filepath.Join(dir, "lines")}, 1, "lines:1: "},
 		{[]string{"keycast-rpc", "pinned", "1", "2"}, 2, "usage: benchsum keycast-rpc"},
 		{[]string{"perf-breakdown", "x", "1"}, 2, `HANDSHAKES "x" is not a number`},
@@ -146,4 +146,22 @@ func FuzzKeycastTLS(f *testing.F) {
 			t.Fatalf("exit %d with no message", rc)
 		}
 	})
+}
+
+// A summary reads loadproof's files through the one reader of each format, so a file of another
+// kind where a result should be is refused with a message saying what it is.
+func TestSummaryRefusesAFileOfAnotherKind(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("testdata", "search-knee", "search1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hs-old-1.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	rc := run([]string{"side-by-side", dir, "1"}, &env{stdout: &out}, &errb)
+	if want := "hs-old-1.json is a search, not a LinkKeys client result"; rc != 1 || !strings.Contains(errb.String(), want) {
+		t.Errorf("exit %d, %q; want exit 1 and %q", rc, errb.String(), want)
+	}
 }

@@ -2,25 +2,23 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
+
+	"github.com/loadproof/loadproof/internal/compare"
 )
 
-// calibRun is what a throughput needs of a keycast run file: successes and seconds per interval.
-type calibRun struct {
-	IntervalSecs float64 `json:"interval_secs"`
-	Intervals    []struct {
-		Counts map[string]float64 `json:"counts"`
-		Secs   float64            `json:"secs"`
-	} `json:"intervals"`
-}
-
-// throughput is successes per second over the run's intervals.
+// throughput is successes per second over a Keycast run's intervals.
 func throughput(path string) (float64, error) {
-	var r calibRun
-	if err := readJSON(path, &r); err != nil {
+	r, err := openKeycast(path)
+	if err != nil {
 		return 0, err
 	}
-	var ok, secs float64
+	if r.Envelope == nil {
+		return 0, fmt.Errorf("%s: a results file without loadproof's envelope (upstream's schema) has no intervals", path)
+	}
+	var ok int64
+	var secs float64
 	for _, iv := range r.Intervals {
 		ok += iv.Counts["success"]
 		switch {
@@ -35,35 +33,20 @@ func throughput(path string) (float64, error) {
 	if secs == 0 {
 		return 0, fmt.Errorf("%s: no intervals", path)
 	}
-	return ok / secs, nil
+	return float64(ok) / secs, nil
 }
 
-// compareMetric is one metric of a `loadproof compare --format json` file.
-type compareMetric struct {
-	Name      string   `json:"name"`
-	Verdict   string   `json:"verdict"`
-	ChangePct *float64 `json:"change_pct"`
-	LowPct    *float64 `json:"low_pct"`
-	HighPct   *float64 `json:"high_pct"`
-	A         *float64 `json:"a"`
-	B         *float64 `json:"b"`
-}
-
-type comparison struct {
-	Metrics []compareMetric `json:"metrics"`
-}
-
-// byName indexes the metrics; the headline is p99 of the first latency kind the runs have.
-func (c comparison) byName() map[string]compareMetric {
-	m := map[string]compareMetric{}
+// metrics indexes a comparison's metrics by name.
+func metrics(c *compare.Comparison) map[string]compare.Metric {
+	m := map[string]compare.Metric{}
 	for _, x := range c.Metrics {
 		m[x.Name] = x
 	}
 	return m
 }
 
-func (c comparison) headline() string {
-	m := c.byName()
+// headline is p99 of the first latency kind the runs have.
+func headline(m map[string]compare.Metric) string {
 	for _, k := range []string{"latency", "connect_handshake", "request", "resumed"} {
 		if _, ok := m["p99:"+k]; ok {
 			return "p99:" + k
@@ -72,17 +55,43 @@ func (c comparison) headline() string {
 	return ""
 }
 
-// opt prints an optional figure: - when absent.
-func opt(verb string, x *float64) string {
-	if x == nil {
+// opt prints a figure of a comparison: - where it has none (NaN, null in the file).
+func opt(verb string, x float64) string {
+	if math.IsNaN(x) {
 		return "-"
 	}
-	return fmt.Sprintf(verb, *x)
+	return fmt.Sprintf(verb, x)
 }
 
 // interval is a metric's change and its confidence interval.
-func (m compareMetric) interval() string {
-	return fmt.Sprintf("%s%% [%s, %s]", opt("%+.1f", m.ChangePct), opt("%+.1f", m.LowPct), opt("%+.1f", m.HighPct))
+func interval(m compare.Metric) string {
+	return fmt.Sprintf("%s%% [%s, %s]", opt("%+.1f", m.Change), opt("%+.1f", m.Low), opt("%+.1f", m.High))
+}
+
+// headlines are the metrics every comparison line prints: throughput and the headline p99.
+type headlines struct {
+	h      string // the headline's name
+	t, hm  compare.Metric
+	byName map[string]compare.Metric
+}
+
+func headlinesOf(c *compare.Comparison) (headlines, error) {
+	v := metrics(c)
+	h := headlines{h: headline(v), byName: v}
+	var err error
+	if h.t, err = metric(v, "throughput"); err != nil {
+		return h, err
+	}
+	h.hm, err = metric(v, h.h)
+	return h, err
+}
+
+func metric(m map[string]compare.Metric, name string) (compare.Metric, error) {
+	x, ok := m[name]
+	if !ok {
+		return x, fmt.Errorf("a comparison has no metric %q", name)
+	}
+	return x, nil
 }
 
 func runCalibration(e *env, args []string) error {
@@ -99,13 +108,14 @@ func runCalibration(e *env, args []string) error {
 		n[i] = v
 	}
 	reps, repsB, runs, runsB := n[0], n[1], n[2], n[3]
-	load := func(part string, r int) (comparison, bool) {
-		var c comparison
-		if err := readJSON(join(out, fmt.Sprintf("%s-%d-compare.json", part, r)), &c); err != nil {
+	load := func(part string, r int) (headlines, *compare.Comparison, bool, error) {
+		c, err := compare.ReadFile(join(out, fmt.Sprintf("%s-%d-compare.json", part, r)))
+		if err != nil {
 			e.printf("  %s %d: no comparison (%v)\n", part, r, err)
-			return c, false
+			return headlines{}, nil, false, nil
 		}
-		return c, true
+		h, err := headlinesOf(c)
+		return h, c, true, err
 	}
 	// pairs: the throughput ratio B/A of each interleaved pair of runs (the side-by-side view of the noise).
 	pairs := func(part string, reps, runs int) string {
@@ -129,63 +139,44 @@ func runCalibration(e *env, args []string) error {
 		}
 		return fmt.Sprintf("  interleaved pairs' throughput B/A: median %.2f, range %.2f-%.2f (%d pairs)", median(rs), lo, hi, len(rs))
 	}
-	get := func(m map[string]compareMetric, name string) (compareMetric, error) {
-		x, ok := m[name]
-		if !ok {
-			return x, fmt.Errorf("a comparison has no metric %q", name)
-		}
-		return x, nil
-	}
 
 	e.printf("(a) identical configurations\n")
 	allNC, headNC, count := 0, 0, 0
 	var names []string // metrics in the order first seen
 	changed, per := map[string]int{}, map[string]int{}
 	for r := 1; r <= reps; r++ {
-		c, ok := load("ident", r)
+		hl, c, ok, err := load("ident", r)
 		if !ok {
 			continue
 		}
+		if err != nil {
+			return err
+		}
 		count++
-		h := c.headline()
-		v := c.byName()
 		var ch []string
 		for _, m := range c.Metrics {
 			if _, seen := per[m.Name]; !seen {
 				names = append(names, m.Name)
 			}
 			per[m.Name]++
-			if m.Verdict != "no change" {
+			if m.Verdict != compare.NoChange {
 				changed[m.Name]++
-				ch = append(ch, fmt.Sprintf("%s %s %s", m.Name, m.Verdict, m.interval()))
+				ch = append(ch, fmt.Sprintf("%s %s %s", m.Name, m.Verdict, interval(m)))
 			}
 		}
 		if len(ch) == 0 {
 			allNC++
 		}
-		head := true
-		for _, k := range []string{"throughput", h} {
-			if k != "" && v[k].Verdict != "no change" {
-				head = false
-			}
-		}
-		if head {
+		if hl.t.Verdict == compare.NoChange && hl.hm.Verdict == compare.NoChange {
 			headNC++
-		}
-		t, err := get(v, "throughput")
-		if err != nil {
-			return err
-		}
-		hm, err := get(v, h)
-		if err != nil {
-			return err
 		}
 		tail := "no change on every metric"
 		if len(ch) > 0 {
 			tail = strings.Join(ch, "; ")
 		}
-		e.printf("  %2d: throughput %s vs %s/s %s, %s %s vs %s ms %s: %s\n", r, opt("%.0f", t.A), opt("%.0f", t.B), t.interval(),
-			h, opt("%.2f", hm.A), opt("%.2f", hm.B), hm.interval(), tail)
+		t, hm := hl.t, hl.hm
+		e.printf("  %2d: throughput %s vs %s/s %s, %s %s vs %s ms %s: %s\n", r, opt("%.0f", t.A), opt("%.0f", t.B), interval(t),
+			hl.h, opt("%.2f", hm.A), opt("%.2f", hm.B), interval(hm), tail)
 	}
 	if count > 0 {
 		e.printf("  no change on every metric: %d/%d; on throughput and p99: %d/%d\n", allNC, count, headNC, count)
@@ -203,29 +194,23 @@ func runCalibration(e *env, args []string) error {
 		e.printf("%s\n", p.title)
 		worse := 0
 		for r := 1; r <= repsB; r++ {
-			c, ok := load(p.part, r)
+			hl, _, ok, err := load(p.part, r)
 			if !ok {
 				continue
 			}
-			h := c.headline()
-			v := c.byName()
-			t, err := get(v, "throughput")
 			if err != nil {
 				return err
 			}
-			hm, err := get(v, h)
+			p50, err := metric(hl.byName, strings.Replace(hl.h, "p99", "p50", 1))
 			if err != nil {
 				return err
 			}
-			p50, err := get(v, strings.Replace(h, "p99", "p50", 1))
-			if err != nil {
-				return err
-			}
-			if t.Verdict == "worse" {
+			t, hm := hl.t, hl.hm
+			if t.Verdict == compare.Worse {
 				worse++
 			}
 			e.printf("  %d: throughput %s vs %s/s %s %s; %s %s vs %s ms %s %s; p50 %s %s\n", r, opt("%.0f", t.A), opt("%.0f", t.B),
-				t.interval(), t.Verdict, h, opt("%.2f", hm.A), opt("%.2f", hm.B), hm.interval(), hm.Verdict, p50.interval(), p50.Verdict)
+				interval(t), t.Verdict, hl.h, opt("%.2f", hm.A), opt("%.2f", hm.B), interval(hm), hm.Verdict, interval(p50), p50.Verdict)
 		}
 		e.printf("  throughput worse: %d/%d\n", worse, repsB)
 		e.printf("%s\n", pairs(p.part, repsB, runsB))

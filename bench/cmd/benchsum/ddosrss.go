@@ -5,15 +5,20 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
 )
 
-// rssMetrics is what bench/linkkeys-ddos-rss.sh reads of a server METRICS line.
-type rssMetrics struct {
-	Accepted float64 `json:"accepted_connections"`
-	RSS      float64 `json:"process_rss_bytes"`
-	Anon     float64 `json:"process_rss_anon_bytes"`
-	File     float64 `json:"process_rss_file_bytes"`
-	Shmem    float64 `json:"process_rss_shmem_bytes"`
+// rssFigures is the resident memory of a server at one METRICS line, in bytes: total (0 when the
+// server could not read it), anonymous, file-backed, shared.
+type rssFigures struct{ rss, anon, file, shmem float64 }
+
+func figuresOf(m linkkeys.MetricsLine) rssFigures {
+	f := rssFigures{anon: float64(m.ProcessRSSAnonBytes), file: float64(m.ProcessRSSFileBytes), shmem: float64(m.ProcessRSSShmemBytes)}
+	if m.ProcessRSSBytes != nil {
+		f.rss = float64(*m.ProcessRSSBytes)
+	}
+	return f
 }
 
 // procSample is one line of the script's /proc/PID/status sampler, in bytes:
@@ -47,11 +52,7 @@ func readProcSamples(path string) ([]procSample, error) {
 const mib = 1 << 20
 
 func runDDoSRSS(e *env, args []string) error {
-	if err := wantArgs(args, 3, -1); err != nil {
-		return err
-	}
-	out := args[0]
-	rounds, err := intArg("ROUNDS", args[1])
+	out, rounds, err := outRounds(args, 3, -1)
 	if err != nil {
 		return err
 	}
@@ -69,21 +70,22 @@ func runDDoSRSS(e *env, args []string) error {
 		return err
 	}
 	e.printf("== summary (from the files in %s)\n%s\n", out, strings.TrimSpace(string(bins)))
-	worst := map[string]rssMetrics{}
+	worst := map[string]rssFigures{}
 	for r := 1; r <= rounds; r++ {
 		for _, kind := range kinds {
 			name := fmt.Sprintf("%s-%d", kind, r)
-			ms, err := metricsLines[rssMetrics](join(out, name+"-server.log"))
+			ms, err := readMetricsLog(join(out, name+"-server.log"))
 			if err != nil {
 				return err
 			}
-			var idle, top *rssMetrics
-			for i := range ms {
-				if ms[i].Accepted == 0 {
-					idle = &ms[i]
+			var idle, top *rssFigures
+			for _, m := range ms {
+				f := figuresOf(m)
+				if m.AcceptedConnections == 0 {
+					idle = &f
 				}
-				if top == nil || ms[i].RSS > top.RSS {
-					top = &ms[i]
+				if top == nil || f.rss > top.rss {
+					top = &f
 				}
 			}
 			if idle == nil {
@@ -102,22 +104,18 @@ func runDDoSRSS(e *env, args []string) error {
 					ptop = p
 				}
 			}
-			var d sideBySideResult
-			if err := readJSON(join(out, name+".json"), &d); err != nil {
+			d, err := openResult(join(out, name+".json"))
+			if err != nil {
 				return err
 			}
-			if d.Attempts == nil {
-				return fmt.Errorf("%s.json has no attempts section", name)
+			a, verdict, err := ddosAttempts(name+".json", d)
+			if err != nil {
+				return err
 			}
-			verdict := "exact"
-			if ok, why := d.Server.exact(); !ok {
-				verdict = "MISMATCH " + why
-			}
-			a := d.Attempts
-			e.printf("%-11s idle %5.1f MiB (anon %4.1f file %4.1f) | METRICS max %5.1f MiB (anon %4.1f file %4.1f) | /proc 0.1 s max %5.1f MiB (anon %4.1f file %4.1f) | %.0f sources: allowed %.0f denied %.0f, accounting %s\n",
-				name, idle.RSS/mib, idle.Anon/mib, idle.File/mib, top.RSS/mib, top.Anon/mib, top.File/mib,
+			e.printf("%-11s idle %5.1f MiB (anon %4.1f file %4.1f) | METRICS max %5.1f MiB (anon %4.1f file %4.1f) | /proc 0.1 s max %5.1f MiB (anon %4.1f file %4.1f) | %d sources: allowed %d denied %d, accounting %s\n",
+				name, idle.rss/mib, idle.anon/mib, idle.file/mib, top.rss/mib, top.anon/mib, top.file/mib,
 				ptop.rss/mib, ptop.anon/mib, ptop.file/mib, a.Attempted, a.Succeeded, a.Failed, verdict)
-			if w, ok := worst[kind]; !ok || top.RSS > w.RSS {
+			if w, ok := worst[kind]; !ok || top.rss > w.rss {
 				worst[kind] = *top
 			}
 		}
@@ -128,16 +126,16 @@ func runDDoSRSS(e *env, args []string) error {
 	for _, kind := range kinds {
 		w := worst[kind]
 		cmp := ">"
-		if w.RSS <= 20*mib {
+		if w.rss <= 20*mib {
 			cmp = "<="
 		}
 		e.printf("worst %-9s: server RSS max %.1f MiB (anon %.1f, file %.1f, shmem %.1f) %s 20 MiB\n",
-			kind, w.RSS/mib, w.Anon/mib, w.File/mib, w.Shmem/mib, cmp)
+			kind, w.rss/mib, w.anon/mib, w.file/mib, w.shmem/mib, cmp)
 	}
 	e.printf("lean/fat RSS max: %s; lean/leangc100 (the GC pacer): %s\n",
-		num("%.2f", ratio(worst["lean"].RSS, worst["fat"].RSS)), num("%.2f", ratio(worst["lean"].RSS, worst["leangc100"].RSS)))
+		num("%.2f", ratio(worst["lean"].rss, worst["fat"].rss)), num("%.2f", ratio(worst["lean"].rss, worst["leangc100"].rss)))
 	if w, ok := worst["leanold"]; ok {
-		e.printf("lean/leanold RSS max: %s\n", num("%.2f", ratio(worst["lean"].RSS, w.RSS)))
+		e.printf("lean/leanold RSS max: %s\n", num("%.2f", ratio(worst["lean"].rss, w.rss)))
 	}
 	m, err := resultMachine(join(out, "fat-1.json"))
 	if err != nil {

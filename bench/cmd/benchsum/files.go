@@ -4,26 +4,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/loadproof/loadproof/internal/boundedfile"
+	"github.com/loadproof/loadproof/internal/keycastresult"
+	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysload"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/machine"
+	"github.com/loadproof/loadproof/internal/report"
+	"github.com/loadproof/loadproof/internal/search"
 )
-
-// readJSON decodes the JSON file at path into v; the error names the file.
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
 
 // intArg parses a count argument (a round count, a number of sources).
 func intArg(name, s string) (int, error) {
@@ -143,99 +137,104 @@ func pyBool(b bool) string {
 	return "False"
 }
 
-// envelopeMachine is the machine record of a result file: the envelope's first record, or the
-// single record of files written before the envelope.
-type envelopeMachine struct {
-	Machines []machine.Record `json:"machines"`
-	Machine  *machine.Record  `json:"machine"`
+// The files loadproof writes are read through the package that owns each format, never through
+// partial structs of our own (they would drift from the real model silently): result files,
+// search files and the rest through report.Open (openResult, openSearch), METRICS logs through
+// linkkeysload.ReadMetricsLog, comparisons through compare.Parse, coordination manifests through
+// coord.ReadManifest. What loadproof does not write (perf script output, /proc files, go test
+// -bench output, gctrace lines, the scripts' own text files) is parsed here, where it is read.
+
+// openFile reads path through report.Open and takes the model pick returns; nil there means the
+// file is of another kind (want says which it should be).
+func openFile[T any](path, want string, pick func(*report.File) *T) (*T, error) {
+	f, err := report.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if v := pick(f); v != nil {
+		return v, nil
+	}
+	return nil, fmt.Errorf("%s is a %s, not %s; give the file the bench script wrote there", path, f.Kind, want)
 }
 
-func (e envelopeMachine) first() (machine.Record, error) {
-	if len(e.Machines) > 0 {
-		return e.Machines[0], nil
+// openResult reads a LinkKeys client result file.
+func openResult(path string) (*linkkeysresult.Result, error) {
+	return openFile(path, "a LinkKeys client result", func(f *report.File) *linkkeysresult.Result { return f.LinkKeys })
+}
+
+// openKeycast reads a Keycast results file.
+func openKeycast(path string) (*keycastresult.Results, error) {
+	return openFile(path, "a Keycast results file", func(f *report.File) *keycastresult.Results { return f.Keycast })
+}
+
+// openSearch reads a `loadproof search` file.
+func openSearch(path string) (*search.Result, error) {
+	return openFile(path, "a search file", func(f *report.File) *search.Result { return f.Search })
+}
+
+// readMetricsLog reads the METRICS lines of a LinkKeys server log.
+func readMetricsLog(path string) ([]linkkeys.MetricsLine, error) {
+	f, err := boundedfile.Open(path, boundedfile.MetricsLog)
+	if err != nil {
+		return nil, err
 	}
-	if e.Machine != nil {
-		return *e.Machine, nil
+	defer f.Close()
+	ms, err := linkkeysload.ReadMetricsLog(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return machine.Record{}, fmt.Errorf("no machine record")
+	return ms, nil
+}
+
+// firstMachine is the machine record of a result: the first of its envelope's records.
+func firstMachine(path string, r *linkkeysresult.Result) (machine.Record, error) {
+	if len(r.Machines) == 0 {
+		return machine.Record{}, fmt.Errorf("%s: no machine record", path)
+	}
+	return r.Machines[0], nil
 }
 
 // resultMachine reads the machine record of the result file at path.
 func resultMachine(path string) (machine.Record, error) {
-	var e envelopeMachine
-	if err := readJSON(path, &e); err != nil {
+	r, err := openResult(path)
+	if err != nil {
 		return machine.Record{}, err
 	}
-	m, err := e.first()
-	if err != nil {
-		return m, fmt.Errorf("%s: %w", path, err)
-	}
-	return m, nil
+	return firstMachine(path, r)
 }
 
 const gib = 1 << 30
 
-// cpuNs is a CPU time section of a result file (client_cpu, server_cpu).
-type cpuNs struct {
-	Ns float64 `json:"ns"`
+// cpuUsPerOp is a CPU time in µs per operation (at least one).
+func cpuUsPerOp[N int64 | float64](d linkkeysresult.Duration, ops N) float64 {
+	return float64(d) / 1e3 / max(float64(ops), 1)
 }
 
-// check is one accounting check of a result's server section.
-type check struct {
-	OK bool `json:"ok"`
-}
-
-// serverChecks is a LinkKeys result's server section: its accounting checks, or why there are none.
-type serverChecks struct {
-	Checks []json.RawMessage `json:"checks"`
-	Note   json.RawMessage   `json:"note"`
-}
-
-// exact reports whether there are checks and every one holds; else the text the summaries print
-// after MISMATCH (the checks, or the note when there are none).
-func (s *serverChecks) exact() (bool, string) {
-	if s == nil {
-		return false, "None"
-	}
-	ok := len(s.Checks) > 0
-	for _, c := range s.Checks {
-		var k check
-		if json.Unmarshal(c, &k) != nil || !k.OK {
-			ok = false
-		}
-	}
-	if ok {
-		return true, ""
-	}
-	if len(s.Checks) > 0 {
-		parts := make([]string, len(s.Checks))
-		for i, c := range s.Checks {
-			parts[i] = string(c)
-		}
-		return false, raw(json.RawMessage("[" + strings.Join(parts, ",") + "]"))
-	}
-	return false, raw(s.Note)
-}
-
-// metricsLines reads the METRICS lines of a LinkKeys server log, each decoded into a T.
-func metricsLines[T any](path string) ([]T, error) {
-	b, err := os.ReadFile(path)
+// show prints a value of a model as the summaries printed the same value read from its file
+// (raw): loadproof wrote the file with encoding/json from the same types, so the value encodes
+// to the text the file holds.
+func show(v any) string {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return fmt.Sprint(v)
 	}
-	var out []T
-	for i, l := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(l, "METRICS ")
-		if !ok {
-			continue
-		}
-		var v T
-		if err := json.Unmarshal([]byte(rest), &v); err != nil {
-			return nil, fmt.Errorf("%s:%d: METRICS line: %w", path, i+1, err)
-		}
-		out = append(out, v)
+	return raw(b)
+}
+
+// accounting is the verdict the summaries print of a result's server accounting: "exact" when it
+// has checks and every one holds, else MISMATCH and the checks (or the note when there are none).
+func accounting(s *linkkeysresult.ServerAccounting) string {
+	switch {
+	case s == nil:
+		return "MISMATCH None"
+	case len(s.Checks) > 0 && !s.Mismatch():
+		return "exact"
+	case len(s.Checks) > 0:
+		return "MISMATCH " + show(s.Checks)
+	case s.Note == "":
+		return "MISMATCH None"
 	}
-	return out, nil
+	return "MISMATCH " + s.Note
 }
 
 func join(dir, name string) string { return filepath.Join(dir, name) }

@@ -1,33 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 )
-
-// kneeSearch is what bench/search-knee.sh prints of a `loadproof search` file.
-type kneeSearch struct {
-	Knee       json.RawMessage `json:"knee"`
-	FirstFail  json.RawMessage `json:"first_fail"`
-	BrokeFirst json.RawMessage `json:"broke_first"`
-	Confidence struct {
-		KneeInBracket json.RawMessage `json:"knee_in_bracket"`
-	} `json:"confidence"`
-	TrialCount int               `json:"trial_count"`
-	Steps      []json.RawMessage `json:"steps"`
-}
-
-// optNumber parses a number that may be null (ok false).
-func optNumber(v json.RawMessage) (float64, bool) {
-	var f *float64
-	if json.Unmarshal(v, &f) != nil || f == nil {
-		return 0, false
-	}
-	return *f, true
-}
 
 func runSearchKnee(e *env, args []string) error {
 	if err := wantArgs(args, 2, 2); err != nil {
@@ -41,8 +19,8 @@ func runSearchKnee(e *env, args []string) error {
 	var knees []string
 	var kn, fs []float64
 	for i := 1; i <= reps; i++ {
-		var r kneeSearch
-		if err := readJSON(join(out, fmt.Sprintf("search%d.json", i)), &r); err != nil {
+		r, err := openSearch(join(out, fmt.Sprintf("search%d.json", i)))
+		if err != nil {
 			return err
 		}
 		tb, err := os.ReadFile(join(out, fmt.Sprintf("search%d.time", i)))
@@ -58,17 +36,17 @@ func runSearchKnee(e *env, args []string) error {
 		if err0 != nil || err1 != nil {
 			return fmt.Errorf("search%d.time: %q is not two times in seconds", i, string(tb))
 		}
-		k, f := raw(r.Knee), raw(r.FirstFail)
+		k, f := show(r.Knee), show(r.FirstFail)
 		knees = append(knees, k)
-		if x, ok := optNumber(r.Knee); ok {
-			kn = append(kn, x)
+		if r.Knee != nil {
+			kn = append(kn, *r.Knee)
 		}
-		if x, ok := optNumber(r.FirstFail); ok {
-			fs = append(fs, x)
+		if r.FirstFail != nil {
+			fs = append(fs, *r.FirstFail)
 		}
 		e.printf("search %d: knee %s rate, bracket [%s, %s), P(knee in bracket) %s, broke first %s, %d trials in %d steps, %.1f min\n",
 			i, k, k, f,
-			raw(r.Confidence.KneeInBracket), raw(r.BrokeFirst), r.TrialCount, len(r.Steps), (t1-t0)/60)
+			show(r.Confidence.KneeInBracket), show(r.BrokeFirst), r.TrialCount, len(r.Steps), (t1-t0)/60)
 		v, err := os.ReadFile(join(out, fmt.Sprintf("verify%d.txt", i)))
 		if err != nil {
 			return err

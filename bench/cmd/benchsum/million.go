@@ -1,22 +1,29 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
 // millionSample is one line of bench/linkkeys-million.sh's samples.jsonl: the server's and the
-// clients' memory, the kernel's, and the server's last METRICS figures, at one plateau.
+// clients' memory, the kernel's, and the server's last METRICS figures, at one plateau. The
+// format is benchsum's own (million-sample writes it, million reads it), so its one model is here.
 type millionSample struct {
 	Label    string                     `json:"label"`
 	Time     float64                    `json:"time"`
@@ -257,21 +264,18 @@ func runMillionSample(e *env, args []string) error {
 		}
 	}
 	s.Net["softnet_dropped"] = drops
+	// The last METRICS line of the server's log so far (none before the server wrote one), its
+	// figures as the line gives them: the model written back in the line's form, so a field the
+	// line lacks stays null.
 	var last map[string]json.RawMessage
-	if f, err := os.Open(join(out, "server.log")); err == nil {
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-		var line string
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "METRICS "); ok {
-				line = rest
-			}
-		}
-		f.Close()
-		if line != "" {
-			if err := json.Unmarshal([]byte(line), &last); err != nil {
-				return fmt.Errorf("server.log: last METRICS line: %w", err)
-			}
+	ms, err := readMetricsLog(join(out, "server.log"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(ms) > 0 {
+		body := strings.TrimPrefix(linkkeys.FormatMetricsLine(ms[len(ms)-1]), linkkeys.MetricsPrefix)
+		if err := json.Unmarshal([]byte(body), &last); err != nil {
+			return fmt.Errorf("server.log: last METRICS line: %w", err)
 		}
 	}
 	for _, k := range millionMetricKeys {
@@ -355,11 +359,7 @@ func runMillion(e *env, args []string) error {
 	}
 	e.printf("network counters since the start (loopback backlog drops, retransmissions, resets, aborts):\n")
 	for _, r := range rows[1:] {
-		keys := make([]string, 0, len(r.Net))
-		for k := range r.Net {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(r.Net))
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = fmt.Sprintf("%s %.0f", k, r.Net[k]-base.Net[k])
@@ -377,11 +377,7 @@ func runMillion(e *env, args []string) error {
 		e.printf("top plateau: %.0f established (server METRICS), sockets in use (TCP, both ends) %.0f, TCP buffer pages %.0f; slab objects per held connection:\n",
 			t.metric("established_connections"), t.Sockstat["inuse"], t.Sockstat["mem"])
 		est := max(t.metric("established_connections"), 1)
-		names := make([]string, 0, len(t.Slabs))
-		for k := range t.Slabs {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(t.Slabs))
 		parts := make([]string, len(names))
 		for i, k := range names {
 			v := t.Slabs[k]
@@ -393,51 +389,30 @@ func runMillion(e *env, args []string) error {
 	sort.Strings(layers)
 	var held, still float64
 	for _, f := range layers {
-		var j struct {
-			Attempts struct {
-				Attempted, Succeeded, Failed float64
-				FailureReasons               json.RawMessage `json:"failure_reasons"`
-			} `json:"attempts"`
-			Hold *struct {
-				Held      float64         `json:"held"`
-				StillOpen json.RawMessage `json:"still_open_at_end"`
-				RampTime  *struct {
-					Text string `json:"text"`
-				} `json:"ramp_time"`
-			} `json:"hold"`
-			ClientCPU *cpuNs `json:"client_cpu"`
-		}
-		if err := readJSON(f, &j); err != nil {
+		j, err := openResult(f)
+		if err != nil {
 			e.printf("%s: unreadable (%v)\n", filepath.Base(f), err)
 			continue
 		}
-		a := j.Attempts
+		var a linkkeysresult.Attempts
+		if j.Attempts != nil {
+			a = *j.Attempts
+		}
 		ramp, stillText := "None", "None"
-		var h float64
+		var h int64
 		if j.Hold != nil {
 			h = j.Hold.Held
-			stillText = raw(j.Hold.StillOpen)
-			s, _ := optNumber(j.Hold.StillOpen)
-			still += s
-			if j.Hold.RampTime != nil {
-				ramp = j.Hold.RampTime.Text
-			}
+			stillText = show(j.Hold.StillOpen)
+			still += float64(j.Hold.StillOpen)
+			ramp = linkkeysresult.FormatRustDuration(time.Duration(j.Hold.RampTime))
 		}
-		held += h
-		var cpu float64
-		if j.ClientCPU != nil {
-			cpu = j.ClientCPU.Ns
-		}
+		held += float64(h)
 		reasons := "{}"
-		if len(j.Attempts.FailureReasons) > 0 && string(j.Attempts.FailureReasons) != "null" {
-			reasons = raw(j.Attempts.FailureReasons)
+		if len(a.Reasons) > 0 {
+			reasons = show(a.Reasons)
 		}
-		attempted := a.Attempted
-		if attempted == 0 {
-			attempted = 1
-		}
-		e.printf("%s: %.0f attempted, %.0f established, %.0f failed %s; ramp %s, held %.0f, still open at the end %s; client CPU per attempt %.0f µs\n",
-			filepath.Base(f), a.Attempted, a.Succeeded, a.Failed, reasons, ramp, h, stillText, cpu/1e3/attempted)
+		e.printf("%s: %d attempted, %d established, %d failed %s; ramp %s, held %d, still open at the end %s; client CPU per attempt %.0f µs\n",
+			filepath.Base(f), a.Attempted, a.Succeeded, a.Failed, reasons, ramp, h, stillText, cpuUsPerOp(j.ClientCPU, a.Attempted))
 	}
 	// A handshake the client completed can still time out on the server (its 5 s handshake timeout
 	// covers the wait for a handshake slot, and the server may not have read the client's Finished
@@ -457,4 +432,13 @@ func runMillion(e *env, args []string) error {
 	e.printf("clients: %.0f handshakes completed and held, %.0f of them still established (TCP state) at the end of the hold; server: %s established at the top plateau; accounting %s\n",
 		held, still, srvText, verdict)
 	return nil
+}
+
+// optNumber parses a number of a sample's METRICS figures that may be null (ok false).
+func optNumber(v json.RawMessage) (float64, bool) {
+	var f *float64
+	if json.Unmarshal(v, &f) != nil || f == nil {
+		return 0, false
+	}
+	return *f, true
 }

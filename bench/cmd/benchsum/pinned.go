@@ -80,23 +80,8 @@ func readGCTrace(path string) gcTotals {
 	return t
 }
 
-type pinnedResult struct {
-	envelopeMachine
-	Handshakes struct {
-		Completed float64 `json:"completed"`
-		Failed    int64   `json:"failed"`
-		PerSec    float64 `json:"handshakes_per_sec"`
-	} `json:"handshakes"`
-	ServerCPU *cpuNs `json:"server_cpu"`
-	ClientCPU cpuNs  `json:"client_cpu"`
-}
-
 func runHandshakePinned(e *env, args []string) error {
-	if err := wantArgs(args, 3, -1); err != nil {
-		return err
-	}
-	out := args[0]
-	rounds, err := intArg("ROUNDS", args[1])
+	out, rounds, err := outRounds(args, 3, -1)
 	if err != nil {
 		return err
 	}
@@ -155,21 +140,25 @@ func runHandshakePinned(e *env, args []string) error {
 	key := func(b string, r int) string { return fmt.Sprintf("%s-%d", b, r) }
 	for r := 1; r <= rounds; r++ {
 		for _, b := range builds {
-			var d pinnedResult
-			if err := readJSON(join(out, key(b, r)+".json"), &d); err != nil {
+			name := key(b, r) + ".json"
+			d, err := openResult(join(out, name))
+			if err != nil {
 				return err
 			}
-			h := d.Handshakes
-			n := h.Completed
+			h, err := benchOf(name, d, true)
+			if err != nil {
+				return err
+			}
+			n := float64(h.done)
 			srv := math.NaN()
 			if d.ServerCPU != nil {
-				srv = d.ServerCPU.Ns / n
+				srv = float64(*d.ServerCPU) / n
 			}
-			cli := d.ClientCPU.Ns / n
-			rows[key(b, r)] = row{h.PerSec, srv, cli, n}
+			cli := float64(d.ClientCPU) / n
+			rows[key(b, r)] = row{h.rate, srv, cli, n}
 			e.printf("   %-6s %8.1f %6d %9s %9.1f %13s %13.0f %6.1f%% %6s%% %6s%% %6.1f%%\n",
-				key(b, r), h.PerSec, h.Failed, num("%.1f", srv/1e3), cli/1e3, num("%.0f", 1e9/srv), 1e9/cli,
-				100*h.PerSec/bound, num("%.1f", 100*max(S, C)/maxNaN(srv, cli)), num("%.1f", 100*S/srv), 100*C/cli)
+				key(b, r), h.rate, h.bad, num("%.1f", srv/1e3), cli/1e3, num("%.0f", 1e9/srv), 1e9/cli,
+				100*h.rate/bound, num("%.1f", 100*max(S, C)/maxNaN(srv, cli)), num("%.1f", 100*S/srv), 100*C/cli)
 		}
 	}
 	type gcRun struct {

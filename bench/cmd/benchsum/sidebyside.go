@@ -1,34 +1,10 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
 
-// sideBySide is the LinkKeys client figures of bench/linkkeys-side-by-side.sh's result files.
-type sideBySideResult struct {
-	envelopeMachine
-	ClientCPU  cpuNs `json:"client_cpu"`
-	Handshakes *struct {
-		FullPerSec float64 `json:"full_per_sec"`
-		Completed  float64 `json:"completed"`
-		Failed     int64   `json:"failed"`
-	} `json:"handshakes"`
-	Requests *struct {
-		PerSec    float64 `json:"requests_per_sec"`
-		Completed float64 `json:"completed"`
-		Errors    int64   `json:"errors"`
-	} `json:"requests"`
-	Attempts *attempts     `json:"attempts"`
-	Elapsed  cpuNs         `json:"elapsed"`
-	Server   *serverChecks `json:"server"`
-}
-
-// attempts is the attempts section of a LinkKeys connections or ddos result.
-type attempts struct {
-	Attempted float64 `json:"attempted"`
-	Succeeded float64 `json:"succeeded"`
-	Failed    float64 `json:"failed"`
-}
-
-func cpuUsPerOp(c cpuNs, ops float64) float64 { return c.Ns / 1e3 / max(ops, 1) }
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
+)
 
 // sideRow is one build's figures in one round: the rate, the client CPU per operation and what
 // else the summary prints after them.
@@ -43,61 +19,96 @@ type pairRound[T any] struct {
 	a, b  T
 }
 
-func runSideBySide(e *env, args []string) error {
-	if err := wantArgs(args, 2, 2); err != nil {
-		return err
+// outRounds reads the OUT ROUNDS arguments most summaries start with; min and max bound the
+// count of arguments (wantArgs).
+func outRounds(args []string, min, max int) (string, int, error) {
+	if err := wantArgs(args, min, max); err != nil {
+		return "", 0, err
 	}
-	out := args[0]
 	rounds, err := intArg("ROUNDS", args[1])
+	return args[0], rounds, err
+}
+
+// benchFigures is what a handshake-bench or request-bench result did.
+type benchFigures struct {
+	rate     float64 // handshakes or requests per second
+	headline float64 // what side-by-side compares: full handshakes per second, requests per second
+	done     int64   // handshakes or requests completed
+	bad      int64   // handshakes failed, requests with an error
+	badly    string  // what bad counts: "failed", "errors"
+}
+
+// benchOf reads the handshakes section (hs) or the requests section of the result file name.
+func benchOf(name string, r *linkkeysresult.Result, hs bool) (benchFigures, error) {
+	if hs {
+		h := r.Handshakes
+		if h == nil {
+			return benchFigures{}, fmt.Errorf("%s has no handshakes section", name)
+		}
+		return benchFigures{h.Rate, h.FullRate, h.Completed, h.Failed, "failed"}, nil
+	}
+	q := r.Requests
+	if q == nil {
+		return benchFigures{}, fmt.Errorf("%s has no requests section", name)
+	}
+	return benchFigures{q.Rate, q.Rate, q.Completed, q.Errors, "errors"}, nil
+}
+
+// benchRow is side-by-side's row of a handshake-bench (hs) or request-bench result: the headline
+// rate, client CPU per completed operation, and the failures.
+func benchRow(hs bool) func(string, *linkkeysresult.Result) (sideRow, error) {
+	return func(name string, r *linkkeysresult.Result) (sideRow, error) {
+		f, err := benchOf(name, r, hs)
+		return sideRow{f.headline, cpuUsPerOp(r.ClientCPU, f.done), fmt.Sprint(f.bad)}, err
+	}
+}
+
+// ddosAttempts is a ddos result's attempts and the verdict of the server's accounting of them.
+func ddosAttempts(name string, d *linkkeysresult.Result) (*linkkeysresult.Attempts, string, error) {
+	if d.Attempts == nil {
+		return nil, "", fmt.Errorf("%s has no attempts section", name)
+	}
+	return d.Attempts, accounting(d.Server), nil
+}
+
+// ddosRow is side-by-side's row of a ddos result: attempts per second of the run's elapsed time,
+// client CPU per attempt, and the attempts' counts with the verdict of the server's accounting.
+func ddosRow(name string, d *linkkeysresult.Result) (sideRow, error) {
+	a, verdict, err := ddosAttempts(name, d)
+	if err != nil {
+		return sideRow{}, err
+	}
+	return sideRow{ratio(float64(a.Attempted), float64(d.Elapsed)/1e9), cpuUsPerOp(d.ClientCPU, a.Attempted),
+		fmt.Sprintf("%d/%d/%d %s", a.Attempted, a.Succeeded, a.Failed, verdict)}, nil
+}
+
+func runSideBySide(e *env, args []string) error {
+	out, rounds, err := outRounds(args, 2, 2)
 	if err != nil {
 		return err
 	}
-	read := func(name string) (sideBySideResult, error) {
-		var r sideBySideResult
-		err := readJSON(join(out, name+".json"), &r)
-		return r, err
-	}
-	kinds := []struct{ key, title string }{
-		{"hs", "handshake-bench full handshakes/s"},
-		{"rq", "request-bench --pipeline 8 requests/s"},
-		{"ddos", "ddos attempts/s"},
+	kinds := []struct {
+		key, title string
+		row        func(string, *linkkeysresult.Result) (sideRow, error)
+	}{
+		{"hs", "handshake-bench full handshakes/s", benchRow(true)},
+		{"rq", "request-bench --pipeline 8 requests/s", benchRow(false)},
+		{"ddos", "ddos attempts/s", ddosRow},
 	}
 	rows := map[string][]pairRound[sideRow]{}
 	for i := 1; i <= rounds; i++ {
 		got := map[string]map[string]sideRow{"hs": {}, "rq": {}, "ddos": {}}
 		for _, b := range []string{"old", "new"} {
-			hs, err := read(fmt.Sprintf("hs-%s-%d", b, i))
-			if err != nil {
-				return err
+			for _, k := range kinds {
+				name := fmt.Sprintf("%s-%s-%d.json", k.key, b, i)
+				r, err := openResult(join(out, name))
+				if err != nil {
+					return err
+				}
+				if got[k.key][b], err = k.row(name, r); err != nil {
+					return err
+				}
 			}
-			if hs.Handshakes == nil {
-				return fmt.Errorf("hs-%s-%d.json has no handshakes section", b, i)
-			}
-			h := hs.Handshakes
-			got["hs"][b] = sideRow{h.FullPerSec, cpuUsPerOp(hs.ClientCPU, h.Completed), fmt.Sprint(h.Failed)}
-			rq, err := read(fmt.Sprintf("rq-%s-%d", b, i))
-			if err != nil {
-				return err
-			}
-			if rq.Requests == nil {
-				return fmt.Errorf("rq-%s-%d.json has no requests section", b, i)
-			}
-			q := rq.Requests
-			got["rq"][b] = sideRow{q.PerSec, cpuUsPerOp(rq.ClientCPU, q.Completed), fmt.Sprint(q.Errors)}
-			d, err := read(fmt.Sprintf("ddos-%s-%d", b, i))
-			if err != nil {
-				return err
-			}
-			if d.Attempts == nil {
-				return fmt.Errorf("ddos-%s-%d.json has no attempts section", b, i)
-			}
-			a := d.Attempts
-			verdict := "exact"
-			if ok, why := d.Server.exact(); !ok {
-				verdict = "MISMATCH " + why
-			}
-			got["ddos"][b] = sideRow{ratio(a.Attempted, d.Elapsed.Ns/1e9), cpuUsPerOp(d.ClientCPU, a.Attempted),
-				fmt.Sprintf("%.0f/%.0f/%.0f %s", a.Attempted, a.Succeeded, a.Failed, verdict)}
 		}
 		for k, v := range got {
 			rows[k] = append(rows[k], pairRound[sideRow]{i, v["old"], v["new"]})

@@ -4,27 +4,16 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"time"
-)
 
-// coordManifest is what bench/distributed-skew.sh reads of a `loadproof coordinate --manifest` file.
-type coordManifest struct {
-	Tasks []struct {
-		StartAt     time.Time   `json:"start_at"`
-		Starts      []time.Time `json:"starts"`
-		StartSkewMs float64     `json:"start_skew_ms"`
-	} `json:"tasks"`
-	Workers []struct {
-		RTTMs float64 `json:"rtt_ms"`
-	} `json:"workers"`
-}
+	"github.com/loadproof/loadproof/internal/coord"
+)
 
 func runSkew(e *env, args []string) error {
 	if err := wantArgs(args, 1, 1); err != nil {
 		return err
 	}
-	var m coordManifest
-	if err := readJSON(args[0], &m); err != nil {
+	m, err := coord.ReadManifest(args[0])
+	if err != nil {
 		return err
 	}
 	if len(m.Tasks) == 0 || len(m.Tasks[0].Starts) == 0 || len(m.Workers) == 0 {

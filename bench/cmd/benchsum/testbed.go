@@ -1,62 +1,38 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/loadproof/loadproof/internal/linkkeys"
+	"github.com/loadproof/loadproof/internal/linkkeysresult"
 )
 
-// bridgeResult is what bench/testbed-bridge.sh reads of a handshake-bench or request-bench result.
-type bridgeResult struct {
-	ClientCPU  cpuNs `json:"client_cpu"`
-	Handshakes *struct {
-		PerSec    float64 `json:"handshakes_per_sec"`
-		Completed float64 `json:"completed"`
-		Failed    int64   `json:"failed"`
-	} `json:"handshakes"`
-	Requests *struct {
-		PerSec    float64 `json:"requests_per_sec"`
-		Completed float64 `json:"completed"`
-		Errors    int64   `json:"errors"`
-	} `json:"requests"`
-}
-
 func runTestbedBridge(e *env, args []string) error {
-	if err := wantArgs(args, 2, 2); err != nil {
-		return err
-	}
-	out := args[0]
-	rounds, err := intArg("ROUNDS", args[1])
+	out, rounds, err := outRounds(args, 2, 2)
 	if err != nil {
 		return err
 	}
 	// rate: a run's operations per second and client CPU µs per operation; a run with failures
 	// is no figure of the path.
 	rate := func(cmd, path string, r int) (float64, float64, error) {
-		var d bridgeResult
-		if err := readJSON(join(out, fmt.Sprintf("%s-%s-%d.json", cmd, path, r)), &d); err != nil {
+		file := join(out, fmt.Sprintf("%s-%s-%d.json", cmd, path, r))
+		d, err := openResult(file)
+		if err != nil {
 			return 0, 0, err
 		}
-		if cmd == "handshake-bench" {
-			h := d.Handshakes
-			if h == nil {
-				return 0, 0, fmt.Errorf("%s %s round %d: no handshakes section", cmd, path, r)
-			}
-			if h.Failed != 0 {
-				return 0, 0, fmt.Errorf("%s %s round %d: %d failed", cmd, path, r, h.Failed)
-			}
-			return h.PerSec, d.ClientCPU.Ns / max(h.Completed, 1) / 1e3, nil
+		f, err := benchOf(filepath.Base(file), d, cmd == "handshake-bench")
+		switch {
+		case err != nil:
+			return 0, 0, fmt.Errorf("%s %s round %d: %w", cmd, path, r, err)
+		case f.bad != 0:
+			return 0, 0, fmt.Errorf("%s %s round %d: %d %s", cmd, path, r, f.bad, f.badly)
 		}
-		q := d.Requests
-		if q == nil {
-			return 0, 0, fmt.Errorf("%s %s round %d: no requests section", cmd, path, r)
-		}
-		if q.Errors != 0 {
-			return 0, 0, fmt.Errorf("%s %s round %d: %d errors", cmd, path, r, q.Errors)
-		}
-		return q.PerSec, d.ClientCPU.Ns / max(q.Completed, 1) / 1e3, nil
+		return f.rate, cpuUsPerOp(d.ClientCPU, f.done), nil
 	}
 	e.printf("%5s %-16s %11s %11s %11s %17s %7s\n", "round", "figure", "loopback/s", "bridge/s", "bridge/loop", "client µs/op loop", "bridge")
 	for _, cmd := range []string{"handshake-bench", "request-bench"} {
@@ -83,25 +59,18 @@ func runTestbedBridge(e *env, args []string) error {
 	return nil
 }
 
-// heldResult is what bench/testbed-held.sh reads of a connections result.
-type heldResult struct {
-	Hold struct {
-		Held       float64               `json:"held"`
-		StillOpen  json.RawMessage       `json:"still_open_at_end"`
-		RampTime   struct{ Text string } `json:"ramp_time"`
-		RSSPerConn float64               `json:"client_rss_bytes_per_connection"`
-	} `json:"hold"`
-	Server *struct {
-		Delta map[string]json.RawMessage `json:"delta"`
-	} `json:"server"`
-}
-
-func (h heldResult) delta(k string) string {
-	if h.Server == nil {
+// delta prints a counter of the server's accounting over a connections run: None when the run
+// has none.
+func delta(r *linkkeysresult.Result, counter func(linkkeysresult.Deltas) int64) string {
+	if r.Server == nil {
 		return "None"
 	}
-	return raw(h.Server.Delta[k])
+	return strconv.FormatInt(counter(r.Server.Delta), 10)
 }
+
+func accepted(d linkkeysresult.Deltas) int64   { return d.Accepted }
+func handshakes(d linkkeysresult.Deltas) int64 { return d.HandshakesCompleted }
+func shedLimit(d linkkeysresult.Deltas) int64  { return d.ShedConnectionLimit }
 
 // kernelCounters reads `cat /proc/net/netstat /proc/net/snmp` output: pairs of lines, names then
 // values, keyed "TcpExt:ListenOverflows".
@@ -137,24 +106,28 @@ func runTestbedHeld(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var held float64
-	var first heldResult
+	var held int64
+	var first *linkkeysresult.Result
 	for _, h := range []int{2, 3} {
-		var d heldResult
-		if err := readJSON(join(out, fmt.Sprintf("held-h%d.json", h)), &d); err != nil {
+		name := fmt.Sprintf("held-h%d.json", h)
+		d, err := openResult(join(out, name))
+		if err != nil {
 			return err
 		}
-		if h == 2 {
+		if d.Hold == nil {
+			return fmt.Errorf("%s has no hold section (is it a connections result?)", name)
+		}
+		if first == nil {
 			first = d
 		}
 		held += d.Hold.Held
-		e.printf("host %d: held %.0f of %d, still open %s, ramp %s, client RSS %.1f KiB/conn; server delta over this client's run: accepted %s, handshakes %s\n",
-			h, d.Hold.Held, per, raw(d.Hold.StillOpen), d.Hold.RampTime.Text, d.Hold.RSSPerConn/1024,
-			d.delta("accepted_connections"), d.delta("handshakes_completed"))
+		e.printf("host %d: held %d of %d, still open %d, ramp %s, client RSS %.1f KiB/conn; server delta over this client's run: accepted %s, handshakes %s\n",
+			h, d.Hold.Held, per, d.Hold.StillOpen, linkkeysresult.FormatRustDuration(time.Duration(d.Hold.RampTime)), d.Hold.BytesPerConn/1024,
+			delta(d, accepted), delta(d, handshakes))
 	}
-	e.printf("held at once across both load hosts: %.0f\n", held)
+	e.printf("held at once across both load hosts: %d\n", held)
 	e.printf("server over both hosts: accepted %s, handshakes completed %s, shed at the connection limit %s\n",
-		first.delta("accepted_connections"), first.delta("handshakes_completed"), first.delta("shed_connection_limit"))
+		delta(first, accepted), delta(first, handshakes), delta(first, shedLimit))
 	b, err := kernelCounters(join(out, "server-kernel-before.txt"))
 	if err != nil {
 		return err
@@ -170,19 +143,25 @@ func runTestbedHeld(e *env, args []string) error {
 	e.printf("server host kernel: %s\n", strings.Join(parts, ", "))
 	// The server's own view: its RSS at the METRICS line with the most open connections (the
 	// first such line), per open connection.
-	ms, err := metricsLines[map[string]json.RawMessage](join(out, "server.log"))
+	ms, err := readMetricsLog(join(out, "server.log"))
 	if err != nil {
 		return err
 	}
-	var top map[string]json.RawMessage
-	var topOpen float64
-	for _, m := range ms {
-		if o, _ := optNumber(m["open_connections"]); top == nil || o > topOpen {
-			top, topOpen = m, o
+	var top *linkkeys.MetricsLine
+	for i := range ms {
+		if top == nil || ms[i].OpenConnections > top.OpenConnections {
+			top = &ms[i]
 		}
 	}
-	rss, _ := optNumber(top["process_rss_bytes"])
-	e.printf("server RSS %s bytes at its most open connections, %s open: %.1f KiB per open connection\n",
-		raw(top["process_rss_bytes"]), raw(top["open_connections"]), rss/max(topOpen, 1)/1024)
+	if top == nil { // as the summary always printed a log without METRICS lines
+		e.printf("server RSS None bytes at its most open connections, None open: 0.0 KiB per open connection\n")
+		return nil
+	}
+	var rss uint64
+	if top.ProcessRSSBytes != nil {
+		rss = *top.ProcessRSSBytes
+	}
+	e.printf("server RSS %s bytes at its most open connections, %d open: %.1f KiB per open connection\n",
+		show(top.ProcessRSSBytes), top.OpenConnections, float64(rss)/max(float64(top.OpenConnections), 1)/1024)
 	return nil
 }
