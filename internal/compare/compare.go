@@ -396,22 +396,26 @@ func commonKinds(a, b *side) []string {
 	return out
 }
 
+// metricPlain is Metric without its JSON methods; metricJSON is a Metric's JSON form, the five
+// figures as pointers so that NaN (nothing measured, no interval) travels as null.
+type metricPlain Metric
+
+type metricJSON struct {
+	metricPlain
+	A      *float64 `json:"a"`
+	B      *float64 `json:"b"`
+	Change *float64 `json:"change_pct"`
+	Low    *float64 `json:"low_pct"`
+	High   *float64 `json:"high_pct"`
+}
+
 // MarshalJSON writes NaN figures (nothing measured, no interval) as null.
 func (m Metric) MarshalJSON() ([]byte, error) {
-	type plain Metric
-	type out struct {
-		plain
-		A      *float64 `json:"a"`
-		B      *float64 `json:"b"`
-		Change *float64 `json:"change_pct"`
-		Low    *float64 `json:"low_pct"`
-		High   *float64 `json:"high_pct"`
-	}
 	f := func(v float64) *float64 {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil
 		}
 		return &v
 	}
-	return json.Marshal(out{plain(m), f(m.A), f(m.B), f(m.Change), f(m.Low), f(m.High)})
+	return json.Marshal(metricJSON{metricPlain(m), f(m.A), f(m.B), f(m.Change), f(m.Low), f(m.High)})
 }

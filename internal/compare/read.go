@@ -59,15 +59,7 @@ func Parse(b []byte) (*Comparison, error) {
 
 // UnmarshalJSON reads the form MarshalJSON writes: null figures are NaN.
 func (m *Metric) UnmarshalJSON(b []byte) error {
-	type plain Metric
-	var in struct {
-		plain
-		A      *float64 `json:"a"`
-		B      *float64 `json:"b"`
-		Change *float64 `json:"change_pct"`
-		Low    *float64 `json:"low_pct"`
-		High   *float64 `json:"high_pct"`
-	}
+	var in metricJSON
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
@@ -77,7 +69,7 @@ func (m *Metric) UnmarshalJSON(b []byte) error {
 		}
 		return *p
 	}
-	*m = Metric(in.plain)
+	*m = Metric(in.metricPlain)
 	m.A, m.B, m.Change, m.Low, m.High = f(in.A), f(in.B), f(in.Change), f(in.Low), f(in.High)
 	return nil
 }
