@@ -144,7 +144,7 @@ func writeFieldPlan(t *testing.T, dir, target, users string, concurrency int) st
 	p.EnvironmentParity = "loadproof field test: the reference server and its clients in separate network namespaces of one machine."
 	for i := range p.Phases {
 		ph := &p.Phases[i]
-		ph.DurationSeconds, ph.RampUpSeconds, ph.Concurrency = 2, 0, concurrency
+		ph.DurationSeconds, ph.RampUpSeconds, ph.Concurrency = 1, 0, concurrency
 		ph.Method = keycast.MethodGetPublicKey
 		ph.IntentionalShedding = nil
 		// Latency across namespaces on a shared box says nothing about a deployment: the test
