@@ -37,7 +37,9 @@ func newHostile(t *testing.T, url, token string) *hostile {
 	}
 	t.Cleanup(nc.Close)
 	h := &hostile{t: t, nc: nc}
-	if _, err := nc.Subscribe(">", func(m *nats.Msg) {
+	// Every message of the protocol (not ">": a silent subscriber to the JetStream API would make
+	// the coordinator's probe for an object store wait out its timeout).
+	if _, err := nc.Subscribe(DefaultPrefix+".>", func(m *nats.Msg) {
 		c := nats.NewMsg(m.Subject)
 		c.Data = append([]byte(nil), m.Data...)
 		for k, v := range m.Header {
