@@ -188,11 +188,14 @@ func (c *Coordinator) measureClocks(ctx context.Context) error {
 			best := time.Duration(-1)
 			var off time.Duration
 			// A worker subscribes to its subjects right after its join is answered, so the first
-			// pings may find no responder yet: those are retried, not counted.
+			// pings may find no responder yet: those are retried, not counted. They wait 250 ms,
+			// then twice as long each try up to 2 s: NATS says "no responders" at once only while
+			// nobody else listens on the subject (a monitor on the prefix makes a ping to a worker
+			// not yet subscribed wait out its whole timeout).
 			for ok, tries := 0, 0; ok < 5 && tries < 40; tries++ {
 				m, _ := c.sig.msg(c.subj.worker(i, "ping"), struct{}{})
 				t0 := time.Now()
-				resp, err := c.nc.RequestMsg(m, 2*time.Second)
+				resp, err := c.nc.RequestMsg(m, min(2*time.Second, 250*time.Millisecond<<min(tries, 3)))
 				t1 := time.Now()
 				if err != nil {
 					errs[i] = err
