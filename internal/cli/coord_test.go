@@ -400,7 +400,6 @@ func TestWorkerStopsWithoutCoordinator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out the coordinator heartbeat timeout (-short)")
 	}
-	t.Parallel() // mostly waiting: it overlaps the package's other waiting tests
 	srv := kctest.Start(t, keycastserver.Config{})
 	users := kcUsers(t, srv.URL, 2)
 	url, token := externalNATS(t)
