@@ -162,7 +162,6 @@ func TestRemoteWriteNeverSlowsTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a dead remote-write endpoint (-short)")
 	}
-	t.Parallel() // mostly waiting: it overlaps the package's other waiting tests
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
