@@ -158,7 +158,7 @@ func (r *Run) fanOutCombined(ctx context.Context, cfg CombinedConfig, split bool
 	go func() {
 		res, err := r.fanOutSpecs(fctx, WorkerSpec{Command: CmdCombined, Combined: &cfg}, specs, nil, onExit)
 		if err == nil && split {
-			tidySplit(&res, cfg)
+			tidySplit(&res)
 		}
 		done <- fanned{res, err}
 	}()

@@ -1,8 +1,10 @@
 package linkkeysload
 
 import (
+	"slices"
 	"testing"
 
+	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -28,5 +30,39 @@ func TestAttachServerKeepsTheTimelineInOrder(t *testing.T) {
 	}
 	if res.Intervals[3].Secs != 0.5 {
 		t.Fatalf("added interval %+v", res.Intervals[3])
+	}
+}
+
+// With StreamProcesses, each worker's spec holds only its group's streams: the request stream's
+// processes run nothing else, and the others run every stream but it. Without, every process runs
+// a share of every stream.
+func TestCombinedSpecsHoldOnlyTheirStreams(t *testing.T) {
+	cfg := CombinedConfig{Held: &HeldStream{Count: 10}, Handshakes: &HandshakeStream{Concurrency: 4},
+		Requests: &RequestStream{Connections: 2}, DDoS: []DDoSWave{{Sources: 5}}}
+	if !cfg.splitsStreams() {
+		t.Fatal("a request stream beside handshakes is not split")
+	}
+	specs, groupOf := combinedSpecs(cfg, true, engine.Whole, 2)
+	if len(specs) != 4 || !slices.Equal(groupOf, []int{0, 0, 1, 1}) {
+		t.Fatalf("%d specs, groups %v", len(specs), groupOf)
+	}
+	for i, s := range specs {
+		c := s.Combined
+		if s.Command != CmdCombined || s.Segment != engine.Whole.Sub(2, i%2) {
+			t.Fatalf("spec %d: %+v", i, s)
+		}
+		hasReq, hasOthers := c.Requests != nil, c.Held != nil && c.Handshakes != nil && len(c.DDoS) == 1
+		if groupOf[i] == 0 && (hasReq || !hasOthers) || groupOf[i] == 1 && (!hasReq || c.Held != nil || c.Handshakes != nil || len(c.DDoS) > 0) {
+			t.Fatalf("spec %d (group %d) holds %+v", i, groupOf[i], c)
+		}
+	}
+	specs, _ = combinedSpecs(cfg, false, engine.Whole, 2)
+	if len(specs) != 2 || specs[0].Combined.Requests == nil || specs[1].Combined.Handshakes == nil {
+		t.Fatalf("unsplit specs %+v", specs)
+	}
+	for _, alone := range []CombinedConfig{{Requests: cfg.Requests}, {Handshakes: cfg.Handshakes, Held: cfg.Held}} {
+		if alone.splitsStreams() {
+			t.Fatalf("%+v is split", alone)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/loadproof/loadproof/internal/engine"
-	"github.com/loadproof/loadproof/internal/linkkeysresult"
 	"github.com/loadproof/loadproof/internal/result"
 )
 
@@ -44,24 +43,6 @@ func (c CombinedConfig) processGroups() []CombinedConfig {
 	return []CombinedConfig{rest, req}
 }
 
-// streamOrder is the order of cfg's streams in a result (combinedStreams').
-func (c CombinedConfig) streamOrder() []string {
-	var names []string
-	if c.Handshakes != nil {
-		names = append(names, linkkeysresult.StreamHandshakes)
-	}
-	if c.Requests != nil {
-		names = append(names, linkkeysresult.StreamRequests)
-	}
-	for i := range c.DDoS {
-		names = append(names, c.WaveName(i))
-	}
-	if c.Held != nil {
-		names = append(names, linkkeysresult.StreamHeld)
-	}
-	return names
-}
-
 // combinedSpecs returns the worker specs of a combined run over n processes per group: every
 // process of a group runs its segment of the group's streams only. groupOf[i] is process i's group.
 func combinedSpecs(cfg CombinedConfig, split bool, seg engine.Segment, n int) (specs []WorkerSpec, groupOf []int) {
@@ -80,8 +61,9 @@ func combinedSpecs(cfg CombinedConfig, split bool, seg engine.Segment, n int) (s
 }
 
 // tidySplit makes the merged result of a split run read as an unsplit one's: each group covered
-// the whole run, so the segments are listed once, and the streams are in their usual order.
-func tidySplit(res *Result, cfg CombinedConfig) {
+// the whole run, so its segments are listed once. (The streams' order is the result file's, as
+// after any merge of worker results.)
+func tidySplit(res *Result) {
 	var segs []result.Segment
 	for _, s := range res.Segments {
 		if !slices.Contains(segs, s) {
@@ -89,13 +71,6 @@ func tidySplit(res *Result, cfg CombinedConfig) {
 		}
 	}
 	res.Segments = segs
-	if res.Combined == nil {
-		return
-	}
-	order := cfg.streamOrder()
-	slices.SortStableFunc(res.Combined.Streams, func(a, b linkkeysresult.Stream) int {
-		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
-	})
 }
 
 // othersGate tells a held population's processes when the processes of the run's other groups
