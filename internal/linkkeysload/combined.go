@@ -66,6 +66,7 @@ func Combined(ctx context.Context, cfg CombinedConfig, r Run) (Result, error) {
 	procs := r.Workers
 	if split {
 		procs = 2 * max(r.Workers, 1)
+		meter.fannedOut = true // the workers' results hold their CPU, not this process's
 	}
 	// Worker processes need a moment to start: they begin their streams together at Start.
 	delay := 50 * time.Millisecond

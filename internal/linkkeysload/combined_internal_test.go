@@ -1,11 +1,14 @@
 package linkkeysload
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/loadproof/loadproof/internal/engine"
 	"github.com/loadproof/loadproof/internal/result"
+	"github.com/loadproof/loadproof/internal/testwait"
 )
 
 // A fanned-out combined run's server samples come from the parent's run, on a clock started with
@@ -65,4 +68,43 @@ func TestCombinedSpecsHoldOnlyTheirStreams(t *testing.T) {
 			t.Fatalf("%+v is split", alone)
 		}
 	}
+}
+
+// The gate opens when the last process of the other groups has exited: a held process waiting on
+// it sees its connection close then, not before, and one that connects later sees it close at once.
+func TestOthersGateOpensWhenTheOthersHaveExited(t *testing.T) {
+	g, err := newOthersGate(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // the deadline
+	defer cancel()
+	sc := othersScenario(g.path)
+	ended := make(chan struct{})
+	go func() { // the held process's wait
+		sc.Config.Driver.Do(ctx, nil, 0)
+		close(ended)
+	}()
+	// The first exit must find the waiter connected.
+	testwait.Eventually(t, 10*time.Second, "the waiter to connect", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.conns) == 1
+	})
+	g.othersExited()
+	g.mu.Lock()
+	open := g.released || len(g.conns) != 1
+	g.mu.Unlock()
+	if open {
+		t.Fatal("the gate opened with one of the other processes still running")
+	}
+	g.othersExited()
+	testwait.Recv(t, ended, 10*time.Second, "the gate to open when the other processes had exited")
+	late := make(chan struct{})
+	go func() {
+		sc.Config.Driver.Do(ctx, nil, 0)
+		close(late)
+	}()
+	testwait.Recv(t, late, 10*time.Second, "a process connecting after the gate opened to go on")
 }
