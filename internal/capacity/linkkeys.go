@@ -623,7 +623,8 @@ func realLinkKeysRunner(pl *LinkKeysPlan, opts LinkKeysOptions, progress io.Writ
 			workers = linkkeysload.DefaultWorkers(cfg.Sockets(), soft)
 		}
 		r := linkkeysload.Run{Stdout: progress, Stderr: progress, Workers: workers, Launcher: opts.Clients,
-			Metrics: metrics, SettleWait: opts.SettleWait, Log: logger, Stop: run.Stop}
+			Metrics: metrics, SettleWait: opts.SettleWait, Log: logger, Stop: run.Stop,
+			StreamProcesses: true} // the request stream apart from the handshakes (linkkeysload.Run.StreamProcesses)
 		res, err := linkkeysload.Combined(ctx, cfg, r)
 		srv.stop()
 		if err != nil {

@@ -53,7 +53,7 @@ var clientFlagGroups = []flagGroup{
 		"requests", "rate", "rate-from", "ramp-up", "op", "pipeline", "resume", "scenario", "method", "seed", "keep-tls-state",
 		"attempt-timeout-secs", "timeout", "http-client", "stop-window", "settle-wait")},
 	{"Source addresses", named("client-ip-base", "client-ip-count")},
-	{"Processes", named("workers", "workers-in-turn")},
+	{"Processes", named("workers", "workers-in-turn", "stream-processes")},
 	{"Output", named("json", "output", "progress-every", "report-interval", "server-metrics", "max-error-rate")},
 	{"Watching the run", prefixed("dashboard", "remote-write")},
 	{"Split runs and signatures", named("segment", "run-id", "sign-key")},

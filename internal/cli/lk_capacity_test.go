@@ -125,6 +125,13 @@ func TestLinkKeysCapacityEndToEnd(t *testing.T) {
 		m["ddos.shed_per_source"] != 0 || m["handshakes.shed_overflow"] != 0 || m["held.shed"] != 0 {
 		t.Fatalf("combined metrics %v", m)
 	}
+	// The request stream ran in a client process of its own, apart from the handshakes and the held
+	// population (linkkeysload.Run.StreamProcesses), which was still held to the end (survival above).
+	hs, rq := comb.Results.Combined.Stream("handshakes"), comb.Results.Combined.Stream("requests")
+	if len(hs.PIDs) == 0 || len(rq.PIDs) == 0 || slices.ContainsFunc(hs.PIDs, func(p int) bool { return slices.Contains(rq.PIDs, p) }) ||
+		!slices.Equal(comb.Results.Combined.Stream("held").PIDs, hs.PIDs) {
+		t.Errorf("combined phase pids: handshakes %v, requests %v, held %v", hs.PIDs, rq.PIDs, comb.Results.Combined.Stream("held").PIDs)
+	}
 	var shed, accepted capacity.Number
 	for _, st := range []string{"held", "handshakes", "requests", "ddos"} {
 		if m[st+".accounting_gap"] != 0 || m[st+".accepted"] != m[st+".admitted"]+m[st+".shed"] {

@@ -110,6 +110,9 @@ func TestLinkKeysClientsRunAgainstServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every LinkKeys client against a server (-short)")
 	}
+	// combined runs its request stream in a worker process of its own (--stream-processes): this
+	// binary, started again, acts as linkkeys-loadtest.
+	t.Setenv(childTreeEnv, "linkkeys")
 	lim := map[string]string{"TCP_HANDSHAKE_BURST": "1000000", "TCP_HANDSHAKE_GLOBAL_BURST": "1000000",
 		"PUBLIC_READ_BURST": "1000000000", "PUBLIC_READ_GLOBAL_BURST": "1000000000"}
 	cfg, err := linkkeysserver.ConfigFromEnv(func(k string) string { return lim[k] })
@@ -155,8 +158,12 @@ func TestLinkKeysClientsRunAgainstServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := linkkeysload.ReadResult(b)
-		if err != nil || res.Command != c.args[0] || res.Flags["info-file"] != info || len(res.Machines) != 1 || res.Machines[0].GoVersion == "" {
-			t.Fatalf("%v: result %v %+v", c.args, err, res.Flags)
+		processes := 1 // one machine record per client process
+		if c.args[0] == "combined" {
+			processes = 2 // the request stream's and the other streams'
+		}
+		if err != nil || res.Command != c.args[0] || res.Flags["info-file"] != info || len(res.Machines) != processes || res.Machines[0].GoVersion == "" {
+			t.Fatalf("%v: result %v %+v, %d machine records", c.args, err, res.Flags, len(res.Machines))
 		}
 		// The report is drawn from the result file alone: it redraws the same header and DONE line.
 		renv, rout, rerr := lkTestEnv()

@@ -32,6 +32,7 @@ func newLinkKeysCombinedCmd(env *Env, o treeOpts) *cobra.Command {
 		rqOp, rqBase                   string
 		waves                          []string
 		serverMetrics                  string
+		streamProcs                    bool
 	)
 	c := &cobra.Command{
 		Use:   "combined",
@@ -99,6 +100,7 @@ func newLinkKeysCombinedCmd(env *Env, o treeOpts) *cobra.Command {
 				return err
 			}
 			cfg.Target = target
+			run.StreamProcesses = streamProcs
 			res, err := linkkeysload.Combined(cmd.Context(), cfg, run)
 			if perr := common.prices.lkPrintCost(env.Stdout, &res, common.priced); perr != nil && err == nil {
 				err = perr
@@ -134,6 +136,7 @@ func newLinkKeysCombinedCmd(env *Env, o treeOpts) *cobra.Command {
 	f.StringVar(&rqBase, "request-ip-base", linkkeysload.DefaultRequestBase, "request stream: first source address")
 	f.Uint32Var(&rqIPs, "request-ip-count", linkkeysload.DefaultClientIPCount, "request stream: distinct source addresses")
 	f.StringArrayVar(&waves, "ddos-wave", nil, "a ddos wave: sources=S[,at=SECS][,concurrency=C][,base=IP][,name=NAME] (repeatable; base defaults to 127.5.0.0, then to the end of the previous wave)")
+	f.BoolVar(&streamProcs, "stream-processes", true, "run the request stream in worker processes of its own, apart from the other streams (in one process, handshake loops starve it: docs/load-testing.md); false: every process runs a share of every stream")
 	f.StringVar(&serverMetrics, "server-metrics", "", "the server's METRICS log file or http(s)://HOST:PORT/metrics (a non-loopback host needs --allow-host): sampled once a second, and read before and after the run for the server's accounting")
 	attachStatus(c, env, func(*cobra.Command) termstatus.Options {
 		return termstatus.Options{Label: "combined", Planned: time.Duration(duration) * time.Second,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -145,7 +146,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func runFan(t *testing.T, fail bool) ([][]byte, error, []string) {
+// runFan runs 4 workers and returns their results, error, stdout lines and the segments OnExit
+// reported (in the order they ended).
+func runFan(t *testing.T, fail bool) ([][]byte, error, []string, []int) {
 	t.Helper()
 	env := append(os.Environ(), "ENGINE_TEST_WORKER=1")
 	if fail {
@@ -153,6 +156,7 @@ func runFan(t *testing.T, fail bool) ([][]byte, error, []string) {
 	}
 	var mu sync.Mutex
 	var lines []string
+	var exits []int
 	res, err := FanOut{
 		Workers: 4,
 		Env:     env,
@@ -164,12 +168,18 @@ func runFan(t *testing.T, fail bool) ([][]byte, error, []string) {
 			lines = append(lines, line)
 			mu.Unlock()
 		},
+		OnExit: func(seg Segment) {
+			mu.Lock()
+			exits = append(exits, seg.Index)
+			mu.Unlock()
+		},
 	}.Run(context.Background())
-	return res, err, lines
+	slices.Sort(exits)
+	return res, err, lines, exits
 }
 
 func TestFanOutMergesExactly(t *testing.T) {
-	res, err, lines := runFan(t, false)
+	res, err, lines, exits := runFan(t, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,16 +191,19 @@ func TestFanOutMergesExactly(t *testing.T) {
 		}
 		sum += r["share"]
 	}
-	if sum != 1000 || len(lines) != 4 {
-		t.Fatalf("sum %d lines %v", sum, lines)
+	if sum != 1000 || len(lines) != 4 || !slices.Equal(exits, []int{0, 1, 2, 3}) {
+		t.Fatalf("sum %d lines %v exits %v", sum, lines, exits)
 	}
 }
 
 func TestFanOutReportsFailedWorker(t *testing.T) {
-	res, err, _ := runFan(t, true)
+	res, err, _, exits := runFan(t, true)
 	var we *WorkerError
 	if !errors.As(err, &we) || we.Segment.Index != 2 {
 		t.Fatalf("error %v", err)
+	}
+	if !slices.Equal(exits, []int{0, 1, 2, 3}) { // a failed worker has ended too
+		t.Fatalf("exits %v", exits)
 	}
 	if res[0] == nil || res[2] != nil {
 		t.Fatal("results of good workers must be kept, the failed one's absent")

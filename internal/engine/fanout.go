@@ -38,6 +38,10 @@ type FanOut struct {
 	// Grace is how long workers get to write their results after ctx ends (SIGINT) before SIGKILL;
 	// 0 means 10 s.
 	Grace time.Duration
+	// OnExit, when set, is called once per worker when it has ended (or failed to start), with its
+	// segment, before Run returns: a run whose workers do different work learns when one part of
+	// it is over (a combined run's held population waits for the request stream's processes).
+	OnExit func(seg Segment)
 }
 
 // WorkerError reports a worker that failed.
@@ -75,11 +79,17 @@ func (f FanOut) Run(ctx context.Context) ([][]byte, error) {
 	results := make([][]byte, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	exited := func(seg Segment) {
+		if f.OnExit != nil {
+			f.OnExit(seg)
+		}
+	}
 	for i, seg := range Split(n) {
 		path := filepath.Join(dir, fmt.Sprintf("worker-%03d.json", i))
 		cmd, err := procexec.Command(f.Executable, f.Args(seg, path)...)
 		if err != nil {
 			errs[i] = err
+			exited(seg)
 			continue
 		}
 		if f.Env != nil {
@@ -89,11 +99,13 @@ func (f FanOut) Run(ctx context.Context) ([][]byte, error) {
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			errs[i] = err
+			exited(seg)
 			continue
 		}
 		// A worker must not outlive the run: killed with it, it leaves no load behind.
 		if err := procexec.Start(cmd, procexec.Options{Signal: syscall.SIGKILL}); err != nil {
 			errs[i] = fmt.Errorf("starting %s: %w", cmd.Path, err)
+			exited(seg)
 			continue
 		}
 		wg.Add(1)
@@ -122,6 +134,7 @@ func (f FanOut) Run(ctx context.Context) ([][]byte, error) {
 			_, _ = io.Copy(io.Discard, stdout)
 			werr := cmd.Wait()
 			close(done)
+			defer exited(seg)
 			b, rerr := boundedfile.Read(path, boundedfile.Result)
 			switch {
 			case rerr == nil && len(b) > 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"time"
@@ -61,19 +62,25 @@ func Combined(ctx context.Context, cfg CombinedConfig, r Run) (Result, error) {
 		}
 	}
 	meter := r.startCPU(cfg.Target)
+	split := r.StreamProcesses && r.Remote == nil && cfg.splitsStreams()
+	procs := r.Workers
+	if split {
+		procs = 2 * max(r.Workers, 1)
+		meter.fannedOut = true // the workers' results hold their CPU, not this process's
+	}
 	// Worker processes need a moment to start: they begin their streams together at Start.
 	delay := 50 * time.Millisecond
-	if r.Workers > 1 {
-		delay = min(time.Second+time.Duration(r.Workers)*200*time.Millisecond, 5*time.Second)
+	if procs > 1 {
+		delay = min(time.Second+time.Duration(procs)*200*time.Millisecond, 5*time.Second)
 	}
 	cfg.Start = time.Now().Add(delay)
 	watch := combinedWatch{sample: r.progressSampler(cfg.Start), stop: r.Stop}
 	var res Result
 	var err error
-	if r.Workers <= 1 {
+	if procs <= 1 {
 		res, err = runCombinedSegment(ctx, cfg, engine.Whole, r.stderr(), watch)
 	} else {
-		res, err = r.fanOutCombined(ctx, cfg, watch)
+		res, err = r.fanOutCombined(ctx, cfg, split, watch)
 	}
 	if err != nil {
 		return Result{}, err
@@ -115,19 +122,45 @@ func (r *Run) progressSampler(start time.Time) func(ctx context.Context) (map[st
 	}
 }
 
-// fanOutCombined runs the combined run in worker processes. This process's own run has one
-// scenario, which waits for the workers: the engine samples the server and judges the live stop on
-// the clock the workers' streams start on (cfg.Start), and a stop cuts the workers off.
-func (r *Run) fanOutCombined(ctx context.Context, cfg CombinedConfig, watch combinedWatch) (Result, error) {
+// fanOutCombined runs the combined run in worker processes (with split, the request stream in
+// processes of its own: combined_procs.go). This process's own run has one scenario, which waits
+// for the workers: the engine samples the server and judges the live stop on the clock the
+// workers' streams start on (cfg.Start), and a stop cuts the workers off.
+func (r *Run) fanOutCombined(ctx context.Context, cfg CombinedConfig, split bool, watch combinedWatch) (Result, error) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type fanned struct {
 		res Result
 		err error
 	}
+	specs, groupOf := combinedSpecs(cfg, split, r.seg(), max(r.Workers, 1))
+	var onExit func(i int)
+	if split && cfg.Held != nil {
+		// The held population (group 0) is held until the request stream's processes have exited.
+		gate, err := newOthersGate(len(specs) - slices.Index(groupOf, 1))
+		if err != nil {
+			return Result{}, err
+		}
+		defer gate.close()
+		for i := range specs {
+			if groupOf[i] == 0 {
+				c := *specs[i].Combined
+				c.OthersGate = gate.path
+				specs[i].Combined = &c
+			}
+		}
+		onExit = func(i int) {
+			if groupOf[i] != 0 {
+				gate.othersExited()
+			}
+		}
+	}
 	done := make(chan fanned, 1)
 	go func() {
-		res, err := r.fanOut(fctx, WorkerSpec{Command: CmdCombined, Combined: &cfg}, nil)
+		res, err := r.fanOutSpecs(fctx, WorkerSpec{Command: CmdCombined, Combined: &cfg}, specs, nil, onExit)
+		if err == nil && split {
+			tidySplit(&res)
+		}
 		done <- fanned{res, err}
 	}()
 	var got fanned
@@ -267,6 +300,10 @@ func runCombinedSegment(ctx context.Context, cfg CombinedConfig, seg engine.Segm
 	for _, s := range streams {
 		plan.Scenarios = append(plan.Scenarios, s.scenario)
 	}
+	if cfg.OthersGate != "" && cfg.Held != nil {
+		// After the streams: assembleCombined reads the streams' scenarios by index.
+		plan.Scenarios = append(plan.Scenarios, othersScenario(cfg.OthersGate))
+	}
 	kernel0 := machine.ReadKernel()
 	runs, err := engine.ExecuteScenarios(ctx, plan)
 	if err != nil {
@@ -354,6 +391,7 @@ func assembleCombined(t Target, seg engine.Segment, runs *engine.Runs, streams [
 		stream.Segments = []result.Segment{seg}
 		st.Result = &stream
 		st.Survival = s.survival
+		st.PIDs = []int{os.Getpid()}
 		out.Combined.Streams = append(out.Combined.Streams, st)
 	}
 	for i := range out.Combined.Streams {

@@ -29,6 +29,10 @@ type CombinedConfig struct {
 	// Start is the run's coordinated start (every worker process starts its streams from it); zero
 	// starts at once.
 	Start time.Time `json:"start,omitzero"`
+	// OthersGate, when set, is the Unix socket that closes once the processes running the run's
+	// other streams have exited (Run.StreamProcesses): the held population is held until then too.
+	// The parent sets it in its workers' specs.
+	OthersGate string `json:"others_gate,omitempty"`
 }
 
 // HeldStream is the held population.

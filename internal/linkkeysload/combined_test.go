@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +194,47 @@ func TestCombinedFansOut(t *testing.T) {
 	}
 	if res.Server.Mismatch() || res.Combined.Stream("ddos-1").Result.Attempts.Attempted != 300 {
 		t.Fatalf("server %+v\n%s", res.Server, out.String())
+	}
+}
+
+// With StreamProcesses the request stream runs in a process of its own, apart from the handshake
+// loops (which starve it in a shared process), the results merge as a fanned-out run's, and the held
+// population is still held until the request stream, which ends last, has ended.
+func TestCombinedStreamProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	rs := startReal(t, config(t, scaleProfile))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := combinedConfig(t, rs)
+	cfg.Requests.StartSecs = 1 // ends a second after the handshakes, in another process
+	var out bytes.Buffer
+	res, err := linkkeysload.Combined(context.Background(), cfg, linkkeysload.Run{Stdout: &out, StreamProcesses: true,
+		Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second,
+		Launcher: linkkeysload.Launcher{Executable: exe, Env: append(os.Environ(), "LKLOAD_TEST_WORKER=1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range res.Combined.Streams {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"held", "handshakes", "requests", "ddos-1"}) || len(res.Segments) != 1 {
+		t.Fatalf("streams %v, segments %v\n%s", names, res.Segments, out.String())
+	}
+	hs, rq, held := res.Combined.Stream("handshakes"), res.Combined.Stream("requests"), res.Combined.Stream("held")
+	if len(hs.PIDs) != 1 || len(rq.PIDs) != 1 || hs.PIDs[0] == rq.PIDs[0] || hs.PIDs[0] == os.Getpid() || rq.PIDs[0] == os.Getpid() ||
+		!slices.Equal(held.PIDs, hs.PIDs) {
+		t.Fatalf("pids: handshakes %v, requests %v, held %v (this process %d)", hs.PIDs, rq.PIDs, held.PIDs, os.Getpid())
+	}
+	if held.Survival.Established != 200 || rq.Result.Requests.Completed == 0 || res.Server.Mismatch() {
+		t.Fatalf("held %+v, requests %+v, server %+v\n%s", held.Survival, rq.Result.Requests, res.Server, out.String())
+	}
+	if held.Result.EndedAt.Before(rq.Result.EndedAt) {
+		t.Fatalf("the held population ended at %v, before the request stream at %v", held.Result.EndedAt, rq.Result.EndedAt)
 	}
 }
 

@@ -69,6 +69,12 @@ type Run struct {
 	// RunID names the run in every result it writes and hands to every worker
 	// (result.Envelope.RunID); empty writes none.
 	RunID string
+	// StreamProcesses puts a combined run's request stream in worker processes of its own, apart
+	// from its other streams, whenever it has both (combined_procs.go says why); each group takes
+	// Workers processes (at least one). It needs worker processes of this binary (Launcher), so a
+	// run with no other streams, or with Remote, is run as without it. False: every process runs a
+	// share of every stream.
+	StreamProcesses bool
 }
 
 // seg is the command's segment (the whole run when none is set).
@@ -137,24 +143,36 @@ type WorkerSpec struct {
 // worker stdout line that is not a progress line consumed by agg.
 func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Result, error) {
 	n := max(r.Workers, 1)
-	var live *intervalMerger
-	if obs := engine.IntervalObserver(ctx); obs != nil && r.Remote == nil && liveIntervalCommand(spec.Command) {
-		live = newIntervalMerger(n, obs)
-		spec.LiveIntervals = true
-	}
-	specs := make([]string, n)
-	spec.RunID = r.RunID
-	if r.Metrics != nil {
-		spec.ServerMetrics = r.Metrics.Location
-	}
+	specs := make([]WorkerSpec, n)
 	for i := range n {
-		s := spec
-		s.Segment = r.seg().Sub(n, i)
+		specs[i] = spec
+		specs[i].Segment = r.seg().Sub(n, i)
+	}
+	return r.fanOutSpecs(ctx, spec, specs, agg, nil)
+}
+
+// fanOutSpecs runs one worker process per spec of specs (each with its own segment; whole is the
+// command's whole share, which Remote gets in their place) and returns their results merged.
+// onExit, when set, is called with a process's index when it has ended.
+func (r *Run) fanOutSpecs(ctx context.Context, whole WorkerSpec, specs []WorkerSpec, agg *aggregate, onExit func(i int)) (Result, error) {
+	n := len(specs)
+	var live *intervalMerger
+	if obs := engine.IntervalObserver(ctx); obs != nil && r.Remote == nil && liveIntervalCommand(whole.Command) {
+		live = newIntervalMerger(n, obs)
+	}
+	args := make([]string, n)
+	for i := range n {
+		s := specs[i]
+		s.RunID = r.RunID
+		if r.Metrics != nil {
+			s.ServerMetrics = r.Metrics.Location
+		}
+		s.LiveIntervals = live != nil
 		b, err := json.Marshal(s)
 		if err != nil {
 			return Result{}, errorf("encoding worker spec: %w", err)
 		}
-		specs[i] = string(b)
+		args[i] = string(b)
 	}
 	out := r.stdout()
 	f := engine.FanOut{
@@ -162,10 +180,10 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 		Workers:    n,
 		Env:        r.Launcher.Env,
 		Stderr:     r.stderr(),
-		Grace:      workerGrace(spec, n),
+		Grace:      workerGrace(whole, max(r.Workers, 1)),
 		Args: func(seg engine.Segment, resultPath string) []string {
-			args := append([]string(nil), r.Launcher.Args...)
-			return append(args, "--spec", specs[seg.Index], "--result", resultPath)
+			a := append([]string(nil), r.Launcher.Args...)
+			return append(a, "--spec", args[seg.Index], "--result", resultPath)
 		},
 		OnLine: func(seg engine.Segment, line string) {
 			if agg != nil && agg.line(seg.Index, line) {
@@ -180,11 +198,17 @@ func (r *Run) fanOut(ctx context.Context, spec WorkerSpec, agg *aggregate) (Resu
 			fmt.Fprintln(out, line)
 		},
 	}
+	if onExit != nil {
+		f.OnExit = func(seg engine.Segment) { onExit(seg.Index) }
+	}
 	var raw [][]byte
 	var runErr error
 	if r.Remote != nil {
-		whole := spec
 		whole.Segment = r.seg()
+		whole.RunID = r.RunID
+		if r.Metrics != nil {
+			whole.ServerMetrics = r.Metrics.Location
+		}
 		b, err := json.Marshal(whole)
 		if err != nil {
 			return Result{}, errorf("encoding worker spec: %w", err)

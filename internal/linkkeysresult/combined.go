@@ -58,6 +58,10 @@ type Stream struct {
 	Result *Result `json:"result"`
 	// Survival is the held population's survival (the held stream only).
 	Survival *Survival `json:"survival,omitempty"`
+	// PIDs are the process IDs of the client processes that ran the stream, one per process in
+	// segment order (a process ID names a process on its own machine only): they show which
+	// streams shared a process (docs/load-testing.md, Combined runs).
+	PIDs []int `json:"pids,omitempty"`
 	// Server is the server's accounting of this stream's source range, when the server reports
 	// counters per source prefix.
 	Server *StreamServer `json:"server,omitempty"`
@@ -202,6 +206,7 @@ func (c *Combined) merge(o *Combined) error {
 				cp.Result = &r
 			}
 			cp.Survival = s.Survival.clone()
+			cp.PIDs = slices.Clone(s.PIDs)
 			c.Streams = append(c.Streams, cp)
 			continue
 		}
@@ -220,6 +225,7 @@ func (c *Combined) merge(o *Combined) error {
 			mine.Result = &r
 		}
 		mine.Params = mergeParams(mine.Params, s.Params)
+		mine.PIDs = append(mine.PIDs, s.PIDs...)
 		if s.Survival != nil {
 			if mine.Survival == nil {
 				mine.Survival = &Survival{LostBy: map[string]int64{}}

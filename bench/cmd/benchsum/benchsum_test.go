@@ -18,6 +18,7 @@ func TestSummaries(t *testing.T) {
 		stdin string
 	}{
 		{"side-by-side", []string{"side-by-side", "side-by-side", "2"}, ""},
+		{"combined-procs", []string{"combined-procs", "combined-procs", "2"}, ""},
 		{"ddos-rss", []string{"ddos-rss", "ddos-rss", "1", "300", "leanold"}, ""},
 		{"handshake-pinned", []string{"handshake-pinned", "handshake-pinned", "2", "old", "new"}, ""},
 		{"perf-breakdown", []string{"perf-breakdown", "2371", "171800000"}, "perf-breakdown.txt"},
@@ -62,6 +63,14 @@ func TestSummaryErrors(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "lines"), []byte("keycast-tls: transport=plain rps=x\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o644)
+	// A real combined result, and a real result of another command where a combined one belongs.
+	for dst, src := range map[string]string{"split-1.json": "combined-procs/split-1.json", "shared-1.json": "side-by-side/hs-new-1.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, dst), b, 0o644)
+	}
 	for _, tc := range []struct {
 		args []string
 		rc   int
@@ -72,6 +81,7 @@ func TestSummaryErrors(t *testing.T) {
 		{[]string{"side-by-side", dir}, 2, "usage: benchsum side-by-side OUT ROUNDS"},
 		{[]string{"side-by-side", dir, "two"}, 2, `ROUNDS "two" is not a count`},
 		{[]string{"side-by-side", dir, "1"}, 1, "hs-old-1.json: cannot read the result file: no such file"},
+		{[]string{"combined-procs", dir, "1"}, 1, "shared-1.json has no combined section: not a combined result"},
 		{[]string{"skew", filepath.Join(dir, "bad.json")}, 1, "bad.json: coord: reading a coordination manifest: unexpected end of JSON input"},
 		{[]string{"keycast-tls", filepath.Join(dir, "lines")}, 1, "lines:1: "},
 		{[]string{"keycast-rpc", "pinned", "1", "2"}, 2, "usage: benchsum keycast-rpc"},

@@ -37,6 +37,7 @@ func (e *env) printf(format string, a ...any) { fmt.Fprintf(e.stdout, format, a.
 
 var summaries = map[string]summary{
 	"calibration":      {"OUT REPS REPS_B RUNS RUNS_B", "bench/compare-calibration.sh: the comparisons of (a), (b), (c)", runCalibration},
+	"combined-procs":   {"OUT ROUNDS", "bench/linkkeys-combined-procs.sh: the request stream beside handshakes, one process or apart", runCombinedProcs},
 	"ddos-rss":         {"OUT ROUNDS SOURCES [leanold]", "bench/linkkeys-ddos-rss.sh: server RSS per run and per binary", runDDoSRSS},
 	"handshake-pinned": {"OUT ROUNDS BUILD...", "bench/linkkeys-handshake-pinned.sh: handshakes against the crypto bound", runHandshakePinned},
 	"keycast-rpc":      {"LAYOUT GPK SIGN NIP44 BOUND GPKCPU SIGNCPU NIP44CPU SIGNNS BOUND0 SIGNNS0", "bench/keycast-server-rpc.sh: one layout's summary", runKeycastRPC},
