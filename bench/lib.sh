@@ -14,6 +14,15 @@ unset_server_env() {
   for v in $(env | sed -n 's/^\(TCP_[A-Z_]*\|PUBLIC_READ_[A-Z_]*\)=.*/\1/p'); do CLEAN_ENV+=(-u "$v"); done
 }
 
+# SCALE_UNBOUNDED_ENV is the LinkKeys server's scale profile with public reads unbounded: nothing is
+# shed, so what differs between two runs is the client. Start a server with
+# `env "${CLEAN_ENV[@]}" "${SCALE_UNBOUNDED_ENV[@]}" …`.
+SCALE_UNBOUNDED_ENV=(TCP_MAX_CONNECTIONS=220000 TCP_HANDSHAKE_CONCURRENCY=1024
+  TCP_HANDSHAKE_RATE_PER_MINUTE=6000000 TCP_HANDSHAKE_BURST=1000000
+  TCP_HANDSHAKE_GLOBAL_RATE_PER_SECOND=100000 TCP_HANDSHAKE_GLOBAL_BURST=200000
+  PUBLIC_READ_BURST=1000000000 PUBLIC_READ_GLOBAL_BURST=1000000000
+  PUBLIC_READ_RATE_PER_MINUTE=60000000000 PUBLIC_READ_GLOBAL_RATE_PER_SECOND=1000000000)
+
 # stop_server stops the server in SERVER_PID (SIGTERM, then waits for it), if there is one.
 SERVER_PID=""
 stop_server() {
