@@ -176,15 +176,11 @@ func TestCombinedFansOut(t *testing.T) {
 		t.Skip("starts worker processes")
 	}
 	rs := startReal(t, config(t, scaleProfile))
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := combinedConfig(t, rs)
 	var out bytes.Buffer
 	res, err := linkkeysload.Combined(context.Background(), cfg, linkkeysload.Run{Stdout: &out, Workers: 2,
 		Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second,
-		Launcher: linkkeysload.Launcher{Executable: exe, Env: append(os.Environ(), "LKLOAD_TEST_WORKER=1")}})
+		Launcher: workerLauncher(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,16 +201,12 @@ func TestCombinedStreamProcesses(t *testing.T) {
 		t.Skip("starts worker processes")
 	}
 	rs := startReal(t, config(t, scaleProfile))
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := combinedConfig(t, rs)
 	cfg.Requests.StartSecs = 1 // ends a second after the handshakes, in another process
 	var out bytes.Buffer
 	res, err := linkkeysload.Combined(context.Background(), cfg, linkkeysload.Run{Stdout: &out, StreamProcesses: true,
 		Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second,
-		Launcher: linkkeysload.Launcher{Executable: exe, Env: append(os.Environ(), "LKLOAD_TEST_WORKER=1")}})
+		Launcher: workerLauncher(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,17 @@ type realServer struct {
 	log    string
 }
 
+// workerLauncher starts this test binary as a client worker process (TestMain runs the worker when
+// LKLOAD_TEST_WORKER is set).
+func workerLauncher(t testing.TB) linkkeysload.Launcher {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return linkkeysload.Launcher{Executable: exe, Env: append(os.Environ(), "LKLOAD_TEST_WORKER=1")}
+}
+
 func startReal(t testing.TB, cfg linkkeysserver.Config) *realServer {
 	t.Helper()
 	ts, err := linkkeysserver.NewTestServer(linkkeysserver.TestServerOptions{Config: cfg})
@@ -244,15 +255,11 @@ func TestConnectionsTwoWorkersAgainstServer(t *testing.T) {
 		t.Skip("starts worker processes")
 	}
 	rs := startReal(t, config(t, scaleProfile))
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := linkkeysload.ConnectionsConfig{Target: rs.target, Count: 400, Concurrency: 64, HoldSecs: 1, AttemptTimeout: 10 * time.Second,
 		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.26.0"), Count: 16}, ProgressEvery: 100}
 	var out bytes.Buffer
 	run := linkkeysload.Run{Stdout: &out, Workers: 2, Metrics: &linkkeysload.MetricsSource{Location: rs.log}, SettleWait: 10 * time.Second,
-		Launcher: linkkeysload.Launcher{Executable: exe, Env: append(os.Environ(), "LKLOAD_TEST_WORKER=1")}}
+		Launcher: workerLauncher(t)}
 	res, err := linkkeysload.Connections(context.Background(), cfg, run)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package linkkeysload_test
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,13 +22,9 @@ func TestFanOutHandsLiveIntervalsToTheObserver(t *testing.T) {
 		t.Skip("starts worker processes")
 	}
 	rs := startReal(t, config(t, scaleProfile))
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := linkkeysload.HandshakeConfig{Target: rs.target, DurationSecs: 2, Concurrency: 4, AttemptTimeout: 10 * time.Second,
 		Sources: linkkeysload.SourceAddrs{Base: ip(t, "127.0.27.0"), Count: 8}}
-	launcher := linkkeysload.Launcher{Executable: exe, Env: append(os.Environ(), "LKLOAD_TEST_WORKER=1")}
+	launcher := workerLauncher(t)
 
 	var mu sync.Mutex
 	var seen []result.Interval
