@@ -52,16 +52,26 @@ type barrier struct {
 	turnsUntil time.Time  // the last worker's end
 }
 
-func newBarrier(n int, inTurn bool) (*barrier, error) {
-	dir, err := os.MkdirTemp("", "lkload-barrier-*")
+// listenTemp listens on a Unix socket in a directory of its own (the parent's side of the hold
+// barrier and of a split combined run's gate); the caller closes ln and removes dir. what names
+// the socket in errors.
+func listenTemp(what string) (ln net.Listener, dir, path string, err error) {
+	dir, err = os.MkdirTemp("", "lkload-*")
 	if err != nil {
-		return nil, errorf("making the hold barrier: %w", err)
+		return nil, "", "", errorf("making %s: %w", what, err)
 	}
-	path := filepath.Join(dir, "b.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
+	path = filepath.Join(dir, "s.sock")
+	if ln, err = net.Listen("unix", path); err != nil {
 		os.RemoveAll(dir)
-		return nil, errorf("making the hold barrier: %w", err)
+		return nil, "", "", errorf("making %s: %w", what, err)
+	}
+	return ln, dir, path, nil
+}
+
+func newBarrier(n int, inTurn bool) (*barrier, error) {
+	ln, dir, path, err := listenTemp("the hold barrier")
+	if err != nil {
+		return nil, err
 	}
 	b := &barrier{ln: ln, path: path, dir: dir, n: n, all: make(chan struct{}), inTurn: inTurn}
 	go b.serve()

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 
@@ -88,15 +87,9 @@ type othersGate struct {
 
 // newOthersGate makes a gate that opens once others processes have exited (othersExited).
 func newOthersGate(others int) (*othersGate, error) {
-	dir, err := os.MkdirTemp("", "lkload-others-*")
+	ln, dir, path, err := listenTemp("the combined run's stream gate")
 	if err != nil {
-		return nil, errorf("making the combined run's stream gate: %w", err)
-	}
-	path := filepath.Join(dir, "g.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, errorf("making the combined run's stream gate: %w", err)
+		return nil, err
 	}
 	g := &othersGate{ln: ln, dir: dir, path: path, left: others}
 	go g.serve()
